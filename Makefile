@@ -1,0 +1,56 @@
+# EntityStore: make demo | test | lint | bench | fuzz | docs
+#
+# `make demo` and `make test` install what they need (liblmdb-dev, and lmdb-utils for the tests that check that
+# Debian's own tools read our stores) with apt-get when it is missing, through sudo when not root.
+
+SWIFT ?= swift
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := liblmdb-dev lmdb-utils
+
+.PHONY: all deps build demo test lint format bench fuzz docs stress tsan clean
+
+all: build
+
+deps:
+	@missing=""; \
+	pkg-config --exists lmdb 2>/dev/null || missing="$$missing liblmdb-dev"; \
+	command -v mdb_stat >/dev/null 2>&1 || missing="$$missing lmdb-utils"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+demo: deps
+	$(SWIFT) run store-demo
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+
+lint:
+	$(SWIFT) format lint --strict --recursive Package.swift Sources Tools Tests
+
+format:
+	$(SWIFT) format --in-place --recursive Package.swift Sources Tools Tests
+
+bench:
+	@echo "make bench: the benchmark suite (issue 8) has not landed yet."
+
+fuzz:
+	@echo "make fuzz: the fuzz targets (issue 9) have not landed yet."
+
+stress:
+	@echo "make stress: the full-size reliability runs (issue 9) have not landed yet."
+
+tsan:
+	@echo "make tsan: the ThreadSanitizer run (issue 9) has not landed yet."
+
+docs:
+	@echo "make docs: the DocC catalogs (issue 10) have not landed yet."
+
+clean:
+	$(SWIFT) package clean

@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "EntityStore",
+    products: [
+        .library(name: "EntityStore", targets: ["EntityStore"]),
+        .library(name: "LMDB", targets: ["LMDB"]),
+        .library(name: "SectionedDiff", targets: ["SectionedDiff"]),
+        .executable(name: "store-inspect", targets: ["store-inspect"]),
+        .executable(name: "store-demo", targets: ["store-demo"]),
+    ],
+    targets: [
+        // The C library, reached through a tiny system-library target.
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        // The safe Swift layer over LMDB's C API; the only module that imports CLMDB.
+        .target(name: "LMDB", dependencies: ["CLMDB"]),
+        // Pure algorithm: old vs new sectioned lists -> a change set. Knows nothing of storage.
+        .target(name: "SectionedDiff"),
+        .target(name: "EntityStore", dependencies: ["LMDB", "SectionedDiff"]),
+
+        .executableTarget(name: "store-inspect", dependencies: ["EntityStore"], path: "Tools/store-inspect"),
+        .executableTarget(name: "store-demo", dependencies: ["EntityStore"], path: "Tools/store-demo"),
+
+        // Test-only support: temporary stores, process helpers, the strict batch validator.
+        .target(name: "TestSupport", dependencies: ["LMDB", "SectionedDiff"], path: "Tests/TestSupport"),
+        // A helper executable the tests start as a real second process.
+        .executableTarget(name: "es-test-helper", dependencies: ["LMDB", "EntityStore"], path: "Tests/TestHelper"),
+
+        .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport", "es-test-helper"]),
+        .testTarget(name: "SectionedDiffTests", dependencies: ["SectionedDiff", "TestSupport"]),
+        .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "TestSupport", "es-test-helper"]),
+    ]
+)

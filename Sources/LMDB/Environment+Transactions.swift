@@ -1,0 +1,202 @@
+import CLMDB
+
+extension Environment {
+    /// Runs `body` in a read transaction: one consistent snapshot, ended when `body` returns.
+    ///
+    /// Bytes handed out by the transaction are valid only inside `body`. Keep read transactions short: a long one
+    /// keeps old pages alive and makes the file grow.
+    ///
+    /// - Throws: What `body` throws, or an ``LMDBError`` from LMDB.
+    public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
+        var triedReaderCheck = false
+        while true {
+            let outcome: Outcome<R> = try gate.withTransaction(write: false) {
+                var pointer: OpaquePointer?
+                let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &pointer)
+                if rc == MDB_MAP_RESIZED { return .mapResized }
+                if rc == MDB_READERS_FULL && !triedReaderCheck { return .readersFull }
+                try check(rc, "mdb_txn_begin (read) at \(path)")
+                let transaction = ReadTransaction(environment: self, pointer: pointer!)
+                let result: R
+                do {
+                    result = try body(transaction)
+                } catch {
+                    transaction.end()
+                    mdb_txn_abort(pointer)
+                    throw error
+                }
+                transaction.end()
+                // Commit (not abort) keeps database handles opened in this transaction.
+                try check(mdb_txn_commit(pointer), "mdb_txn_commit (read) at \(path)")
+                return .done(result)
+            }
+            switch outcome {
+            case .done(let result): return result
+            case .mapResized: try adoptResizedMap()
+            case .readersFull:
+                triedReaderCheck = true
+                checkReaders()
+            case .mapFull: continue
+            }
+        }
+    }
+
+    /// Runs `body` in a write transaction and commits it when `body` returns; aborts it when `body` throws.
+    ///
+    /// Write transactions are serialised across threads and processes. When the map is full the transaction is
+    /// aborted, the map grows and `body` runs again: it must not have effects outside the transaction, or they
+    /// must be safe to repeat.
+    ///
+    /// - Throws: What `body` throws, or an ``LMDBError``; ``LMDBError/Code/readOnly`` in a read-only environment,
+    ///   ``LMDBError/Code/misuse`` for a write nested in a write on the same thread.
+    public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
+        guard !options.readOnly else {
+            throw LMDBError(code: .readOnly, message: "the environment was opened read-only", context: path)
+        }
+        if gate.callerIsWriting() {
+            throw LMDBError(
+                code: .misuse, message: "a write transaction is already open on this thread", context: path)
+        }
+        var triedReaderCheck = false
+        var growths = 0
+        while true {
+            let outcome: Outcome<R> = try gate.withTransaction(write: true) {
+                var pointer: OpaquePointer?
+                let rc = mdb_txn_begin(handle, nil, 0, &pointer)
+                if rc == MDB_MAP_RESIZED { return .mapResized }
+                if rc == MDB_READERS_FULL && !triedReaderCheck { return .readersFull }
+                try check(rc, "mdb_txn_begin (write) at \(path)")
+                let transaction = WriteTransaction(environment: self, pointer: pointer!)
+                let result: R
+                do {
+                    result = try body(transaction)
+                } catch {
+                    transaction.end()
+                    mdb_txn_abort(pointer)
+                    if transaction.sawMapFull || (error as? LMDBError)?.code == .mapFull { return .mapFull }
+                    throw error
+                }
+                transaction.end()
+                let commit = mdb_txn_commit(pointer)
+                if commit == MDB_MAP_FULL { return .mapFull }
+                try check(commit, "mdb_txn_commit at \(path)")
+                transaction.publishOpenedDatabases()
+                return .done(result)
+            }
+            switch outcome {
+            case .done(let result): return result
+            case .mapResized: try adoptResizedMap()
+            case .readersFull:
+                triedReaderCheck = true
+                checkReaders()
+            case .mapFull:
+                growths += 1
+                try growMap(attempt: growths)
+            }
+        }
+    }
+
+    /// Adopts the map size another process set (`MDB_MAP_RESIZED`).
+    func adoptResizedMap() throws {
+        try gate.exclusively("adopt another process's map size") { () throws(LMDBError) in
+            try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize(0) after MDB_MAP_RESIZED at \(path)")
+        }
+    }
+
+    /// Grows the map after `MDB_MAP_FULL`: doubling up to 1 GiB, then by 1 GiB, up to the maximum map size.
+    func growMap(attempt: Int) throws {
+        try gate.exclusively("grow the map") { () throws(LMDBError) in
+            let current = info().mapSize
+            let next = current < 1 << 30 ? current * 2 : current + (1 << 30)
+            guard next <= options.maximumMapSize, attempt < 64 else {
+                throw LMDBError(
+                    code: .mapFull,
+                    message: "the map is full at \(current) bytes and may not grow past \(options.maximumMapSize)",
+                    context: path)
+            }
+            try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next)) at \(path)")
+        }
+    }
+
+    /// The environment's current information (`mdb_env_info`).
+    public func info() -> EnvironmentInfo {
+        var raw = MDB_envinfo()
+        _ = mdb_env_info(handle, &raw)
+        return EnvironmentInfo(
+            mapSize: raw.me_mapsize, lastPageNumber: raw.me_last_pgno, lastTransactionID: raw.me_last_txnid,
+            maxReaders: Int(raw.me_maxreaders), readersUsed: Int(raw.me_numreaders))
+    }
+
+    /// Statistics of the main B-tree (`mdb_env_stat`); the page size is the environment's.
+    public func statistics() throws -> DatabaseStatistics {
+        var raw = MDB_stat()
+        try check(mdb_env_stat(handle, &raw), "mdb_env_stat at \(path)")
+        return DatabaseStatistics(raw)
+    }
+
+    /// The reader table as LMDB prints it (`mdb_reader_list`): one line per slot in use.
+    public func readerTable() -> [String] {
+        let lines = ReaderLines()
+        _ = withExtendedLifetime(lines) {
+            mdb_reader_list(
+                handle,
+                { message, context in
+                    guard let message, let context else { return 0 }
+                    let box = Unmanaged<ReaderLines>.fromOpaque(context).takeUnretainedValue()
+                    box.lines.append(String(cString: message).trimmingTrailingNewline())
+                    return 0
+                }, Unmanaged.passUnretained(lines).toOpaque())
+        }
+        return lines.lines
+    }
+
+    /// Opens a named database, creating it when `create` is true and the environment is writable.
+    ///
+    /// The handle is cached: later calls return it at once.
+    ///
+    /// - Parameters:
+    ///   - name: The database's name, or `nil` for the main database.
+    ///   - dupSort: Whether keys hold several sorted values. Must match how the database was created.
+    ///   - create: Create the database when missing.
+    /// - Throws: ``LMDBError/Code/databaseNotFound`` when it is missing and not created;
+    ///   ``LMDBError/Code/incompatible`` when `dupSort` does not match the stored database.
+    public func openDatabase(_ name: String?, dupSort: Bool = false, create: Bool = true) throws -> Database {
+        if let cached = cachedDatabase(name, dupSort: dupSort) { return try cached.get() }
+        if create && !options.readOnly {
+            return try write { txn in try txn.openDatabase(name, dupSort: dupSort, create: true) }
+        }
+        return try read { txn in try txn.openDatabase(name, dupSort: dupSort, create: false) }
+    }
+
+    func cachedDatabase(_ name: String?, dupSort: Bool) -> Result<Database, LMDBError>? {
+        guard let cached = databases.withLock({ $0[name ?? ""] }) else { return nil }
+        guard cached.isDupSort == dupSort else {
+            return .failure(
+                LMDBError(
+                    code: .incompatible,
+                    message: "database \(cached) is \(cached.isDupSort ? "" : "not ")DUPSORT",
+                    context: "opening database \(cached)"))
+        }
+        return .success(cached)
+    }
+}
+
+/// Collects the lines of `mdb_reader_list`.
+private final class ReaderLines {
+    var lines: [String] = []
+}
+
+enum Outcome<R> {
+    case done(R)
+    case mapResized
+    case readersFull
+    case mapFull
+}
+
+extension String {
+    func trimmingTrailingNewline() -> String {
+        var copy = self
+        while copy.last == "\n" { copy.removeLast() }
+        return copy
+    }
+}

@@ -1,0 +1,238 @@
+import CLMDB
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open LMDB environment: one store directory holding `data.mdb` and `lock.mdb`.
+///
+/// There is at most one `Environment` per data file in a process (LMDB's caveat: closing a second handle on the
+/// same file would release the first one's locks). ``open(path:options:)`` returns the environment already open
+/// for that file, or throws ``LMDBError/Code/alreadyOpen`` when the options cannot be shared.
+///
+/// ```swift
+/// let env = try Environment.open(path: "app.store")
+/// let users = try env.openDatabase("users")
+/// try env.write { txn in try txn.put(Array("alice".utf8), Array("admin".utf8), in: users) }
+/// let role = try env.read { txn in try txn.get(Array("alice".utf8), in: users).map { Array($0) } }
+/// ```
+///
+/// Transactions are synchronous, non-escaping closures; they never cross an `await` or a thread. The map grows by
+/// itself when a write fills it (the write closure is run again, so it must not have effects outside the
+/// transaction). The environment closes when the last reference to it goes away.
+public final class Environment: @unchecked Sendable {
+    // @unchecked Sendable: the MDB_env pointer is used only through LMDB calls that are thread-safe with MDB_NOTLS;
+    // `gate` (its own pthread mutex) orders map resizes against transactions, and `databases` is a Mutex.
+
+    /// How commits reach the disk.
+    public enum SyncMode: Sendable, Equatable {
+        /// Flush data and meta page on every commit (LMDB's default): a committed transaction survives a power loss.
+        case durable
+        /// `MDB_NOMETASYNC`: skip the meta page flush; the last transaction may be lost on a crash, never corrupted.
+        case noMetaSync
+        /// `MDB_NOSYNC`: leave flushing to the OS. For tests and bulk loads only.
+        case noSync
+    }
+
+    /// Options for opening an environment.
+    public struct Options: Sendable, Equatable {
+        /// The initial map size in bytes. The map grows by itself when a write fills it.
+        public var mapSize: Int = 8 << 20
+        /// The largest the map may grow to by itself.
+        public var maximumMapSize: Int = 1 << 40
+        /// Concurrent read transactions across all processes.
+        public var maxReaders: Int = 126
+        /// Named databases in the environment.
+        public var maxDatabases: Int = 256
+        /// How commits reach the disk.
+        public var sync: SyncMode = .durable
+        /// Open with `MDB_RDONLY`: no writes, and the directory is not created.
+        public var readOnly: Bool = false
+
+        /// The default options: 8 MiB initial map, durable, read-write.
+        public init() {}
+
+        /// Options with the given fields changed.
+        public init(
+            mapSize: Int = 8 << 20, maximumMapSize: Int = 1 << 40, maxReaders: Int = 126, maxDatabases: Int = 256,
+            sync: SyncMode = .durable, readOnly: Bool = false
+        ) {
+            self.mapSize = mapSize
+            self.maximumMapSize = maximumMapSize
+            self.maxReaders = maxReaders
+            self.maxDatabases = maxDatabases
+            self.sync = sync
+            self.readOnly = readOnly
+        }
+    }
+
+    /// The store directory.
+    public let path: String
+    /// The options the environment was opened with.
+    public let options: Options
+
+    @usableFromInline let handle: OpaquePointer
+    let identity: FileIdentity
+    let gate = TransactionGate()
+    let databases = Mutex<[String: Database]>([:])
+    /// LMDB's largest key (and DUPSORT value) in bytes: 511 with the default build.
+    public let maxKeySize: Int
+
+    private init(handle: OpaquePointer, path: String, options: Options, identity: FileIdentity) {
+        self.handle = handle
+        self.path = path
+        self.options = options
+        self.identity = identity
+        self.maxKeySize = Int(mdb_env_get_maxkeysize(handle))
+    }
+
+    deinit {
+        mdb_env_close(handle)
+        Environment.registry.withLock { entries in
+            if let entry = entries[identity], entry.token == ObjectIdentifier(self) { entries[identity] = nil }
+        }
+    }
+
+    /// The data file inside the store directory.
+    public var dataFilePath: String { path + "/data.mdb" }
+    /// The lock file inside the store directory.
+    public var lockFilePath: String { path + "/lock.mdb" }
+
+    // MARK: - Opening
+
+    struct FileIdentity: Hashable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    struct RegistryEntry {
+        weak var environment: Environment?
+        var token: ObjectIdentifier
+    }
+
+    static let registry = Mutex<[FileIdentity: RegistryEntry]>([:])
+
+    /// Opens (or creates) the environment in the directory at `path`.
+    ///
+    /// Before LMDB touches the files, the data file is checked: a symbolic link or a non-regular data or lock
+    /// file is refused, as is an empty file, a file that is not LMDB's, and a data file shorter than its own meta
+    /// page says (LMDB itself would die of SIGBUS on it). A new directory is created 0700 and its files 0600.
+    ///
+    /// - Parameters:
+    ///   - path: The store directory.
+    ///   - options: Map size, readers, databases, sync mode, read-only.
+    /// - Returns: The environment for that file; the one already open in this process if there is one.
+    /// - Throws: ``LMDBError`` naming the file and what is wrong with it.
+    public static func open(path: String, options: Options = Options()) throws(LMDBError) -> Environment {
+        while true {
+            // An environment looked up here must not be released inside the lock: its deinit takes the lock too.
+            var keepAlive: Environment?
+            let result: Result<Environment, LMDBError>? = registry.withLock { entries in
+                do throws(LMDBError) {
+                    let preflight = try Preflight.run(path: path, readOnly: options.readOnly)
+                    if let identity = preflight.identity, let entry = entries[identity] {
+                        guard let existing = entry.environment else { return nil }  // closing right now: wait
+                        keepAlive = existing
+                        if existing.options.readOnly && !options.readOnly {
+                            throw LMDBError(
+                                code: .alreadyOpen,
+                                message: "the environment is already open read-only in this process",
+                                context: path)
+                        }
+                        return .success(existing)
+                    }
+                    let environment = try openNew(path: path, options: options, preflight: preflight)
+                    entries[environment.identity] = RegistryEntry(
+                        environment: environment, token: ObjectIdentifier(environment))
+                    return .success(environment)
+                } catch {
+                    return .failure(error)
+                }
+            }
+            withExtendedLifetime(keepAlive) {}
+            if let result { return try result.get() }
+            sched_yield()
+        }
+    }
+
+    private static func openNew(
+        path: String, options: Options, preflight: Preflight
+    ) throws(LMDBError)
+        -> Environment
+    {
+        var envPointer: OpaquePointer?
+        try check(mdb_env_create(&envPointer), "mdb_env_create for \(path)")
+        guard let handle = envPointer else {
+            throw LMDBError(code: .outOfMemory, message: "mdb_env_create returned no environment", context: path)
+        }
+        do throws(LMDBError) {
+            try check(mdb_env_set_maxreaders(handle, UInt32(options.maxReaders)), "mdb_env_set_maxreaders")
+            try check(mdb_env_set_maxdbs(handle, MDB_dbi(options.maxDatabases)), "mdb_env_set_maxdbs")
+            let mapSize = max(options.mapSize, preflight.storedMapSize ?? 0, preflight.requiredSize ?? 0)
+            try check(mdb_env_set_mapsize(handle, mapSize), "mdb_env_set_mapsize(\(mapSize))")
+            var flags = UInt32(MDB_NOTLS)
+            switch options.sync {
+            case .durable: break
+            case .noMetaSync: flags |= UInt32(MDB_NOMETASYNC)
+            case .noSync: flags |= UInt32(MDB_NOSYNC)
+            }
+            if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+            try check(mdb_env_open(handle, path, flags, 0o600), "mdb_env_open at \(path)")
+            var fd: Int32 = -1
+            try check(mdb_env_get_fd(handle, &fd), "mdb_env_get_fd")
+            var info = stat()
+            guard fstat(fd, &info) == 0 else {
+                throw LMDBError(code: .init(rawValue: errno), message: "fstat of the data file failed", context: path)
+            }
+            let identity = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+            let environment = Environment(handle: handle, path: path, options: options, identity: identity)
+            _ = environment.checkReaders()
+            return environment
+        } catch {
+            mdb_env_close(handle)
+            throw error
+        }
+    }
+
+    // MARK: - Maintenance
+
+    /// Clears reader slots left by processes that died (`mdb_reader_check`).
+    /// - Returns: The number of stale slots cleared.
+    @discardableResult
+    public func checkReaders() -> Int {
+        var dead: Int32 = 0
+        _ = mdb_reader_check(handle, &dead)
+        return Int(dead)
+    }
+
+    /// Flushes the data buffers to disk (`mdb_env_sync`), for the faster sync modes.
+    public func sync(force: Bool = true) throws(LMDBError) {
+        guard !options.readOnly else { return }
+        try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync at \(path)")
+    }
+
+    /// Writes a consistent copy of the environment into the directory `destination` (created 0700 if missing;
+    /// it must not already hold a data file). The copy is taken from one read snapshot while writers go on.
+    ///
+    /// - Parameters:
+    ///   - destination: A directory for the copy's `data.mdb`.
+    ///   - compact: Omit free pages and renumber the rest (`MDB_CP_COMPACT`).
+    public func copy(to destination: String, compact: Bool = true) throws(LMDBError) {
+        if mkdir(destination, 0o700) != 0 && errno != EEXIST {
+            throw LMDBError(
+                code: .init(rawValue: errno), message: "cannot create the backup directory", context: destination)
+        }
+        var info = stat()
+        if lstat(destination + "/data.mdb", &info) == 0 {
+            throw LMDBError(
+                code: .invalidArgument, message: "the backup directory already holds a data.mdb",
+                context: destination)
+        }
+        try gate.withTransaction(write: false) { () throws(LMDBError) in
+            try check(
+                mdb_env_copy2(handle, destination, compact ? UInt32(MDB_CP_COMPACT) : 0),
+                "mdb_env_copy2 to \(destination)")
+        }
+    }
+}

@@ -1,0 +1,321 @@
+import CLMDB
+
+/// A read transaction: one consistent snapshot of the environment.
+///
+/// Only valid inside the closure given to ``Environment/read(_:)`` (or ``Environment/write(_:)`` for a
+/// ``WriteTransaction``); using it afterwards throws ``LMDBError/Code/misuse``. Bytes it returns borrow LMDB's
+/// memory map: copy what must outlive the transaction.
+public class ReadTransaction {
+    /// The environment.
+    public let environment: Environment
+    @usableFromInline let pointer: OpaquePointer
+    @usableFromInline var isLive = true
+
+    init(environment: Environment, pointer: OpaquePointer) {
+        self.environment = environment
+        self.pointer = pointer
+    }
+
+    func end() { isLive = false }
+
+    @usableFromInline
+    func requireLive(_ what: @autoclosure () -> String) throws {
+        if !isLive {
+            throw LMDBError(
+                code: .misuse, message: "the transaction was used after its closure returned", context: what())
+        }
+    }
+
+    /// Whether this is a write transaction.
+    public var isReadOnly: Bool { true }
+
+    /// The transaction's ID: for a read, the last committed transaction it sees; for a write, the one it will be.
+    public var id: Int { mdb_txn_id(pointer) }
+
+    /// Opens a named database inside this transaction.
+    ///
+    /// - Parameters:
+    ///   - name: The database's name, or `nil` for the main database.
+    ///   - dupSort: Whether keys hold several sorted values. Must match how the database was created.
+    ///   - create: Create the database when missing (write transactions only).
+    public func openDatabase(_ name: String?, dupSort: Bool = false, create: Bool = false) throws -> Database {
+        try requireLive("opening database \(name ?? "main")")
+        if let cached = environment.cachedDatabase(name, dupSort: dupSort) { return try cached.get() }
+        if create && isReadOnly {
+            throw LMDBError(
+                code: .readOnly, message: "cannot create a database in a read transaction",
+                context: "opening database '\(name ?? "")'")
+        }
+        var flags: UInt32 = 0
+        if dupSort { flags |= UInt32(MDB_DUPSORT) }
+        if create { flags |= UInt32(MDB_CREATE) }
+        // Opening a handle is serialised in the process (lmdb.h: mdb_dbi_open must not run concurrently).
+        return try environment.databases.withLock { cache in
+            if let cached = cache[name ?? ""] { return cached }
+            var dbi: MDB_dbi = 0
+            let rc = mdb_dbi_open(pointer, name, flags, &dbi)
+            let label = name.map { "'\($0)'" } ?? "the main database"
+            if rc == MDB_NOTFOUND {
+                throw LMDBError(
+                    code: .databaseNotFound, message: "database \(label) does not exist",
+                    context: environment.path)
+            }
+            if rc == MDB_INCOMPATIBLE {
+                throw LMDBError(
+                    code: .incompatible,
+                    message:
+                        "database \(label) exists with other flags (DUPSORT \(dupSort ? "expected" : "not expected"))",
+                    context: environment.path)
+            }
+            try check(rc, "mdb_dbi_open \(label)")
+            let database = Database(dbi: dbi, name: name, isDupSort: dupSort)
+            remember(database, in: &cache)
+            return database
+        }
+    }
+
+    /// A read transaction's handles are kept when it ends; a write transaction's only when it commits.
+    func remember(_ database: Database, in cache: inout [String: Database]) {
+        cache[database.name ?? ""] = database
+    }
+
+    /// The value stored under `key`, borrowed from the map; `nil` when the key is absent.
+    ///
+    /// For a DUPSORT database, the first (smallest) value of the key.
+    public func get(_ key: UnsafeRawBufferPointer, in database: Database) throws -> UnsafeRawBufferPointer? {
+        try requireLive("get in database \(database)")
+        try environment.checkKey(key, "get in database \(database)")
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var data = MDB_val()
+        let rc = mdb_get(pointer, database.dbi, &keyValue, &data)
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc, "mdb_get in database \(database)")
+        return UnsafeRawBufferPointer(start: data.mv_data, count: data.mv_size)
+    }
+
+    /// The value stored under `key`, borrowed from the map.
+    @inlinable
+    public func get(_ key: [UInt8], in database: Database) throws -> UnsafeRawBufferPointer? {
+        try key.withUnsafeBytes { try get($0, in: database) }
+    }
+
+    /// The value stored under an 8-byte big-endian integer key, borrowed from the map.
+    @inlinable
+    public func get(_ key: UInt64, in database: Database) throws -> UnsafeRawBufferPointer? {
+        try withUnsafeBytes(of: key.bigEndian) { try get($0, in: database) }
+    }
+
+    /// The statistics of one database (`mdb_stat`).
+    public func statistics(_ database: Database) throws -> DatabaseStatistics {
+        try requireLive("statistics of database \(database)")
+        var raw = MDB_stat()
+        try check(mdb_stat(pointer, database.dbi, &raw), "mdb_stat of database \(database)")
+        return DatabaseStatistics(raw)
+    }
+
+    /// The names of the named databases in the environment (the keys of the main database).
+    public func databaseNames() throws -> [String] {
+        let main = try openDatabase(nil)
+        var names: [String] = []
+        try forEach(in: main) { key, _ in
+            names.append(String(decoding: key, as: UTF8.self))
+            return .continue
+        }
+        return names
+    }
+
+    /// Runs `body` with a cursor on `database`; the cursor is closed when `body` returns.
+    public func withCursor<R>(on database: Database, _ body: (Cursor) throws -> R) throws -> R {
+        try requireLive("cursor on database \(database)")
+        var cursorPointer: OpaquePointer?
+        try check(mdb_cursor_open(pointer, database.dbi, &cursorPointer), "mdb_cursor_open on database \(database)")
+        let cursor = Cursor(pointer: cursorPointer!, database: database, environment: environment)
+        defer {
+            cursor.isLive = false
+            mdb_cursor_close(cursorPointer)
+        }
+        return try body(cursor)
+    }
+
+    /// Visits the entries of `database` in `range`, in key order (or in reverse), until `body` says stop.
+    ///
+    /// In a DUPSORT database every key/value pair is visited, values of one key in their sorted order.
+    ///
+    /// ```swift
+    /// try txn.forEach(in: index, range: .prefix(Array("ab".utf8))) { key, value in
+    ///     print(Array(key)); return .continue
+    /// }
+    /// ```
+    public func forEach(
+        in database: Database, range: KeyRange = .all, reverse: Bool = false,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> IterationControl
+    ) throws {
+        try withCursor(on: database) { cursor in
+            var entry = reverse ? try cursor.positionAtEnd(of: range) : try cursor.positionAtStart(of: range)
+            while let (key, value) = entry {
+                if reverse ? !range.allows(lowerSideOf: key) : !range.allows(upperSideOf: key) { return }
+                if try body(key, value) == .stop { return }
+                entry = reverse ? try cursor.previous() : try cursor.next()
+            }
+        }
+    }
+}
+
+/// Whether an iteration goes on.
+public enum IterationControl: Sendable {
+    case `continue`
+    case stop
+}
+
+/// A write transaction: a ``ReadTransaction`` that can also put and delete.
+public final class WriteTransaction: ReadTransaction {
+    var sawMapFull = false
+    var openedDatabases: [Database] = []
+
+    override public var isReadOnly: Bool { false }
+
+    override func remember(_ database: Database, in cache: inout [String: Database]) {
+        openedDatabases.append(database)
+    }
+
+    func publishOpenedDatabases() {
+        guard !openedDatabases.isEmpty else { return }
+        environment.databases.withLock { cache in
+            for database in openedDatabases { cache[database.name ?? ""] = database }
+        }
+    }
+
+    @usableFromInline
+    func fail(_ rc: Int32, _ what: @autoclosure () -> String) throws {
+        if rc == MDB_MAP_FULL { sawMapFull = true }
+        try check(rc, what())
+    }
+
+    /// Stores `value` under `key`.
+    ///
+    /// - Throws: ``LMDBError/Code/badValueSize`` for an empty key or one longer than ``Environment/maxKeySize``
+    ///   (and for such a value in a DUPSORT database); ``LMDBError/Code/keyExists`` under `.noOverwrite` or
+    ///   `.noDuplicateData`.
+    public func put(
+        _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, in database: Database, flags: PutFlags = []
+    ) throws {
+        try requireLive("put in database \(database)")
+        try environment.checkKey(key, "put in database \(database)")
+        if database.isDupSort && value.count > environment.maxKeySize {
+            throw LMDBError(
+                code: .badValueSize,
+                message: "a value of \(value.count) bytes exceeds LMDB's limit of \(environment.maxKeySize) bytes"
+                    + " for DUPSORT values",
+                context: "put in database \(database)")
+        }
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try fail(mdb_put(pointer, database.dbi, &keyValue, &data, flags.rawValue), "mdb_put in database \(database)")
+    }
+
+    /// Stores `value` under `key`.
+    @inlinable
+    public func put(_ key: [UInt8], _ value: [UInt8], in database: Database, flags: PutFlags = []) throws {
+        try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try put(k, v, in: database, flags: flags) } }
+    }
+
+    /// Stores `value` under an 8-byte big-endian integer key.
+    @inlinable
+    public func put(
+        _ key: UInt64, _ value: UnsafeRawBufferPointer, in database: Database, flags: PutFlags = []
+    )
+        throws
+    {
+        try withUnsafeBytes(of: key.bigEndian) { try put($0, value, in: database, flags: flags) }
+    }
+
+    /// Reserves `count` bytes under `key` and lets `body` write them in place (`MDB_RESERVE`): no copy.
+    ///
+    /// Not for DUPSORT databases.
+    public func put(
+        _ key: UnsafeRawBufferPointer, reserving count: Int, in database: Database, flags: PutFlags = [],
+        _ body: (UnsafeMutableRawBufferPointer) throws -> Void
+    ) throws {
+        try requireLive("put in database \(database)")
+        try environment.checkKey(key, "put in database \(database)")
+        guard !database.isDupSort else {
+            throw LMDBError(
+                code: .invalidArgument, message: "MDB_RESERVE cannot be used in a DUPSORT database",
+                context: "put in database \(database)")
+        }
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var data = MDB_val(mv_size: count, mv_data: nil)
+        try fail(
+            mdb_put(pointer, database.dbi, &keyValue, &data, flags.rawValue | UInt32(MDB_RESERVE)),
+            "mdb_put (reserve) in database \(database)")
+        try body(UnsafeMutableRawBufferPointer(start: data.mv_data, count: count))
+    }
+
+    /// Deletes `key` (and, in a DUPSORT database, all its values).
+    /// - Returns: Whether the key was there.
+    @discardableResult
+    public func delete(_ key: UnsafeRawBufferPointer, in database: Database) throws -> Bool {
+        try delete(key, value: nil, in: database)
+    }
+
+    /// Deletes one key/value pair of a DUPSORT database (or `key` when `value` is nil).
+    /// - Returns: Whether it was there.
+    @discardableResult
+    public func delete(
+        _ key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer?, in database: Database
+    ) throws
+        -> Bool
+    {
+        try requireLive("delete in database \(database)")
+        try environment.checkKey(key, "delete in database \(database)")
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        let rc: Int32
+        if let value {
+            var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+            rc = mdb_del(pointer, database.dbi, &keyValue, &data)
+        } else {
+            rc = mdb_del(pointer, database.dbi, &keyValue, nil)
+        }
+        if rc == MDB_NOTFOUND { return false }
+        try fail(rc, "mdb_del in database \(database)")
+        return true
+    }
+
+    /// Deletes `key`.
+    @discardableResult @inlinable
+    public func delete(_ key: [UInt8], in database: Database) throws -> Bool {
+        try key.withUnsafeBytes { try delete($0, in: database) }
+    }
+
+    /// Deletes one key/value pair of a DUPSORT database.
+    @discardableResult @inlinable
+    public func delete(_ key: [UInt8], value: [UInt8], in database: Database) throws -> Bool {
+        try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try delete(k, value: v, in: database) } }
+    }
+
+    /// Deletes an 8-byte big-endian integer key.
+    @discardableResult @inlinable
+    public func delete(_ key: UInt64, in database: Database) throws -> Bool {
+        try withUnsafeBytes(of: key.bigEndian) { try delete($0, in: database) }
+    }
+
+    /// Removes every entry of `database`, keeping the database.
+    public func empty(_ database: Database) throws {
+        try requireLive("emptying database \(database)")
+        try fail(mdb_drop(pointer, database.dbi, 0), "mdb_drop (empty) of database \(database)")
+    }
+}
+
+extension Environment {
+    @usableFromInline
+    func checkKey(_ key: UnsafeRawBufferPointer, _ what: @autoclosure () -> String) throws {
+        if key.isEmpty {
+            throw LMDBError(code: .badValueSize, message: "an empty key is not allowed", context: what())
+        }
+        if key.count > maxKeySize {
+            throw LMDBError(
+                code: .badValueSize,
+                message: "a key of \(key.count) bytes exceeds LMDB's limit of \(maxKeySize) bytes", context: what())
+        }
+    }
+}

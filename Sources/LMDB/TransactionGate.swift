@@ -1,0 +1,87 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Orders map resizes against this process's transactions.
+///
+/// `mdb_env_set_mapsize` while any transaction of the process is open returns 0 and later segfaults (DESIGN.md,
+/// platform notes). Every transaction passes through the gate; a resize closes it, waits until no transaction is
+/// open, resizes, and opens it again. The gate also remembers which threads hold transactions, so that a write
+/// nested in another write on the same thread (a self-deadlock in LMDB) and a resize that would wait for the
+/// calling thread's own read are reported as errors instead of hanging.
+final class TransactionGate: @unchecked Sendable {
+    // @unchecked Sendable: every field is read and written only while `mutex` is held.
+    private var mutex = pthread_mutex_t()
+    private var condition = pthread_cond_t()
+    private var open = 0
+    private var resizing = false
+    private var readsByThread: [UInt: Int] = [:]
+    private var writers: Set<UInt> = []
+
+    init() {
+        pthread_mutex_init(&mutex, nil)
+        pthread_cond_init(&condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(&condition)
+        pthread_mutex_destroy(&mutex)
+    }
+
+    /// Runs `body` counted as an open transaction of the calling thread.
+    func withTransaction<R, E: Error>(write: Bool, _ body: () throws(E) -> R) throws(E) -> R {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        pthread_mutex_lock(&mutex)
+        while resizing { pthread_cond_wait(&condition, &mutex) }
+        open += 1
+        if write { writers.insert(thread) } else { readsByThread[thread, default: 0] += 1 }
+        pthread_mutex_unlock(&mutex)
+        defer {
+            pthread_mutex_lock(&mutex)
+            open -= 1
+            if write {
+                writers.remove(thread)
+            } else if let count = readsByThread[thread] {
+                readsByThread[thread] = count > 1 ? count - 1 : nil
+            }
+            if open == 0 { pthread_cond_broadcast(&condition) }
+            pthread_mutex_unlock(&mutex)
+        }
+        return try body()
+    }
+
+    /// Whether the calling thread holds a write transaction.
+    func callerIsWriting() -> Bool {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return writers.contains(thread)
+    }
+
+    /// Runs `body` with no transaction open in the process and no new one starting.
+    ///
+    /// - Throws: ``LMDBError/Code/misuse`` when the calling thread itself holds a transaction (waiting for it would
+    ///   never end).
+    func exclusively<R>(_ what: String, _ body: () throws(LMDBError) -> R) throws(LMDBError) -> R {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        pthread_mutex_lock(&mutex)
+        if readsByThread[thread] != nil || writers.contains(thread) {
+            pthread_mutex_unlock(&mutex)
+            throw LMDBError(
+                code: .misuse,
+                message: "cannot \(what) while this thread holds another transaction on the environment",
+                context: "map resize")
+        }
+        while resizing { pthread_cond_wait(&condition, &mutex) }
+        resizing = true
+        while open > 0 { pthread_cond_wait(&condition, &mutex) }
+        pthread_mutex_unlock(&mutex)
+        defer {
+            pthread_mutex_lock(&mutex)
+            resizing = false
+            pthread_cond_broadcast(&condition)
+            pthread_mutex_unlock(&mutex)
+        }
+        return try body()
+    }
+}

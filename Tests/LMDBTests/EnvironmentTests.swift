@@ -1,0 +1,122 @@
+import Foundation
+import LMDB
+import TestSupport
+import Testing
+
+@Suite struct EnvironmentTests {
+    @Test func oneEnvironmentPerFileEvenThroughAnotherPathSpelling() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let first = try Environment.open(path: dir.path("a.store"))
+        try FileManager.default.createSymbolicLink(atPath: dir.path("alias"), withDestinationPath: dir.path("a.store"))
+        let second = try Environment.open(path: dir.path("alias"))
+        let third = try Environment.open(path: dir.path("a.store") + "/.")
+        #expect(first === second)
+        #expect(first === third)
+    }
+
+    @Test func theEnvironmentClosesWithItsLastReferenceAndReopens() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        weak var weakEnv: Environment?
+        do {
+            let env = try Environment.open(path: dir.path("a.store"))
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(b("k"), b("v"), in: db) }
+            weakEnv = env
+        }
+        #expect(weakEnv == nil)
+        let reopened = try Environment.open(path: dir.path("a.store"))
+        #expect(try entries(reopened, try reopened.openDatabase("things", create: false)) == ["k=v"])
+    }
+
+    @Test func theMapGrowsFromOneMebibyteToMoreThanSixtyFourWithoutAnError() throws {
+        try withEnvironment(options: .init(mapSize: 1 << 20, sync: .noSync)) { env, _ in
+            let db = try env.openDatabase("bulk")
+            let value = [UInt8](repeating: 7, count: 8192)
+            // 80 MiB in transactions of 2 MiB: each fills the map at some point and is retried after growing.
+            for batch in 0..<40 {
+                try env.write { txn in
+                    for i in 0..<256 { try txn.put(b("key-\(batch)-\(i)"), value, in: db) }
+                }
+            }
+            #expect(env.info().mapSize > 64 << 20)
+            let count = try env.read { try $0.statistics(db).entries }
+            #expect(count == 40 * 256)
+            let sample = try env.read { txn in try txn.get(b("key-39-255"), in: db).map(Array.init) }
+            #expect(sample == value)
+        }
+    }
+
+    @Test func theMapGrowsWhileOtherThreadsAreReading() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let env = try Environment.open(path: dir.path("t.store"), options: .init(mapSize: 1 << 20, sync: .noSync))
+        let db = try env.openDatabase("bulk")
+        try env.write { txn in try txn.put(b("anchor"), b("here"), in: db) }
+        let value = [UInt8](repeating: 1, count: 4096)
+        let failures = Counter()
+        let reads = Counter()
+        // Real threads: spinning readers in Swift tasks would fill the cooperative pool and starve the writer.
+        let readers = (0..<2).map { _ in
+            Thread {
+                while env.info().mapSize < 32 << 20 {
+                    let anchor = try? env.read { s(try $0.get(b("anchor"), in: db)) }
+                    if anchor != "here" { failures.add() }
+                    reads.add()
+                }
+            }
+        }
+        readers.forEach { $0.start() }
+        var batch = 0
+        while env.info().mapSize < 32 << 20 {
+            try env.write { txn in
+                for i in 0..<64 { try txn.put(b("k-\(batch)-\(i)"), value, in: db) }
+            }
+            batch += 1
+        }
+        while readers.contains(where: { !$0.isFinished }) { usleep(1000) }
+        #expect(failures.value == 0)
+        #expect(reads.value > 0)
+        #expect(try env.read { try $0.statistics(db).entries } == batch * 64 + 1)
+    }
+
+    @Test func aHotBackupCopiesEveryDatabase() throws {
+        try withEnvironment { env, dir in
+            let db = try env.openDatabase("things")
+            try env.write { txn in
+                for i in 0..<1000 { try txn.put(b("k\(i)"), b("v\(i)"), in: db) }
+            }
+            try env.write { txn in
+                for i in 0..<500 { try txn.delete(b("k\(i)"), in: db) }
+            }
+            try env.copy(to: dir.path("backup.store"))
+            let copy = try Environment.open(path: dir.path("backup.store"), options: .init(readOnly: true))
+            let copied = try entries(copy, try copy.openDatabase("things", create: false))
+            #expect(copied == (try entries(env, db)))
+            #expect(copied.count == 500)
+            let again = lmdbError { try env.copy(to: dir.path("backup.store")) }
+            #expect(again?.code == .invalidArgument)
+        }
+    }
+
+    @Test func debiansMdbStatReadsTheEnvironment() throws {
+        let mdbStat = "/usr/bin/mdb_stat"
+        try #require(FileManager.default.isExecutableFile(atPath: mdbStat), "lmdb-utils is installed by make test")
+        try withEnvironment { env, dir in
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(b("k"), b("v"), in: db) }
+            let output = try ChildProcess.run(mdbStat, ["-a", dir.path("test.store")])
+            #expect(output.status == 0)
+            #expect(output.stdout.contains("Status of things"))
+        }
+    }
+
+    @Test func theReaderTableListsAnOpenReader() throws {
+        try withEnvironment { env, _ in
+            let lines = try env.read { _ in env.readerTable() }
+            #expect(lines.count >= 2)  // a header line and this reader
+            #expect(env.checkReaders() == 0)
+        }
+    }
+}

@@ -1,0 +1,85 @@
+// The test helper: a real second process for the multi-process, crash and file-mode tests.
+//
+// Usage: es-test-helper COMMAND ARGS...   (exit 0 on success, 1 with a message on stderr on failure)
+import Foundation
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+    exit(1)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else { fail("usage: es-test-helper COMMAND ARGS...") }
+
+func uint64Bytes(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+
+do {
+    switch command {
+    case "lmdb-counter-writer":
+        // lmdb-counter-writer PATH COUNT: COUNT transactions, each writing key i and setting "counter" to i + 1.
+        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: lmdb-counter-writer PATH N") }
+        let env = try Environment.open(path: arguments[1])
+        let db = try env.openDatabase("numbers")
+        print("ready")
+        fflush(nil)
+        for i in 0..<count {
+            try env.write { txn in
+                try txn.put(uint64Bytes(UInt64(i)), Array("value \(i)".utf8), in: db)
+                try txn.put(Array("counter".utf8), uint64Bytes(UInt64(i + 1)), in: db)
+            }
+        }
+        print("done \(count)")
+
+    case "lmdb-bulk-writer":
+        // lmdb-bulk-writer PATH TAG MEGABYTES: writes MEGABYTES of 4 KiB values under keys "TAG-i".
+        guard arguments.count == 4, let megabytes = Int(arguments[3]) else {
+            fail("usage: lmdb-bulk-writer PATH TAG MEGABYTES")
+        }
+        let env = try Environment.open(path: arguments[1], options: .init(mapSize: 1 << 20))
+        let db = try env.openDatabase("bulk")
+        let value = [UInt8](repeating: UInt8(truncatingIfNeeded: arguments[2].utf8.first ?? 0), count: 4096)
+        let total = megabytes * 256
+        var written = 0
+        while written < total {
+            let batch = min(64, total - written)
+            try env.write { txn in
+                for i in written..<(written + batch) {
+                    try txn.put(Array("\(arguments[2])-\(i)".utf8), value, in: db)
+                }
+            }
+            written += batch
+        }
+        print("done \(written)")
+
+    case "create-store-umask0":
+        // create-store-umask0 PATH: creates a store under umask 000 and writes one key.
+        guard arguments.count == 2 else { fail("usage: create-store-umask0 PATH") }
+        umask(0)
+        let env = try Environment.open(path: arguments[1])
+        let db = try env.openDatabase("things")
+        try env.write { txn in try txn.put(Array("k".utf8), Array("v".utf8), in: db) }
+        print("created")
+
+    case "lmdb-open":
+        // lmdb-open PATH [readonly]: opens the environment, reads every database's entry count, prints them.
+        guard arguments.count >= 2 else { fail("usage: lmdb-open PATH [readonly]") }
+        let readOnly = arguments.count > 2 && arguments[2] == "readonly"
+        let env = try Environment.open(path: arguments[1], options: .init(readOnly: readOnly))
+        let names = try env.read { try $0.databaseNames() }
+        for name in names {
+            let db = try env.openDatabase(name, create: false)
+            let stats = try env.read { try $0.statistics(db) }
+            print("\(name) \(stats.entries)")
+        }
+
+    default:
+        fail("unknown command \(command)")
+    }
+} catch {
+    fail("\(command) failed: \(error)")
+}

@@ -1,0 +1,1 @@
+print("store-demo: not built yet")

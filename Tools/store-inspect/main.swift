@@ -1,0 +1,1 @@
+print("store-inspect: not built yet")
