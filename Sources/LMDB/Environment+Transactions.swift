@@ -106,7 +106,7 @@ extension Environment {
     /// Grows the map after `MDB_MAP_FULL`: doubling up to 1 GiB, then by 1 GiB, up to the maximum map size.
     func growMap(attempt: Int) throws {
         try gate.exclusively("grow the map") { () throws(LMDBError) in
-            let current = info().mapSize
+            let current = unguardedInfo().mapSize
             let next = current < 1 << 30 ? current * 2 : current + (1 << 30)
             guard next <= options.maximumMapSize, attempt < 64 else {
                 throw LMDBError(
@@ -119,7 +119,14 @@ extension Environment {
     }
 
     /// The environment's current information (`mdb_env_info`).
+    ///
+    /// It reads the meta pages from the map, so it waits for a map resize in progress like a transaction does.
     public func info() -> EnvironmentInfo {
+        gate.withTransaction(write: false) { unguardedInfo() }
+    }
+
+    /// `mdb_env_info` for callers that already keep the map from moving.
+    func unguardedInfo() -> EnvironmentInfo {
         var raw = MDB_envinfo()
         _ = mdb_env_info(handle, &raw)
         return EnvironmentInfo(
@@ -130,7 +137,9 @@ extension Environment {
     /// Statistics of the main B-tree (`mdb_env_stat`); the page size is the environment's.
     public func statistics() throws -> DatabaseStatistics {
         var raw = MDB_stat()
-        try check(mdb_env_stat(handle, &raw), "mdb_env_stat at \(path)")
+        try gate.withTransaction(write: false) { () throws(LMDBError) in
+            try check(mdb_env_stat(handle, &raw), "mdb_env_stat at \(path)")
+        }
         return DatabaseStatistics(raw)
     }
 
