@@ -27,7 +27,8 @@ let package = Package(
         .executableTarget(name: "store-demo", dependencies: ["EntityStore"], path: "Tools/store-demo"),
 
         // Test-only support: temporary stores, process helpers, the strict batch validator.
-        .target(name: "TestSupport", dependencies: ["LMDB", "SectionedDiff"], path: "Tests/TestSupport"),
+        .target(
+            name: "TestSupport", dependencies: ["LMDB", "SectionedDiff", "EntityStore"], path: "Tests/TestSupport"),
         // A helper executable the tests start as a real second process.
         .executableTarget(name: "es-test-helper", dependencies: ["LMDB", "EntityStore"], path: "Tests/TestHelper"),
 

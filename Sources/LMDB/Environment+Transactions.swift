@@ -73,11 +73,13 @@ extension Environment {
                 } catch {
                     transaction.end()
                     mdb_txn_abort(pointer)
+                    transaction.forgetDroppedDatabases()
                     if transaction.sawMapFull || (error as? LMDBError)?.code == .mapFull { return .mapFull }
                     throw error
                 }
                 transaction.end()
                 let commit = mdb_txn_commit(pointer)
+                if commit != MDB_SUCCESS { transaction.forgetDroppedDatabases() }
                 if commit == MDB_MAP_FULL { return .mapFull }
                 try check(commit, "mdb_txn_commit at \(path)")
                 transaction.publishOpenedDatabases()

@@ -40,7 +40,7 @@ public class ReadTransaction {
     ///   - create: Create the database when missing (write transactions only).
     public func openDatabase(_ name: String?, dupSort: Bool = false, create: Bool = false) throws -> Database {
         try requireLive("opening database \(name ?? "main")")
-        if let cached = environment.cachedDatabase(name, dupSort: dupSort) { return try cached.get() }
+        if let known = try knownDatabase(name, dupSort: dupSort) { return known }
         if create && isReadOnly {
             throw LMDBError(
                 code: .readOnly, message: "cannot create a database in a read transaction",
@@ -51,7 +51,6 @@ public class ReadTransaction {
         if create { flags |= UInt32(MDB_CREATE) }
         // Opening a handle is serialised in the process (lmdb.h: mdb_dbi_open must not run concurrently).
         return try environment.databases.withLock { cache in
-            if let cached = cache[name ?? ""] { return cached }
             var dbi: MDB_dbi = 0
             let rc = mdb_dbi_open(pointer, name, flags, &dbi)
             let label = name.map { "'\($0)'" } ?? "the main database"
@@ -72,6 +71,11 @@ public class ReadTransaction {
             remember(database, in: &cache)
             return database
         }
+    }
+
+    /// A handle this transaction can use without opening it: the environment's cached one.
+    func knownDatabase(_ name: String?, dupSort: Bool) throws -> Database? {
+        try environment.cachedDatabase(name, dupSort: dupSort)?.get()
     }
 
     /// A read transaction's handles are kept when it ends; a write transaction's only when it commits.
@@ -171,17 +175,43 @@ public enum IterationControl: Sendable {
 public final class WriteTransaction: ReadTransaction {
     var sawMapFull = false
     var openedDatabases: [Database] = []
+    var droppedDatabases: [Database] = []
 
     override public var isReadOnly: Bool { false }
 
     override func remember(_ database: Database, in cache: inout [String: Database]) {
+        droppedDatabases.removeAll { $0.name == database.name }
         openedDatabases.append(database)
     }
 
+    /// Handles opened in this transaction come first; a database dropped in it must be opened again.
+    override func knownDatabase(_ name: String?, dupSort: Bool) throws -> Database? {
+        if let opened = openedDatabases.last(where: { $0.name == name }) {
+            guard opened.isDupSort == dupSort else {
+                throw LMDBError(
+                    code: .incompatible, message: "database \(opened) is \(opened.isDupSort ? "" : "not ")DUPSORT",
+                    context: "opening database \(opened)")
+            }
+            return opened
+        }
+        if droppedDatabases.contains(where: { $0.name == name }) { return nil }
+        return try super.knownDatabase(name, dupSort: dupSort)
+    }
+
+    /// mdb_drop closes the handle at once, even when the transaction then aborts: forget it, so that the next
+    /// use opens the database again.
+    func forgetDroppedDatabases() {
+        guard !droppedDatabases.isEmpty else { return }
+        environment.databases.withLock { cache in
+            for database in droppedDatabases { cache[database.name ?? ""] = nil }
+        }
+    }
+
     func publishOpenedDatabases() {
-        guard !openedDatabases.isEmpty else { return }
+        guard !openedDatabases.isEmpty || !droppedDatabases.isEmpty else { return }
         environment.databases.withLock { cache in
             for database in openedDatabases { cache[database.name ?? ""] = database }
+            for database in droppedDatabases { cache[database.name ?? ""] = nil }
         }
     }
 
@@ -297,6 +327,14 @@ public final class WriteTransaction: ReadTransaction {
     @discardableResult @inlinable
     public func delete(_ key: UInt64, in database: Database) throws -> Bool {
         try withUnsafeBytes(of: key.bigEndian) { try delete($0, in: database) }
+    }
+
+    /// Deletes `database` and everything in it. The handle is closed when the transaction commits.
+    public func drop(_ database: Database) throws {
+        try requireLive("dropping database \(database)")
+        try fail(mdb_drop(pointer, database.dbi, 1), "mdb_drop (delete) of database \(database)")
+        openedDatabases.removeAll { $0.name == database.name }
+        droppedDatabases.append(database)
     }
 
     /// Removes every entry of `database`, keeping the database.

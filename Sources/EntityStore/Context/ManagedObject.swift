@@ -1,0 +1,210 @@
+/// An object of an entity, registered in one ``ObjectContext``.
+///
+/// A context holds one `ManagedObject` per ``ObjectID`` (uniquing). An object starts as a fault and loads its
+/// record the first time a value is read. Values are read and written by key, with ``Value``:
+///
+/// ```swift
+/// let book = try context.insert("Book")
+/// try book.setValue("Dune", forKey: "title")
+/// let title = try book["title"]            // .string("Dune")
+/// ```
+///
+/// Writing a value equal to the current one is no change. Managed objects are not `Sendable`: pass ``objectID``
+/// between threads and look the object up in the other context.
+public final class ManagedObject: Hashable, CustomStringConvertible {
+    /// The object's identity, permanent from insertion.
+    public let objectID: ObjectID
+    /// The object's entity.
+    public let entity: Entity
+    /// The context the object is registered in; `nil` once it is deleted and saved, or the context is reset.
+    public internal(set) weak var context: ObjectContext?
+
+    /// Current attribute values in schema order; `nil` while the object is a fault.
+    var values: [Value]?
+    /// Values as last read from or written to the store; `nil` for an inserted object.
+    var committed: [Value]?
+    /// The row version the values were read at (optimistic locking).
+    var rowVersion: UInt64 = 0
+    /// Current relationship targets, by relationship name, loaded one relationship at a time.
+    var related: [String: Set<ObjectID>] = [:]
+    /// Relationship targets as stored, for the relationships loaded so far.
+    var committedRelated: [String: Set<ObjectID>] = [:]
+
+    /// Whether the object was inserted and not yet saved.
+    public internal(set) var isInserted = false
+    /// Whether the object is deleted (until the delete is saved or rolled back).
+    public internal(set) var isDeleted = false
+
+    init(objectID: ObjectID, entity: Entity, context: ObjectContext) {
+        self.objectID = objectID
+        self.entity = entity
+        self.context = context
+    }
+
+    /// Whether the object's values have not been loaded yet.
+    public var isFault: Bool { values == nil && !isInserted }
+
+    /// Whether the object has unsaved changes to its values or relationships (and is neither inserted nor deleted).
+    public var isUpdated: Bool { !isInserted && !isDeleted && hasChanges }
+
+    /// Whether any value or relationship differs from the stored state.
+    public var hasChanges: Bool {
+        if isInserted && isDeleted { return false }  // inserted, then deleted: nothing to save
+        if isInserted || isDeleted { return true }
+        if let values, let committed, values != committed { return true }
+        return related.contains { committedRelated[$0.key] != $0.value }
+    }
+
+    public static func == (lhs: ManagedObject, rhs: ManagedObject) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    public var description: String {
+        guard let values else { return "<\(objectID) fault>" }
+        let fields = zip(entity.attributes, values).map { "\($0.name)=\($1)" }.joined(separator: " ")
+        return "<\(objectID) \(fields)>"
+    }
+
+    // MARK: - Values
+
+    /// The value of an attribute, loading the object if it is a fault.
+    /// - Throws: ``EntityStoreError/Code/unknownKey``; ``EntityStoreError/Code/objectNotFound`` when the object was
+    ///   deleted from the store.
+    public func value(forKey key: String) throws -> Value {
+        let index = try attributeIndex(key)
+        return try loadedValues()[index]
+    }
+
+    /// The value of an attribute (dynamic access for tools).
+    public subscript(key: String) -> Value {
+        get throws { try value(forKey: key) }
+    }
+
+    /// Sets an attribute. Setting the value it already has is no change.
+    /// - Throws: ``EntityStoreError/Code/typeMismatch`` for a value of another type (or nil for a required
+    ///   attribute is allowed here and refused by `save()`), ``EntityStoreError/Code/unknownKey``,
+    ///   ``EntityStoreError/Code/invalidObject`` for a deleted object.
+    public func setValue(_ value: Value, forKey key: String) throws {
+        let index = try attributeIndex(key)
+        let attribute = entity.attributes[index]
+        if let type = value.type, type != attribute.type {
+            throw EntityStoreError(
+                .typeMismatch, "\(entity.name).\(key) is a \(attribute.type.rawValue); got \(value)",
+                entity: entity.name, key: key, objectID: objectID)
+        }
+        let context = try liveContext()
+        try context.setAttribute(self, index: index, to: value)
+    }
+
+    /// The attributes whose values differ from the stored ones, with their new values.
+    public func changedValues() -> [String: Value] {
+        guard let values else { return [:] }
+        var changes: [String: Value] = [:]
+        for (i, attribute) in entity.attributes.enumerated() where committed?[i] != values[i] {
+            changes[attribute.name] = values[i]
+        }
+        return changes
+    }
+
+    /// The relationships whose targets differ from the stored ones, with their new targets.
+    public func changedRelationships() -> [String: [ObjectID]] {
+        var changes: [String: [ObjectID]] = [:]
+        for (name, targets) in related where committedRelated[name] != targets {
+            changes[name] = targets.sorted()
+        }
+        return changes
+    }
+
+    /// The stored values of `keys` (every attribute when `nil`), as they were before unsaved changes.
+    ///
+    /// An inserted object has no stored values: the result is empty.
+    public func committedValues(forKeys keys: [String]? = nil) -> [String: Value] {
+        guard let committed = committed ?? (isInserted ? nil : (try? loadedValues())) else { return [:] }
+        var result: [String: Value] = [:]
+        for (i, attribute) in entity.attributes.enumerated() where keys?.contains(attribute.name) ?? true {
+            result[attribute.name] = committed[i]
+        }
+        return result
+    }
+
+    // MARK: - Relationships
+
+    /// The object a to-one relationship points at, or nil.
+    public func object(forKey key: String) throws -> ManagedObject? {
+        let relationship = try relationship(key, toMany: false)
+        let context = try liveContext()
+        guard let target = try context.targets(of: self, relationship).first else { return nil }
+        return try context.object(with: target)
+    }
+
+    /// The objects of a to-many relationship, ordered by object ID.
+    public func objects(forKey key: String) throws -> [ManagedObject] {
+        let relationship = try relationship(key, toMany: true)
+        let context = try liveContext()
+        return try context.targets(of: self, relationship).sorted().map { try context.object(with: $0) }
+    }
+
+    /// The IDs of the objects a relationship holds, ordered.
+    public func objectIDs(forKey key: String) throws -> [ObjectID] {
+        let relationship = try relationship(key, toMany: nil)
+        return try liveContext().targets(of: self, relationship).sorted()
+    }
+
+    /// Points a to-one relationship at `target` (or nil); the inverse is kept consistent.
+    public func setObject(_ target: ManagedObject?, forKey key: String) throws {
+        let relationship = try relationship(key, toMany: false)
+        try liveContext().setToOne(self, relationship, target)
+    }
+
+    /// Adds `target` to a to-many relationship; the inverse is kept consistent.
+    public func add(_ target: ManagedObject, toKey key: String) throws {
+        let relationship = try relationship(key, toMany: true)
+        try liveContext().link(self, relationship, target)
+    }
+
+    /// Removes `target` from a to-many relationship; the inverse is kept consistent.
+    public func remove(_ target: ManagedObject, fromKey key: String) throws {
+        let relationship = try relationship(key, toMany: true)
+        try liveContext().unlink(self, relationship, target)
+    }
+
+    // MARK: - Helpers
+
+    func attributeIndex(_ key: String) throws -> Int {
+        guard let index = entity.attributeIndex(key) else {
+            throw EntityStoreError(
+                .unknownKey, "\(entity.name) has no attribute '\(key)'", entity: entity.name, key: key,
+                objectID: objectID)
+        }
+        return index
+    }
+
+    func relationship(_ key: String, toMany: Bool?) throws -> Relationship {
+        guard let relationship = entity.relationship(key) else {
+            throw EntityStoreError(
+                .unknownKey, "\(entity.name) has no relationship '\(key)'", entity: entity.name, key: key,
+                objectID: objectID)
+        }
+        if let toMany, relationship.isToMany != toMany {
+            throw EntityStoreError(
+                .typeMismatch,
+                "\(entity.name).\(key) is a to-\(relationship.isToMany ? "many" : "one") relationship",
+                entity: entity.name, key: key, objectID: objectID)
+        }
+        return relationship
+    }
+
+    func liveContext() throws -> ObjectContext {
+        guard let context else {
+            throw EntityStoreError(
+                .invalidObject, "\(objectID) is no longer registered in a context", entity: entity.name,
+                objectID: objectID)
+        }
+        return context
+    }
+
+    func loadedValues() throws -> [Value] {
+        if let values { return values }
+        try liveContext().fault(in: self)
+        return values ?? []
+    }
+}

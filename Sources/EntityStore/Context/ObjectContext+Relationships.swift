@@ -1,0 +1,103 @@
+import LMDB
+
+extension ObjectContext {
+    /// The targets a relationship of `object` holds now, loading them from the store the first time.
+    func targets(of object: ManagedObject, _ relationship: Relationship) throws -> Set<ObjectID> {
+        if let loaded = object.related[relationship.name] { return loaded }
+        let stored = object.isInserted ? [] : try storedTargets(of: object.objectID, relationship)
+        object.related[relationship.name] = stored
+        object.committedRelated[relationship.name] = stored
+        return stored
+    }
+
+    /// The targets stored for `id`'s relationship.
+    func storedTargets(of id: ObjectID, _ relationship: Relationship) throws -> Set<ObjectID> {
+        let storage = try store.storage(for: id.entityName)
+        guard let database = storage.relationships[relationship.name] else { return [] }
+        return try mappingStorageErrors("loading \(id).\(relationship.name)") {
+            try store.environment.read { txn in
+                var targets = Set<ObjectID>()
+                try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
+                    targets.insert(
+                        ObjectID(entityName: relationship.destination, primaryKey: try IndexKey.primaryKey(from: value))
+                    )
+                    return .continue
+                }
+                return targets
+            }
+        }
+    }
+
+    func setToOne(_ source: ManagedObject, _ relationship: Relationship, _ target: ManagedObject?) throws {
+        try mutation {
+            if let target {
+                try linkIDs(source, relationship, target)
+            } else {
+                for old in try targets(of: source, relationship) {
+                    try unlinkIDs(source, relationship, old)
+                }
+            }
+        }
+    }
+
+    func link(_ source: ManagedObject, _ relationship: Relationship, _ target: ManagedObject) throws {
+        try mutation { try linkIDs(source, relationship, target) }
+    }
+
+    func unlink(_ source: ManagedObject, _ relationship: Relationship, _ target: ManagedObject) throws {
+        try mutation { try unlinkIDs(source, relationship, target.objectID) }
+    }
+
+    /// Adds `target` to `source`'s relationship and `source` to the inverse; a to-one side first lets go of the
+    /// object it held.
+    func linkIDs(_ source: ManagedObject, _ relationship: Relationship, _ target: ManagedObject) throws {
+        for object in [source, target] {
+            guard object.context === self else {
+                throw EntityStoreError(
+                    .invalidObject, "\(object.objectID) belongs to another context", entity: object.entity.name,
+                    objectID: object.objectID)
+            }
+            guard !object.isDeleted else {
+                throw EntityStoreError(
+                    .invalidObject, "\(object.objectID) is deleted", entity: object.entity.name,
+                    objectID: object.objectID)
+            }
+        }
+        guard target.entity.name == relationship.destination,
+            let inverse = target.entity.relationship(relationship.inverse)
+        else {
+            throw EntityStoreError(
+                .typeMismatch,
+                "\(source.entity.name).\(relationship.name) holds \(relationship.destination) objects, not"
+                    + " \(target.entity.name)",
+                entity: source.entity.name, key: relationship.name, objectID: source.objectID)
+        }
+        if try targets(of: source, relationship).contains(target.objectID) { return }
+        if !relationship.isToMany {
+            for old in try targets(of: source, relationship) { try unlinkIDs(source, relationship, old) }
+        }
+        if !inverse.isToMany {
+            for old in try targets(of: target, inverse) { try unlinkIDs(target, inverse, old) }
+        }
+        willChange(source.objectID)
+        willChange(target.objectID)
+        source.related[relationship.name, default: []].insert(target.objectID)
+        target.related[inverse.name, default: []].insert(source.objectID)
+        dirty.insert(source.objectID)
+        dirty.insert(target.objectID)
+    }
+
+    /// Removes `targetID` from `source`'s relationship and `source` from the inverse.
+    func unlinkIDs(_ source: ManagedObject, _ relationship: Relationship, _ targetID: ObjectID) throws {
+        let target = try object(with: targetID)
+        guard let inverse = target.entity.relationship(relationship.inverse) else { return }
+        _ = try targets(of: source, relationship)
+        _ = try targets(of: target, inverse)
+        willChange(source.objectID)
+        willChange(targetID)
+        source.related[relationship.name]?.remove(targetID)
+        target.related[inverse.name]?.remove(source.objectID)
+        dirty.insert(source.objectID)
+        dirty.insert(targetID)
+    }
+}

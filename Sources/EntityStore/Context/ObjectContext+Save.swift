@@ -1,0 +1,165 @@
+import LMDB
+
+extension ObjectContext {
+    /// Saves every unsaved change in one write transaction.
+    ///
+    /// First the delete rules run (cascade over as many levels as the relationships go, nullify, deny); then every
+    /// object is validated (required values, uniqueness against the store and within the save, deny rules,
+    /// conflicts with saves made elsewhere since the object was read) and *every* failure is reported at once.
+    /// Records, index entries and both directions of every relationship are written together.
+    ///
+    /// On any error the store and the context are exactly as they were before the call, and the save can be
+    /// retried.
+    ///
+    /// - Throws: ``EntityStoreError`` with ``EntityStoreError/Code/validationFailed`` or
+    ///   ``EntityStoreError/Code/conflict`` listing every failure, or a storage error.
+    public func save() throws {
+        guard hasChanges else {
+            dirty = []
+            return
+        }
+        saveSnapshot = [:]
+        undo.isSuspended = true
+        defer {
+            saveSnapshot = nil
+            undo.isSuspended = false
+        }
+        do {
+            var failures = try propagateDeletes()
+            failures += validateValues()
+            try writeChanges(requiredFailures: failures)
+        } catch {
+            restore(saveSnapshot ?? [:])
+            throw error
+        }
+        finishSave()
+    }
+
+    /// Runs the delete rules; returns the deny failures.
+    func propagateDeletes() throws -> [EntityStoreError.Failure] {
+        var pending = dirty.compactMap { registered[$0] }.filter { $0.isDeleted && !$0.isInserted }
+        var deleted = Set(pending.map(\.objectID))
+        var closure: [ManagedObject] = []
+        // Cascade: the closure of deleted objects over cascade relationships.
+        while let doomed = pending.popLast() {
+            closure.append(doomed)
+            for relationship in doomed.entity.relationships where relationship.deleteRule == .cascade {
+                for targetID in try targets(of: doomed, relationship) where !deleted.contains(targetID) {
+                    let target = try object(with: targetID)
+                    willChange(targetID)
+                    target.isDeleted = true
+                    dirty.insert(targetID)
+                    deleted.insert(targetID)
+                    pending.append(target)
+                }
+            }
+        }
+        var failures: [EntityStoreError.Failure] = []
+        for object in closure.sorted(by: { $0.objectID < $1.objectID }) {
+            for relationship in object.entity.relationships {
+                let targets = try targets(of: object, relationship)
+                switch relationship.deleteRule {
+                case .deny:
+                    let remaining = targets.subtracting(deleted)
+                    if !remaining.isEmpty {
+                        failures.append(
+                            .init(
+                                entity: object.entity.name, key: relationship.name, objectID: object.objectID,
+                                message: "cannot delete: the deny rule of '\(relationship.name)' and"
+                                    + " \(remaining.count) related object(s) (\(remaining.sorted().first!))"))
+                    }
+                case .nullify:
+                    for target in targets where !deleted.contains(target) {
+                        try unlinkIDs(object, relationship, target)
+                    }
+                case .cascade, .noAction:
+                    break
+                }
+            }
+        }
+        return failures
+    }
+
+    /// Required attributes and required to-one relationships of the objects that will be stored.
+    func validateValues() -> [EntityStoreError.Failure] {
+        var failures: [EntityStoreError.Failure] = []
+        for object in dirty.compactMap({ registered[$0] }).sorted(by: { $0.objectID < $1.objectID })
+        where !object.isDeleted {
+            if let values = object.values {
+                for (i, attribute) in object.entity.attributes.enumerated()
+                where !attribute.isOptional && values[i].isNull {
+                    failures.append(
+                        .init(
+                            entity: object.entity.name, key: attribute.name, objectID: object.objectID,
+                            message: "a required value is missing"))
+                }
+            }
+            for relationship in object.entity.relationships where !relationship.isToMany && !relationship.isOptional {
+                let loaded = object.related[relationship.name] ?? (object.isInserted ? [] : nil)
+                if let loaded, loaded.isEmpty {
+                    failures.append(
+                        .init(
+                            entity: object.entity.name, key: relationship.name, objectID: object.objectID,
+                            message: "a required relationship is empty"))
+                }
+            }
+        }
+        return failures
+    }
+
+    /// Writes every change in one transaction; uniqueness and conflicts are checked inside it, against the state
+    /// it sees, so that no other writer can slip in between.
+    func writeChanges(requiredFailures: [EntityStoreError.Failure]) throws {
+        let objects = dirty.compactMap { registered[$0] }.sorted { $0.objectID < $1.objectID }
+        try mappingStorageErrors("saving") {
+            try store.environment.write { txn in
+                var writer = ChangeWriter(store: store, txn: txn)
+                var failures = requiredFailures
+                var conflicts: [EntityStoreError.Failure] = []
+                failures += try writer.checkUniqueness(objects)
+                for object in objects {
+                    if object.isDeleted {
+                        if !object.isInserted { try writer.delete(object) }
+                    } else if object.isInserted {
+                        try writer.insert(object)
+                    } else if object.hasChanges {
+                        if let conflict = try writer.update(object) { conflicts.append(conflict) }
+                    }
+                }
+                if !failures.isEmpty {
+                    let summary =
+                        failures.count == 1 ? failures[0].description : "\(failures.count) validation failures"
+                    throw EntityStoreError(
+                        .validationFailed, summary, entity: failures[0].entity, key: failures[0].key,
+                        objectID: failures[0].objectID, failures: failures + conflicts)
+                }
+                if !conflicts.isEmpty {
+                    let summary = conflicts.count == 1 ? conflicts[0].description : "\(conflicts.count) conflicts"
+                    throw EntityStoreError(
+                        .conflict, summary, entity: conflicts[0].entity, objectID: conflicts[0].objectID,
+                        failures: conflicts)
+                }
+            }
+        }
+    }
+
+    /// After the commit: stored state becomes the committed state.
+    func finishSave() {
+        for id in dirty {
+            guard let object = registered[id] else { continue }
+            if object.isDeleted {
+                registered[id] = nil
+                object.context = nil
+                continue
+            }
+            if object.isInserted || object.values != object.committed {
+                object.rowVersion += 1
+            }
+            object.isInserted = false
+            object.committed = object.values
+            for (name, targets) in object.related { object.committedRelated[name] = targets }
+        }
+        dirty = []
+        undo.clear()
+    }
+}

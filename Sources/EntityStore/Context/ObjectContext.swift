@@ -1,0 +1,286 @@
+import LMDB
+
+/// A scratchpad of managed objects on a ``PersistentStore``: insert, fetch, change, delete, then save or roll back.
+///
+/// A context is not `Sendable`: it lives in one isolation domain (the main actor, say), and the compiler keeps it
+/// there. Several contexts can work on one store; what crosses between them is object IDs and change records.
+///
+/// ```swift
+/// let context = ObjectContext(store: store)
+/// let author = try context.insert("Author")
+/// try author.setValue("Ursula", forKey: "name")
+/// try context.save()
+/// ```
+public final class ObjectContext {
+    /// The store the context reads from and saves to.
+    public let store: PersistentStore
+    /// A name for the context, recorded as the author of its saves.
+    public var name: String?
+
+    /// One object per ID (uniquing).
+    var registered: [ObjectID: ManagedObject] = [:]
+    /// Objects touched since the last save or rollback (some may have been changed back).
+    var dirty: Set<ObjectID> = []
+    /// When set, the state of every object before its first change, for restoring after a failed save.
+    var saveSnapshot: [ObjectID: ObjectState?]?
+    /// Undo and redo of unsaved changes.
+    let undo = UndoStack()
+
+    /// Creates a context on `store`.
+    public init(store: PersistentStore, name: String? = nil) {
+        self.store = store
+        self.name = name
+    }
+
+    // MARK: - State
+
+    /// Whether the context has unsaved inserts, updates or deletes.
+    public var hasChanges: Bool { dirty.contains { registered[$0]?.hasChanges ?? false } }
+
+    /// The inserted, unsaved objects, ordered by ID.
+    public var insertedObjects: [ManagedObject] { dirtyObjects { $0.isInserted && !$0.isDeleted } }
+    /// The changed, unsaved objects (not inserted, not deleted), ordered by ID.
+    public var updatedObjects: [ManagedObject] { dirtyObjects { $0.isUpdated } }
+    /// The deleted, unsaved objects (inserted-then-deleted objects are simply gone), ordered by ID.
+    public var deletedObjects: [ManagedObject] { dirtyObjects { $0.isDeleted && !$0.isInserted } }
+    /// Every object registered in the context, ordered by ID.
+    public var registeredObjects: [ManagedObject] { registered.values.sorted { $0.objectID < $1.objectID } }
+
+    private func dirtyObjects(_ filter: (ManagedObject) -> Bool) -> [ManagedObject] {
+        dirty.compactMap { registered[$0] }.filter(filter).sorted { $0.objectID < $1.objectID }
+    }
+
+    // MARK: - Objects
+
+    /// Inserts a new object of `entityName`, with its attributes' default values.
+    ///
+    /// Its ``ObjectID`` is permanent at once.
+    public func insert(_ entityName: String) throws -> ManagedObject {
+        let storage = try store.storage(for: entityName)
+        let id = ObjectID(entityName: entityName, primaryKey: try store.newPrimaryKey(for: entityName))
+        return mutation {
+            willChange(id)
+            let object = ManagedObject(objectID: id, entity: storage.entity, context: self)
+            object.values = storage.entity.attributes.map(\.defaultValue)
+            object.isInserted = true
+            for relationship in storage.entity.relationships {
+                object.related[relationship.name] = []
+                object.committedRelated[relationship.name] = []
+            }
+            registered[id] = object
+            dirty.insert(id)
+            return object
+        }
+    }
+
+    /// The object for `id`: the registered one, or a new fault (no read happens until a value is needed).
+    /// - Throws: ``EntityStoreError/Code/unknownEntity`` when the schema has no such entity.
+    public func object(with id: ObjectID) throws -> ManagedObject {
+        if let object = registered[id] { return object }
+        let storage = try store.storage(for: id.entityName)
+        let object = ManagedObject(objectID: id, entity: storage.entity, context: self)
+        registered[id] = object
+        return object
+    }
+
+    /// The object for `id`, loaded: throws when the store has no such object.
+    /// - Throws: ``EntityStoreError/Code/objectNotFound`` naming entity and ID.
+    public func existingObject(with id: ObjectID) throws -> ManagedObject {
+        let object = try object(with: id)
+        if object.isDeleted && !dirty.contains(id) {
+            throw EntityStoreError(
+                .objectNotFound, "\(id) was deleted", entity: id.entityName, objectID: id)
+        }
+        _ = try object.loadedValues()
+        return object
+    }
+
+    /// Marks `object` deleted; the delete rules run and the record goes away at ``save()``.
+    ///
+    /// Deleting an inserted object simply forgets it.
+    public func delete(_ object: ManagedObject) throws {
+        guard object.context === self else {
+            throw EntityStoreError(
+                .invalidObject, "\(object.objectID) belongs to another context", entity: object.entity.name,
+                objectID: object.objectID)
+        }
+        guard !object.isDeleted else { return }
+        if !object.isInserted { _ = try object.loadedValues() }
+        try mutation {
+            willChange(object.objectID)
+            object.isDeleted = true
+            dirty.insert(object.objectID)
+            if object.isInserted {
+                // An unsaved object leaves its relationships at once: nothing of it reaches the store.
+                for relationship in object.entity.relationships {
+                    for target in try targets(of: object, relationship) {
+                        try unlinkIDs(object, relationship, target)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Loads a fault's record.
+    func fault(in object: ManagedObject) throws {
+        let storage = try store.storage(for: object.objectID.entityName)
+        let loaded = try mappingStorageErrors("loading \(object.objectID)") {
+            try store.environment.read { txn -> ([Value], UInt64)? in
+                guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { return nil }
+                return try RecordCodec.decode(bytes, entity: storage.entity)
+            }
+        }
+        guard let (values, rowVersion) = loaded else {
+            throw EntityStoreError(
+                .objectNotFound, "\(object.objectID) does not exist in the store (deleted elsewhere?)",
+                entity: object.entity.name, objectID: object.objectID)
+        }
+        object.values = values
+        object.committed = values
+        object.rowVersion = rowVersion
+    }
+
+    // MARK: - Discarding changes
+
+    /// Discards every unsaved change: inserted objects go away, deleted ones come back, values return to their
+    /// stored state. The undo history is cleared.
+    public func rollback() {
+        for id in dirty {
+            guard let object = registered[id] else { continue }
+            if object.isInserted {
+                registered[id] = nil
+                object.context = nil
+                continue
+            }
+            object.isDeleted = false
+            object.values = object.committed
+            object.related = object.committedRelated
+        }
+        dirty = []
+        undo.clear()
+    }
+
+    /// Forgets every registered object and every unsaved change. Objects held elsewhere are detached.
+    public func reset() {
+        for object in registered.values { object.context = nil }
+        registered = [:]
+        dirty = []
+        undo.clear()
+    }
+
+    /// Reloads `object` from the store.
+    ///
+    /// - Parameter mergeChanges: Keep the object's unsaved changes on top of the fresh stored values (`true`), or
+    ///   discard them and turn the object into a fault (`false`).
+    public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
+        guard object.context === self, !object.isInserted else { return }
+        if !mergeChanges || !object.hasChanges {
+            object.values = nil
+            object.committed = nil
+            object.related = [:]
+            object.committedRelated = [:]
+            object.isDeleted = false
+            dirty.remove(object.objectID)
+            return
+        }
+        let changes = object.changedValues()
+        let relationshipChanges = object.related.filter { object.committedRelated[$0.key] != $0.value }
+        object.values = nil
+        try fault(in: object)
+        var values = object.values ?? []
+        for (key, value) in changes {
+            if let index = object.entity.attributeIndex(key) { values[index] = value }
+        }
+        object.values = values
+        object.committedRelated = [:]
+        object.related = [:]
+        for (name, targets) in relationshipChanges {
+            guard let relationship = object.entity.relationship(name) else { continue }
+            object.committedRelated[name] = try storedTargets(of: object.objectID, relationship)
+            object.related[name] = targets
+        }
+    }
+
+    // MARK: - Mutation bookkeeping
+
+    /// Runs a public mutation as one undo group (unless an explicit group is open).
+    func mutation<R>(_ body: () throws -> R) rethrows -> R {
+        undo.open()
+        defer { undo.close() }
+        return try body()
+    }
+
+    /// Records `id`'s state before its first change, for the undo group and a save in progress.
+    func willChange(_ id: ObjectID) {
+        let state = registered[id].map(ObjectState.init)
+        undo.record(id, state)
+        if saveSnapshot != nil && saveSnapshot?[id] == nil {
+            saveSnapshot?[id] = .some(state)
+        }
+    }
+
+    func setAttribute(_ object: ManagedObject, index: Int, to value: Value) throws {
+        guard !object.isDeleted else {
+            throw EntityStoreError(
+                .invalidObject, "\(object.objectID) is deleted", entity: object.entity.name,
+                objectID: object.objectID)
+        }
+        let current = try object.loadedValues()
+        guard current[index] != value else { return }
+        mutation {
+            willChange(object.objectID)
+            object.values?[index] = value
+            dirty.insert(object.objectID)
+        }
+    }
+
+    /// Restores objects to recorded states (undo, redo, a failed save).
+    func restore(_ states: [ObjectID: ObjectState?]) {
+        for (id, state) in states {
+            guard let state else {
+                registered[id]?.context = nil
+                registered[id] = nil
+                dirty.remove(id)
+                continue
+            }
+            let object = registered[id] ?? state.object
+            object.context = self
+            registered[id] = object
+            state.apply(to: object)
+            dirty.insert(id)
+        }
+    }
+}
+
+/// The mutable state of a managed object, captured for undo and for restoring after a failed save.
+struct ObjectState {
+    let object: ManagedObject
+    let values: [Value]?
+    let committed: [Value]?
+    let rowVersion: UInt64
+    let related: [String: Set<ObjectID>]
+    let committedRelated: [String: Set<ObjectID>]
+    let isInserted: Bool
+    let isDeleted: Bool
+
+    init(_ object: ManagedObject) {
+        self.object = object
+        values = object.values
+        committed = object.committed
+        rowVersion = object.rowVersion
+        related = object.related
+        committedRelated = object.committedRelated
+        isInserted = object.isInserted
+        isDeleted = object.isDeleted
+    }
+
+    func apply(to object: ManagedObject) {
+        object.values = values
+        object.committed = committed
+        object.rowVersion = rowVersion
+        object.related = related
+        object.committedRelated = committedRelated
+        object.isInserted = isInserted
+        object.isDeleted = isDeleted
+    }
+}

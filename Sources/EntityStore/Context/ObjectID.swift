@@ -1,0 +1,49 @@
+/// The identity of a stored object: its entity and its 64-bit primary key.
+///
+/// Object IDs are permanent from the moment an object is inserted (the key is reserved then), so they never change
+/// at save and can cross threads and processes. The string form `Entity/p42` round-trips through
+/// ``init(string:)``; ``PersistentStore/uri(for:)`` adds the store's identity.
+public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The entity's name.
+    public let entityName: String
+    /// The primary key, unique within the entity; never 0.
+    public let primaryKey: UInt64
+
+    /// Creates an ID; it names an object only if the store has one with this key.
+    public init(entityName: String, primaryKey: UInt64) {
+        self.entityName = entityName
+        self.primaryKey = primaryKey
+    }
+
+    /// Parses the string form `Entity/p42`.
+    public init?(string: String) {
+        guard let slash = string.lastIndex(of: "/") else { return nil }
+        let entity = string[..<slash]
+        let key = string[string.index(after: slash)...]
+        guard !entity.isEmpty, key.first == "p", let number = UInt64(key.dropFirst()), number > 0 else { return nil }
+        self.init(entityName: String(entity), primaryKey: number)
+    }
+
+    /// The string form: `Entity/p42`.
+    public var description: String { "\(entityName)/p\(primaryKey)" }
+
+    /// Orders by entity name, then primary key: the tie-breaker that makes every sort total.
+    public static func < (lhs: ObjectID, rhs: ObjectID) -> Bool {
+        lhs.entityName == rhs.entityName ? lhs.primaryKey < rhs.primaryKey : lhs.entityName < rhs.entityName
+    }
+}
+
+extension ObjectID: Codable {
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let id = ObjectID(string: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad object ID"))
+        }
+        self = id
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}

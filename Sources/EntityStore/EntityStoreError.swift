@@ -1,0 +1,116 @@
+import LMDB
+
+/// An error from EntityStore: what went wrong, and on which entity, key and object.
+///
+/// Match on ``code``:
+///
+/// ```swift
+/// do { try context.save() }
+/// catch let error as EntityStoreError where error.code == .validationFailed {
+///     for failure in error.failures { print(failure) }   // every failure at once
+/// }
+/// ```
+public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
+    /// What kind of failure.
+    public enum Code: String, Sendable {
+        /// The schema declaration is inconsistent (see ``EntityStoreError/failures``).
+        case invalidSchema
+        /// The stored schema cannot be migrated to the declared one by itself.
+        case migrationRefused
+        /// The declared schema is older than the one stored.
+        case schemaOlderThanStore
+        /// The store was written by a newer EntityStore format.
+        case storeFormatTooNew
+        /// The store's files are not an EntityStore store.
+        case notAStore
+        /// Stored bytes do not decode: the record, key or entry is corrupt.
+        case corruptData
+        /// The object does not exist in the store (never saved, or deleted elsewhere).
+        case objectNotFound
+        /// A save was refused: every failure is listed in ``EntityStoreError/failures``.
+        case validationFailed
+        /// Another context or process saved an object this save changes (optimistic locking).
+        case conflict
+        /// A value of the wrong type for the attribute.
+        case typeMismatch
+        /// A key that the entity does not have.
+        case unknownKey
+        /// An entity that the schema does not have.
+        case unknownEntity
+        /// An object ID string that does not parse, or belongs to another store.
+        case invalidObjectID
+        /// An object used with a context it does not belong to, or after it was deleted.
+        case invalidObject
+        /// An undo or redo with nothing to undo or redo.
+        case nothingToUndo
+        /// The storage layer failed (see ``EntityStoreError/underlying``).
+        case storage
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// A sentence naming what was wrong.
+    public var message: String
+    /// The entity involved.
+    public var entity: String?
+    /// The attribute or relationship involved.
+    public var key: String?
+    /// The object involved.
+    public var objectID: ObjectID?
+    /// Every failure, for ``Code/validationFailed``, ``Code/invalidSchema`` and ``Code/migrationRefused``.
+    public var failures: [Failure]
+    /// The LMDB error behind a ``Code/storage`` failure.
+    public var underlying: LMDBError?
+
+    /// One failure of several, with its own location.
+    public struct Failure: Sendable, Equatable, CustomStringConvertible {
+        public var entity: String?
+        public var key: String?
+        public var objectID: ObjectID?
+        public var message: String
+
+        public init(entity: String? = nil, key: String? = nil, objectID: ObjectID? = nil, message: String) {
+            self.entity = entity
+            self.key = key
+            self.objectID = objectID
+            self.message = message
+        }
+
+        public var description: String {
+            var location = entity ?? ""
+            if let key { location += location.isEmpty ? key : ".\(key)" }
+            if let objectID { location += " (\(objectID))" }
+            return location.isEmpty ? message : "\(location): \(message)"
+        }
+    }
+
+    public init(
+        _ code: Code, _ message: String, entity: String? = nil, key: String? = nil, objectID: ObjectID? = nil,
+        failures: [Failure] = [], underlying: LMDBError? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.entity = entity
+        self.key = key
+        self.objectID = objectID
+        self.failures = failures
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        var text = "\(code.rawValue): \(message)"
+        if failures.count > 1 || (failures.count == 1 && failures[0].message != message) {
+            text += failures.map { "\n  - \($0)" }.joined()
+        }
+        return text
+    }
+}
+
+/// Runs `body`, turning an ``LMDBError`` into an ``EntityStoreError`` with code ``EntityStoreError/Code/storage``.
+func mappingStorageErrors<R>(_ what: @autoclosure () -> String, _ body: () throws -> R) throws -> R {
+    do {
+        return try body()
+    } catch let error as LMDBError {
+        throw EntityStoreError(.storage, "\(what()): \(error)", underlying: error)
+    }
+}

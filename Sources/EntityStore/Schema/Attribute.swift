@@ -1,0 +1,94 @@
+/// The type of an attribute's values.
+public enum AttributeType: String, Codable, Sendable, CaseIterable {
+    case bool, int64, double, string, date, binary, uuid, decimal
+}
+
+/// A typed attribute of an entity.
+///
+/// ```swift
+/// Attribute("title", .string, indexed: true)
+/// Attribute("rating", .int64, default: 3)
+/// Attribute("nickname", .string, optional: true, renamedFrom: "alias")
+/// ```
+public struct Attribute: Codable, Sendable, Equatable {
+    /// The attribute's name, unique in its entity.
+    public var name: String
+    /// The type of its values.
+    public var type: AttributeType
+    /// Whether the value may be nil.
+    public var isOptional: Bool
+    /// The value a new object starts with; `.null` for none.
+    public var defaultValue: Value
+    /// Whether an index serves predicates and sorts on this attribute.
+    public var isIndexed: Bool
+    /// Whether no two objects of the entity may hold the same value (implies an index).
+    public var isUnique: Bool
+    /// Whether the index compares strings without case and diacritics.
+    public var isCaseInsensitive: Bool
+    /// The attribute's name in the previous schema version, for a rename migration.
+    public var renamedFrom: String?
+
+    /// Declares an attribute.
+    public init(
+        _ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value = .null,
+        indexed: Bool = false, unique: Bool = false, caseInsensitive: Bool = false, renamedFrom: String? = nil
+    ) {
+        self.name = name
+        self.type = type
+        self.isOptional = optional
+        self.defaultValue = defaultValue
+        self.isIndexed = indexed || unique
+        self.isUnique = unique
+        self.isCaseInsensitive = caseInsensitive
+        self.renamedFrom = renamedFrom
+    }
+}
+
+/// What happens to related objects when an object is deleted.
+public enum DeleteRule: String, Codable, Sendable {
+    /// Remove the deleted object from the related objects' inverse relationship.
+    case nullify
+    /// Delete the related objects too.
+    case cascade
+    /// Refuse the delete while the relationship holds any object.
+    case deny
+    /// Leave the related objects as they are (their inverse may point at a deleted object).
+    case noAction
+}
+
+/// A relationship from an entity to another (or the same) entity.
+///
+/// ```swift
+/// Relationship("books", to: "Book", inverse: "author", toMany: true, deleteRule: .cascade)
+/// Relationship("author", to: "Author", inverse: "books")
+/// ```
+public struct Relationship: Codable, Sendable, Equatable {
+    /// The relationship's name, unique among the entity's properties.
+    public var name: String
+    /// The entity it points to.
+    public var destination: String
+    /// The name of the inverse relationship on the destination.
+    public var inverse: String
+    /// Whether it holds several objects.
+    public var isToMany: Bool
+    /// What deleting the source does to the destination objects.
+    public var deleteRule: DeleteRule
+    /// Whether a to-one relationship may be nil (to-many relationships may always be empty).
+    public var isOptional: Bool
+    /// The relationship's name in the previous schema version, for a rename migration.
+    public var renamedFrom: String?
+
+    /// Declares a relationship.
+    public init(
+        _ name: String, to destination: String, inverse: String, toMany: Bool = false,
+        deleteRule: DeleteRule = .nullify, optional: Bool = true, renamedFrom: String? = nil
+    ) {
+        self.name = name
+        self.destination = destination
+        self.inverse = inverse
+        self.isToMany = toMany
+        self.deleteRule = deleteRule
+        self.isOptional = optional
+        self.renamedFrom = renamedFrom
+    }
+}

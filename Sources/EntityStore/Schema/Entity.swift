@@ -1,0 +1,72 @@
+/// A kind of object: its attributes (stored in the record, in order) and its relationships.
+public struct Entity: Codable, Sendable, Equatable {
+    /// The entity's name, unique in the schema.
+    public var name: String
+    /// The attributes, in storage order.
+    public var attributes: [Attribute]
+    /// The relationships.
+    public var relationships: [Relationship]
+    /// The entity's name in the previous schema version, for a rename migration.
+    public var renamedFrom: String?
+
+    /// Declares an entity with its properties.
+    ///
+    /// ```swift
+    /// Entity("Book") {
+    ///     Attribute("title", .string)
+    ///     Relationship("author", to: "Author", inverse: "books")
+    /// }
+    /// ```
+    public init(_ name: String, renamedFrom: String? = nil, @PropertyBuilder _ properties: () -> [Property] = { [] }) {
+        self.name = name
+        self.renamedFrom = renamedFrom
+        var attributes: [Attribute] = []
+        var relationships: [Relationship] = []
+        for property in properties() {
+            switch property {
+            case .attribute(let attribute): attributes.append(attribute)
+            case .relationship(let relationship): relationships.append(relationship)
+            }
+        }
+        self.attributes = attributes
+        self.relationships = relationships
+    }
+
+    /// The attribute named `name`.
+    public func attribute(_ name: String) -> Attribute? { attributes.first { $0.name == name } }
+
+    /// The position of the attribute named `name` in the record.
+    public func attributeIndex(_ name: String) -> Int? { attributes.firstIndex { $0.name == name } }
+
+    /// The relationship named `name`.
+    public func relationship(_ name: String) -> Relationship? { relationships.first { $0.name == name } }
+}
+
+/// A property in an entity declaration.
+public enum Property: Sendable {
+    case attribute(Attribute)
+    case relationship(Relationship)
+}
+
+/// Builds an entity's property list from `Attribute` and `Relationship` declarations.
+@resultBuilder
+public enum PropertyBuilder {
+    public static func buildExpression(_ attribute: Attribute) -> [Property] { [.attribute(attribute)] }
+    public static func buildExpression(_ relationship: Relationship) -> [Property] { [.relationship(relationship)] }
+    public static func buildBlock(_ parts: [Property]...) -> [Property] { parts.flatMap { $0 } }
+    public static func buildOptional(_ part: [Property]?) -> [Property] { part ?? [] }
+    public static func buildEither(first part: [Property]) -> [Property] { part }
+    public static func buildEither(second part: [Property]) -> [Property] { part }
+    public static func buildArray(_ parts: [[Property]]) -> [Property] { parts.flatMap { $0 } }
+}
+
+/// Builds a schema's entity list.
+@resultBuilder
+public enum EntityBuilder {
+    public static func buildExpression(_ entity: Entity) -> [Entity] { [entity] }
+    public static func buildBlock(_ parts: [Entity]...) -> [Entity] { parts.flatMap { $0 } }
+    public static func buildOptional(_ part: [Entity]?) -> [Entity] { part ?? [] }
+    public static func buildEither(first part: [Entity]) -> [Entity] { part }
+    public static func buildEither(second part: [Entity]) -> [Entity] { part }
+    public static func buildArray(_ parts: [[Entity]]) -> [Entity] { parts.flatMap { $0 } }
+}

@@ -1,0 +1,144 @@
+/// The declared shape of a store: its entities and a version number.
+///
+/// ```swift
+/// let schema = try Schema(version: 1) {
+///     Entity("Author") {
+///         Attribute("name", .string, indexed: true)
+///         Relationship("books", to: "Book", inverse: "author", toMany: true, deleteRule: .cascade)
+///     }
+///     Entity("Book") {
+///         Attribute("title", .string)
+///         Relationship("author", to: "Author", inverse: "books")
+///     }
+/// }
+/// ```
+///
+/// The declaration is validated when it is made: duplicate names, an unknown destination or inverse, an inverse
+/// that does not point back, a default of the wrong type and the like are all reported at once.
+public struct Schema: Codable, Sendable, Equatable {
+    /// The version: raise it with every change; the store keeps the history of versions.
+    public var version: Int
+    /// The entities.
+    public var entities: [Entity]
+
+    /// Declares and validates a schema.
+    /// - Throws: ``EntityStoreError`` with code ``EntityStoreError/Code/invalidSchema`` listing every problem.
+    public init(version: Int, @EntityBuilder _ entities: () -> [Entity]) throws {
+        self.version = version
+        self.entities = entities()
+        try validate()
+    }
+
+    /// Validates and wraps an entity list.
+    public init(version: Int, entities: [Entity]) throws {
+        self.version = version
+        self.entities = entities
+        try validate()
+    }
+
+    /// The entity named `name`.
+    public func entity(_ name: String) -> Entity? { entities.first { $0.name == name } }
+
+    /// A fingerprint of the schema's structure (names, types, options, relationships; not the version or the
+    /// rename hints): equal fingerprints need no migration.
+    public var fingerprint: String {
+        var text = ""
+        for entity in entities.sorted(by: { $0.name < $1.name }) {
+            text += "E\(entity.name){"
+            for a in entity.attributes {
+                text += "A\(a.name):\(a.type.rawValue):\(a.isOptional):\(a.defaultValue):\(a.isIndexed)"
+                text += ":\(a.isUnique):\(a.isCaseInsensitive);"
+            }
+            for r in entity.relationships.sorted(by: { $0.name < $1.name }) {
+                text += "R\(r.name):\(r.destination):\(r.inverse):\(r.isToMany):\(r.deleteRule.rawValue)"
+                text += ":\(r.isOptional);"
+            }
+            text += "}"
+        }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    func validate() throws {
+        var failures: [EntityStoreError.Failure] = []
+        if version < 1 { failures.append(.init(message: "the schema version must be at least 1, not \(version)")) }
+        var entityNames = Set<String>()
+        for entity in entities {
+            if !isValidName(entity.name) {
+                failures.append(.init(entity: entity.name, message: "'\(entity.name)' is not a valid entity name"))
+            }
+            if !entityNames.insert(entity.name).inserted {
+                failures.append(.init(entity: entity.name, message: "duplicate entity name '\(entity.name)'"))
+            }
+            var propertyNames = Set<String>()
+            for attribute in entity.attributes {
+                let name = attribute.name
+                if !isValidName(name) {
+                    failures.append(.init(entity: entity.name, key: name, message: "'\(name)' is not a valid name"))
+                }
+                if !propertyNames.insert(name).inserted {
+                    failures.append(.init(entity: entity.name, key: name, message: "duplicate property name '\(name)'"))
+                }
+                if let type = attribute.defaultValue.type, type != attribute.type {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: name,
+                            message: "the default \(attribute.defaultValue) is a \(type.rawValue), not a"
+                                + " \(attribute.type.rawValue)"))
+                }
+                if attribute.isCaseInsensitive && attribute.type != .string {
+                    failures.append(
+                        .init(entity: entity.name, key: name, message: "only string attributes can be case-insensitive")
+                    )
+                }
+            }
+            for relationship in entity.relationships {
+                let name = relationship.name
+                if !isValidName(name) {
+                    failures.append(.init(entity: entity.name, key: name, message: "'\(name)' is not a valid name"))
+                }
+                if !propertyNames.insert(name).inserted {
+                    failures.append(.init(entity: entity.name, key: name, message: "duplicate property name '\(name)'"))
+                }
+                guard let destination = entities.first(where: { $0.name == relationship.destination }) else {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: name,
+                            message: "unknown destination entity '\(relationship.destination)'"))
+                    continue
+                }
+                guard let inverse = destination.relationship(relationship.inverse) else {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: name,
+                            message: "unknown inverse '\(relationship.inverse)' on '\(destination.name)'"))
+                    continue
+                }
+                if inverse.destination != entity.name || inverse.inverse != name {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: name,
+                            message: "the inverse '\(destination.name).\(inverse.name)' does not point back to"
+                                + " '\(entity.name).\(name)'"))
+                }
+            }
+        }
+        if !failures.isEmpty {
+            let summary = failures.count == 1 ? failures[0].description : "\(failures.count) problems in the schema"
+            throw EntityStoreError(.invalidSchema, summary, failures: failures)
+        }
+    }
+
+    private func isValidName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, first.properties.isAlphabetic || first == "_" else {
+            return false
+        }
+        return name.unicodeScalars.allSatisfy { $0.properties.isAlphabetic || $0 == "_" || ("0"..."9").contains($0) }
+            && name.utf8.count <= 128
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+
+/// A stored attribute value, for dynamic access (`object["name"]`) and tools.
+///
+/// Two values are equal when they hold the same type and the same value; `.double(.nan)` equals itself, so writing
+/// NaN over NaN is no change.
+public enum Value: Hashable, Sendable, CustomStringConvertible {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case date(Date)
+    case data([UInt8])
+    case uuid(UUID)
+    case decimal(Decimal)
+
+    /// The attribute type this value belongs to; `nil` for `.null`.
+    public var type: AttributeType? {
+        switch self {
+        case .null: nil
+        case .bool: .bool
+        case .int: .int64
+        case .double: .double
+        case .string: .string
+        case .date: .date
+        case .data: .binary
+        case .uuid: .uuid
+        case .decimal: .decimal
+        }
+    }
+
+    /// Whether this is `.null`.
+    public var isNull: Bool { if case .null = self { true } else { false } }
+
+    public static func == (lhs: Value, rhs: Value) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.int(let a), .int(let b)): a == b
+        case (.double(let a), .double(let b)): a == b || (a.isNaN && b.isNaN)
+        case (.string(let a), .string(let b)): a == b
+        case (.date(let a), .date(let b)): a == b
+        case (.data(let a), .data(let b)): a == b
+        case (.uuid(let a), .uuid(let b)): a == b
+        case (.decimal(let a), .decimal(let b)): a == b
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let v): hasher.combine(v)
+        case .int(let v): hasher.combine(v)
+        case .double(let v): hasher.combine(v.isNaN ? Double.nan.bitPattern : v.bitPattern)
+        case .string(let v): hasher.combine(v)
+        case .date(let v): hasher.combine(v)
+        case .data(let v): hasher.combine(v)
+        case .uuid(let v): hasher.combine(v)
+        case .decimal(let v): hasher.combine(v)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .null: "nil"
+        case .bool(let v): "\(v)"
+        case .int(let v): "\(v)"
+        case .double(let v): "\(v)"
+        case .string(let v): "\"\(v)\""
+        case .date(let v): v.formatted(.iso8601)
+        case .data(let v): "<\(v.count) bytes>"
+        case .uuid(let v): v.uuidString
+        case .decimal(let v): "\(v)"
+        }
+    }
+}
+
+extension Value: ExpressibleByStringInterpolation, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByNilLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+extension Value: Codable {
+    private enum CodingKeys: String, CodingKey { case type, value }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard let type = try container.decodeIfPresent(AttributeType.self, forKey: .type) else {
+            self = .null
+            return
+        }
+        switch type {
+        case .bool: self = .bool(try container.decode(Bool.self, forKey: .value))
+        case .int64: self = .int(try container.decode(Int64.self, forKey: .value))
+        case .double: self = .double(try container.decode(Double.self, forKey: .value))
+        case .string: self = .string(try container.decode(String.self, forKey: .value))
+        case .date:
+            self = .date(Date(timeIntervalSinceReferenceDate: try container.decode(Double.self, forKey: .value)))
+        case .binary: self = .data(try container.decode([UInt8].self, forKey: .value))
+        case .uuid: self = .uuid(try container.decode(UUID.self, forKey: .value))
+        case .decimal: self = .decimal(try container.decode(Decimal.self, forKey: .value))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(type, forKey: .type)
+        switch self {
+        case .null: break
+        case .bool(let v): try container.encode(v, forKey: .value)
+        case .int(let v): try container.encode(v, forKey: .value)
+        case .double(let v): try container.encode(v, forKey: .value)
+        case .string(let v): try container.encode(v, forKey: .value)
+        case .date(let v): try container.encode(v.timeIntervalSinceReferenceDate, forKey: .value)
+        case .data(let v): try container.encode(v, forKey: .value)
+        case .uuid(let v): try container.encode(v, forKey: .value)
+        case .decimal(let v): try container.encode(v, forKey: .value)
+        }
+    }
+}

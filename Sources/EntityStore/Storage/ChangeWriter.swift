@@ -1,0 +1,177 @@
+import LMDB
+
+/// Writes a save's changes inside one write transaction: records, index entries and both directions of every
+/// relationship.
+struct ChangeWriter {
+    let store: PersistentStore
+    let txn: WriteTransaction
+    var buffer: [UInt8] = []
+    var keyBuffer: [UInt8] = []
+
+    init(store: PersistentStore, txn: WriteTransaction) {
+        self.store = store
+        self.txn = txn
+    }
+
+    /// Unique attributes: no two stored objects (after this save) share a value.
+    mutating func checkUniqueness(_ objects: [ManagedObject]) throws -> [EntityStoreError.Failure] {
+        var failures: [EntityStoreError.Failure] = []
+        var claimed: [String: [Value: ObjectID]] = [:]
+        let leaving = Set(objects.filter(\.isDeleted).map(\.objectID))
+        // Values that objects in this save give up: another object may take them.
+        var released: [String: Set<ObjectID>] = [:]
+        for object in objects where !object.isDeleted {
+            guard let values = object.values else { continue }
+            for (i, attribute) in object.entity.attributes.enumerated()
+            where attribute.isUnique && object.committed?[i] != values[i] {
+                released["\(object.entity.name).\(attribute.name)", default: []].insert(object.objectID)
+            }
+        }
+        for object in objects where !object.isDeleted {
+            guard let values = object.values else { continue }
+            let storage = try store.storage(for: object.entity.name)
+            for (i, attribute) in object.entity.attributes.enumerated() where attribute.isUnique {
+                let value = values[i]
+                guard !value.isNull, object.isInserted || object.committed?[i] != value else { continue }
+                let slot = "\(object.entity.name).\(attribute.name)"
+                if let other = claimed[slot]?[value] {
+                    failures.append(
+                        .init(
+                            entity: object.entity.name, key: attribute.name, objectID: object.objectID,
+                            message: "the value \(value) must be unique; \(other) in this save has it too"))
+                    continue
+                }
+                claimed[slot, default: [:]][value] = object.objectID
+                guard let index = storage.indexes[i] else { continue }
+                let truncated = IndexKey.encode(
+                    value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
+                var holders: [UInt64] = []
+                try txn.forEach(in: index, range: .exactly(keyBuffer)) { _, pk in
+                    holders.append(try IndexKey.primaryKey(from: pk))
+                    return .continue
+                }
+                for holder in holders where holder != object.objectID.primaryKey {
+                    let holderID = ObjectID(entityName: object.entity.name, primaryKey: holder)
+                    if leaving.contains(holderID) || released[slot]?.contains(holderID) == true { continue }
+                    if truncated || attribute.isCaseInsensitive {
+                        // The key does not identify the value exactly: compare with the stored record.
+                        guard let bytes = try txn.get(holder, in: storage.records) else { continue }
+                        let stored = try RecordCodec.decode(bytes, entity: object.entity).values[i]
+                        let same =
+                            attribute.isCaseInsensitive
+                            ? IndexKey.encode(stored, caseInsensitive: true)
+                                == IndexKey.encode(value, caseInsensitive: true)
+                                && (!truncated || stored == value)
+                            : stored == value
+                        if !same { continue }
+                    }
+                    failures.append(
+                        .init(
+                            entity: object.entity.name, key: attribute.name, objectID: object.objectID,
+                            message: "the value \(value) must be unique; \(holderID) already has it"))
+                    break
+                }
+            }
+        }
+        return failures
+    }
+
+    mutating func insert(_ object: ManagedObject) throws {
+        let storage = try store.storage(for: object.entity.name)
+        let values = object.values ?? object.entity.attributes.map(\.defaultValue)
+        RecordCodec.encode(values, rowVersion: 1, into: &buffer)
+        try buffer.withUnsafeBytes {
+            try txn.put(object.objectID.primaryKey, $0, in: storage.records, flags: .noOverwrite)
+        }
+        for (i, index) in storage.indexes {
+            try putIndex(values[i], object.entity.attributes[i], object.objectID.primaryKey, index)
+        }
+        try writeRelationships(of: object, storage)
+    }
+
+    /// Writes an update; returns a conflict when the stored row changed since the object was read.
+    mutating func update(_ object: ManagedObject) throws -> EntityStoreError.Failure? {
+        let storage = try store.storage(for: object.entity.name)
+        let pk = object.objectID.primaryKey
+        if let values = object.values, values != object.committed {
+            guard let bytes = try txn.get(pk, in: storage.records) else {
+                return .init(
+                    entity: object.entity.name, objectID: object.objectID,
+                    message: "the object was deleted elsewhere since it was read")
+            }
+            let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity)
+            if rowVersion != object.rowVersion {
+                return .init(
+                    entity: object.entity.name, objectID: object.objectID,
+                    message: "the object was saved elsewhere (row version \(rowVersion), read at"
+                        + " \(object.rowVersion))")
+            }
+            RecordCodec.encode(values, rowVersion: rowVersion + 1, into: &buffer)
+            try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
+            for (i, index) in storage.indexes where stored[i] != values[i] {
+                try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
+                try putIndex(values[i], object.entity.attributes[i], pk, index)
+            }
+        }
+        try writeRelationships(of: object, storage)
+        return nil
+    }
+
+    mutating func delete(_ object: ManagedObject) throws {
+        let storage = try store.storage(for: object.entity.name)
+        let pk = object.objectID.primaryKey
+        if let bytes = try txn.get(pk, in: storage.records) {
+            let (stored, _) = try RecordCodec.decode(bytes, entity: object.entity)
+            for (i, index) in storage.indexes {
+                try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
+            }
+            try txn.delete(pk, in: storage.records)
+        }
+        for relationship in object.entity.relationships {
+            guard let database = storage.relationships[relationship.name] else { continue }
+            try txn.delete(pk, in: database)
+        }
+    }
+
+    /// Writes the difference between a relationship's stored and current targets, in both directions.
+    mutating func writeRelationships(of object: ManagedObject, _ storage: EntityStorage) throws {
+        for relationship in object.entity.relationships {
+            guard let current = object.related[relationship.name] else { continue }
+            let stored = object.isInserted ? [] : object.committedRelated[relationship.name] ?? []
+            guard current != stored else { continue }
+            let inverseStorage = try store.storage(for: relationship.destination)
+            guard let forward = storage.relationships[relationship.name],
+                let backward = inverseStorage.relationships[relationship.inverse]
+            else { continue }
+            let source = IndexKey.primaryKey(object.objectID.primaryKey)
+            for added in current.subtracting(stored) {
+                let target = IndexKey.primaryKey(added.primaryKey)
+                try putPair(source, target, forward)
+                try putPair(target, source, backward)
+            }
+            for removed in stored.subtracting(current) {
+                let target = IndexKey.primaryKey(removed.primaryKey)
+                try txn.delete(source, value: target, in: forward)
+                try txn.delete(target, value: source, in: backward)
+            }
+        }
+    }
+
+    private func putPair(_ key: [UInt8], _ value: [UInt8], _ database: Database) throws {
+        do {
+            try txn.put(key, value, in: database, flags: .noDuplicateData)
+        } catch let error as LMDBError where error.code == .keyExists {
+            // Both sides of a relationship write the pair; the second write finds it there.
+        }
+    }
+
+    private mutating func putIndex(_ value: Value, _ attribute: Attribute, _ pk: UInt64, _ index: Database) throws {
+        IndexKey.encode(value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
+        try txn.put(keyBuffer, IndexKey.primaryKey(pk), in: index)
+    }
+
+    private mutating func deleteIndex(_ value: Value, _ attribute: Attribute, _ pk: UInt64, _ index: Database) throws {
+        IndexKey.encode(value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
+        try txn.delete(keyBuffer, value: IndexKey.primaryKey(pk), in: index)
+    }
+}

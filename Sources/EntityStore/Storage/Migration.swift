@@ -1,0 +1,265 @@
+import LMDB
+
+/// Brings a store written with one schema up to another, inside the caller's write transaction.
+///
+/// The plan is checked in full before anything is written; a refused change throws with every reason, and the
+/// transaction is aborted, so the store is left as it was.
+enum Migration {
+    static func bringUpToDate(_ txn: WriteTransaction, meta: Database, stored: Schema, declared: Schema) throws {
+        if declared.version < stored.version {
+            throw EntityStoreError(
+                .schemaOlderThanStore,
+                "the declared schema has version \(declared.version), older than the store's version"
+                    + " \(stored.version)")
+        }
+        let history =
+            try txn.get(StoreNames.MetaKey.schemaHistory, in: meta).map {
+                try PersistentStore.decodeJSON([Schema].self, $0, what: "schema history")
+            } ?? [stored]
+        if stored.fingerprint == declared.fingerprint {
+            if declared.version > stored.version {
+                try PersistentStore.writeSchema(declared, history: history + [declared], txn, meta: meta)
+            }
+            return
+        }
+        if declared.version == stored.version {
+            throw EntityStoreError(
+                .migrationRefused,
+                "the declared schema differs from the stored one but has the same version \(declared.version):"
+                    + " raise the version to migrate")
+        }
+        let plan = try plan(from: stored, to: declared)
+        try apply(plan, txn)
+        try PersistentStore.writeSchema(declared, history: history + [declared], txn, meta: meta)
+    }
+
+    struct EntityPlan {
+        var old: Entity
+        var new: Entity
+        /// For each new attribute, the position of the old attribute it comes from.
+        var sources: [Int?]
+    }
+
+    struct Plan {
+        var kept: [EntityPlan]
+        var added: [Entity]
+        var removed: [Entity]
+    }
+
+    static func plan(from stored: Schema, to declared: Schema) throws -> Plan {
+        var failures: [EntityStoreError.Failure] = []
+        var kept: [EntityPlan] = []
+        var added: [Entity] = []
+        var matchedOld = Set<String>()
+        for entity in declared.entities {
+            let old =
+                stored.entity(entity.name).flatMap { entity.renamedFrom == nil ? $0 : nil }
+                ?? entity.renamedFrom.flatMap { stored.entity($0) } ?? stored.entity(entity.name)
+            guard let old else {
+                added.append(entity)
+                continue
+            }
+            matchedOld.insert(old.name)
+            var sources: [Int?] = []
+            for attribute in entity.attributes {
+                let source =
+                    attribute.renamedFrom.flatMap { old.attributeIndex($0) } ?? old.attributeIndex(attribute.name)
+                sources.append(source)
+                guard let source else {
+                    if !attribute.isOptional && attribute.defaultValue.isNull {
+                        failures.append(
+                            .init(
+                                entity: entity.name, key: attribute.name,
+                                message: "a required attribute was added without a default value"))
+                    }
+                    continue
+                }
+                let previous = old.attributes[source]
+                if previous.type != attribute.type {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: attribute.name,
+                            message: "the type changed from \(previous.type.rawValue) to \(attribute.type.rawValue)"))
+                }
+                if previous.isOptional && !attribute.isOptional && attribute.defaultValue.isNull {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: attribute.name,
+                            message: "an optional attribute became required without a default value for nil values"))
+                }
+            }
+            for relationship in entity.relationships {
+                let previous =
+                    relationship.renamedFrom.flatMap { old.relationship($0) } ?? old.relationship(relationship.name)
+                guard let previous else { continue }
+                let destination = declared.entity(relationship.destination)
+                let expected = destination?.renamedFrom ?? relationship.destination
+                if previous.destination != expected && previous.destination != relationship.destination {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: relationship.name,
+                            message: "the destination changed from \(previous.destination) to"
+                                + " \(relationship.destination)"))
+                }
+                if previous.isToMany && !relationship.isToMany {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: relationship.name,
+                            message: "a to-many relationship cannot become to-one by itself"))
+                }
+            }
+            kept.append(EntityPlan(old: old, new: entity, sources: sources))
+        }
+        if !failures.isEmpty {
+            let summary =
+                failures.count == 1
+                ? "cannot migrate: \(failures[0])" : "cannot migrate: \(failures.count) changes are not lightweight"
+            throw EntityStoreError(
+                .migrationRefused, summary, entity: failures[0].entity, key: failures[0].key, failures: failures)
+        }
+        let removed = stored.entities.filter { !matchedOld.contains($0.name) }
+        return Plan(kept: kept, added: added, removed: removed)
+    }
+
+    static func apply(_ plan: Plan, _ txn: WriteTransaction) throws {
+        // Old databases of kept entities are read before anything of theirs is dropped.
+        for entityPlan in plan.kept {
+            try migrateEntity(entityPlan, txn)
+        }
+        for entity in plan.removed {
+            try dropAll(of: entity, txn)
+        }
+        for entity in plan.added {
+            _ = try EntityStorage.open(entity, in: txn, create: true)
+        }
+    }
+
+    static func migrateEntity(_ plan: EntityPlan, _ txn: WriteTransaction) throws {
+        let (old, new) = (plan.old, plan.new)
+        let oldRecords = try txn.openDatabase(StoreNames.records(old.name), create: true)
+        let renamed = old.name != new.name
+        let sameLayout =
+            old.attributes.map(\.name) == new.attributes.map(\.name) && !renamed
+            && zip(old.attributes, new.attributes).allSatisfy { $0.isOptional || !$1.isOptional }
+        // Read every record once (through the old entity), write it in the new layout.
+        var rewritten: [(UInt64, [Value], UInt64)] = []
+        if !sameLayout || old.attributes != new.attributes || renamed {
+            try txn.forEach(in: oldRecords) { key, value in
+                let primaryKey = try IndexKey.primaryKey(from: key)
+                let (values, rowVersion) = try RecordCodec.decode(value, entity: old)
+                var mapped: [Value] = []
+                for (i, source) in plan.sources.enumerated() {
+                    let attribute = new.attributes[i]
+                    var value = source.map { values[$0] } ?? attribute.defaultValue
+                    if value.isNull && !attribute.isOptional { value = attribute.defaultValue }
+                    mapped.append(value)
+                }
+                rewritten.append((primaryKey, mapped, rowVersion))
+                return .continue
+            }
+        }
+        // Drop the old indexes and (for a rename) the old records; relationships are copied below.
+        for attribute in old.attributes where attribute.isIndexed {
+            try txn.drop(try txn.openDatabase(StoreNames.index(old.name, attribute.name), dupSort: true, create: true))
+        }
+        let storage = try EntityStorage.openRecordsOnly(new, txn)
+        if renamed {
+            try txn.drop(oldRecords)
+        }
+        var buffer: [UInt8] = []
+        if !rewritten.isEmpty || renamed {
+            for (primaryKey, values, rowVersion) in rewritten {
+                RecordCodec.encode(values, rowVersion: rowVersion, into: &buffer)
+                try buffer.withUnsafeBytes { try txn.put(primaryKey, $0, in: storage) }
+            }
+        }
+        // Rebuild every index of the new entity from the records.
+        try rebuildIndexes(of: new, records: storage, txn)
+        // Relationships: copy renamed ones, drop removed ones, create new ones.
+        var keptOld = Set<String>()
+        for relationship in new.relationships {
+            let previous =
+                relationship.renamedFrom.flatMap { old.relationship($0) } ?? old.relationship(relationship.name)
+            let newName = StoreNames.relationship(new.name, relationship.name)
+            let target = try txn.openDatabase(newName, dupSort: true, create: true)
+            guard let previous else { continue }
+            let oldName = StoreNames.relationship(old.name, previous.name)
+            keptOld.insert(previous.name)
+            if oldName != newName {
+                let source = try txn.openDatabase(oldName, dupSort: true, create: true)
+                try copy(source, to: target, txn)
+                try txn.drop(source)
+            }
+        }
+        for relationship in old.relationships where !keptOld.contains(relationship.name) {
+            try txn.drop(
+                try txn.openDatabase(StoreNames.relationship(old.name, relationship.name), dupSort: true, create: true))
+        }
+    }
+
+    static func rebuildIndexes(of entity: Entity, records: Database, _ txn: WriteTransaction) throws {
+        var indexes: [(Int, Attribute, Database)] = []
+        for (i, attribute) in entity.attributes.enumerated() where attribute.isIndexed {
+            let index = try txn.openDatabase(StoreNames.index(entity.name, attribute.name), dupSort: true, create: true)
+            try txn.empty(index)
+            indexes.append((i, attribute, index))
+        }
+        guard !indexes.isEmpty else { return }
+        var entries: [(Database, [UInt8], UInt64, Int, Value)] = []
+        try txn.forEach(in: records) { key, value in
+            let primaryKey = try IndexKey.primaryKey(from: key)
+            let (values, _) = try RecordCodec.decode(value, entity: entity)
+            for (i, attribute, index) in indexes {
+                entries.append(
+                    (
+                        index, IndexKey.encode(values[i], caseInsensitive: attribute.isCaseInsensitive), primaryKey, i,
+                        values[i]
+                    ))
+            }
+            return .continue
+        }
+        var seen: [String: [[UInt8]: (UInt64, Value)]] = [:]
+        for (index, key, primaryKey, i, value) in entries {
+            let attribute = entity.attributes[i]
+            if attribute.isUnique && !value.isNull {
+                if let (other, otherValue) = seen[attribute.name]?[key], otherValue == value || key.count < 511 {
+                    throw EntityStoreError(
+                        .migrationRefused,
+                        "cannot make '\(attribute.name)' unique: objects p\(other) and p\(primaryKey) both hold"
+                            + " \(value)",
+                        entity: entity.name, key: attribute.name)
+                }
+                seen[attribute.name, default: [:]][key] = (primaryKey, value)
+            }
+            try txn.put(key, IndexKey.primaryKey(primaryKey), in: index)
+        }
+    }
+
+    static func copy(_ source: Database, to target: Database, _ txn: WriteTransaction) throws {
+        var pairs: [([UInt8], [UInt8])] = []
+        try txn.forEach(in: source) { key, value in
+            pairs.append((Array(key), Array(value)))
+            return .continue
+        }
+        for (key, value) in pairs { try txn.put(key, value, in: target) }
+    }
+
+    static func dropAll(of entity: Entity, _ txn: WriteTransaction) throws {
+        try txn.drop(try txn.openDatabase(StoreNames.records(entity.name), create: true))
+        for attribute in entity.attributes where attribute.isIndexed {
+            try txn.drop(
+                try txn.openDatabase(StoreNames.index(entity.name, attribute.name), dupSort: true, create: true))
+        }
+        for relationship in entity.relationships {
+            try txn.drop(
+                try txn.openDatabase(
+                    StoreNames.relationship(entity.name, relationship.name), dupSort: true, create: true))
+        }
+    }
+}
+
+extension EntityStorage {
+    static func openRecordsOnly(_ entity: Entity, _ txn: WriteTransaction) throws -> Database {
+        try txn.openDatabase(StoreNames.records(entity.name), create: true)
+    }
+}

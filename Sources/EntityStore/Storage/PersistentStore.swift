@@ -1,0 +1,266 @@
+import Foundation
+import LMDB
+import Synchronization
+
+/// An open store: an LMDB environment holding objects of a schema.
+///
+/// Opening a store with a schema migrates lightweight changes by itself (see ``open(path:schema:options:)``);
+/// anything else is an error naming the entity and attribute, and nothing is ever wiped. `PersistentStore` is
+/// `Sendable`: share one per store directory between threads and contexts.
+///
+/// ```swift
+/// let store = try PersistentStore.open(path: "library.store", schema: schema)
+/// let context = ObjectContext(store: store)
+/// ```
+public final class PersistentStore: Sendable {
+    /// The store format this version of EntityStore writes and reads.
+    public static let formatVersion: UInt32 = 1
+
+    /// Options for opening a store.
+    public struct Options: Sendable {
+        /// How commits reach the disk: durable by default.
+        public var sync: Environment.SyncMode = .durable
+        /// The initial map size; the map grows by itself.
+        public var mapSize: Int = 8 << 20
+        /// Open without writing: no migration; the schema is read from the store.
+        public var readOnly = false
+
+        public init(sync: Environment.SyncMode = .durable, mapSize: Int = 8 << 20, readOnly: Bool = false) {
+            self.sync = sync
+            self.mapSize = mapSize
+            self.readOnly = readOnly
+        }
+    }
+
+    /// The LMDB environment.
+    public let environment: Environment
+    /// The schema in force (the declared one, after migration; or the stored one for a read-only open).
+    public let schema: Schema
+    /// The store's identity, part of object URIs.
+    public let storeID: UUID
+    /// Whether the store was opened read-only.
+    public let isReadOnly: Bool
+
+    let meta: Database
+    let storages: [String: EntityStorage]
+    private let keyBlocks = Mutex<[String: (next: UInt64, end: UInt64)]>([:])
+    static let keyBlockSize: UInt64 = 256
+
+    private init(
+        environment: Environment, schema: Schema, storeID: UUID, readOnly: Bool, meta: Database,
+        storages: [String: EntityStorage]
+    ) {
+        self.environment = environment
+        self.schema = schema
+        self.storeID = storeID
+        self.isReadOnly = readOnly
+        self.meta = meta
+        self.storages = storages
+    }
+
+    /// Opens (or creates) the store at `path` with `schema`, migrating the stored schema when it differs.
+    ///
+    /// Lightweight changes migrate by themselves, in one write transaction: adding an optional attribute or one
+    /// with a default, removing an attribute, adding or removing an entity, relationship or index, making a
+    /// required attribute optional, and renames declared with `renamedFrom`. Anything else fails with
+    /// ``EntityStoreError/Code/migrationRefused`` naming entity, attribute and reason, and changes nothing.
+    ///
+    /// - Throws: ``EntityStoreError`` (``EntityStoreError/Code/schemaOlderThanStore``,
+    ///   ``EntityStoreError/Code/notAStore``, ``EntityStoreError/Code/storeFormatTooNew``, ...).
+    public static func open(path: String, schema: Schema, options: Options = Options()) throws -> PersistentStore {
+        if options.readOnly {
+            let store = try openReadOnly(path: path, options: options)
+            guard store.schema.fingerprint == schema.fingerprint else {
+                throw EntityStoreError(
+                    .migrationRefused,
+                    "the store's schema (version \(store.schema.version)) differs from the declared one, and a"
+                        + " read-only store cannot be migrated")
+            }
+            return store
+        }
+        let environment = try mappingStorageErrors("opening the store at \(path)") {
+            try Environment.open(path: path, options: .init(mapSize: options.mapSize, sync: options.sync))
+        }
+        let (storeID, meta, storages) = try mappingStorageErrors("opening the store at \(path)") {
+            try environment.write { txn -> (UUID, Database, [String: EntityStorage]) in
+                let meta = try openMeta(txn)
+                let storeID: UUID
+                if let stored = try readSchema(txn, meta: meta) {
+                    storeID = try readStoreID(txn, meta: meta)
+                    try Migration.bringUpToDate(txn, meta: meta, stored: stored, declared: schema)
+                } else {
+                    storeID = UUID()
+                    try txn.put(
+                        StoreNames.MetaKey.format, withUnsafeBytes(of: formatVersion.littleEndian, Array.init), in: meta
+                    )
+                    try txn.put(StoreNames.MetaKey.storeID, withUnsafeBytes(of: storeID.uuid, Array.init), in: meta)
+                    try writeSchema(schema, history: [schema], txn, meta: meta)
+                }
+                var storages: [String: EntityStorage] = [:]
+                for entity in schema.entities {
+                    storages[entity.name] = try EntityStorage.open(entity, in: txn, create: true)
+                }
+                return (storeID, meta, storages)
+            }
+        }
+        return PersistentStore(
+            environment: environment, schema: schema, storeID: storeID, readOnly: false, meta: meta,
+            storages: storages)
+    }
+
+    /// Opens the store at `path` read-only, with the schema stored in it: no writes, no migration.
+    ///
+    /// Safe while an app has the store open. For tools such as `store-inspect`, which need no app code.
+    public static func openReadOnly(
+        path: String, options: Options = Options(readOnly: true)
+    ) throws
+        -> PersistentStore
+    {
+        let environment = try mappingStorageErrors("opening the store at \(path) read-only") {
+            try Environment.open(path: path, options: .init(mapSize: options.mapSize, readOnly: true))
+        }
+        return try mappingStorageErrors("reading the store at \(path)") {
+            try environment.read { txn in
+                let meta: Database
+                do {
+                    meta = try txn.openDatabase(StoreNames.meta)
+                } catch let error as LMDBError where error.code == .databaseNotFound {
+                    throw EntityStoreError(.notAStore, "\(path) is an LMDB environment but not an EntityStore store")
+                }
+                try checkFormat(txn, meta: meta)
+                guard let schema = try readSchema(txn, meta: meta) else {
+                    throw EntityStoreError(.notAStore, "\(path) has no stored schema")
+                }
+                let storeID = try readStoreID(txn, meta: meta)
+                var storages: [String: EntityStorage] = [:]
+                for entity in schema.entities {
+                    storages[entity.name] = try EntityStorage.open(entity, in: txn, create: false)
+                }
+                return PersistentStore(
+                    environment: environment, schema: schema, storeID: storeID, readOnly: true, meta: meta,
+                    storages: storages)
+            }
+        }
+    }
+
+    /// Every schema version the store has been opened with, oldest first.
+    public func schemaHistory() throws -> [Schema] {
+        try mappingStorageErrors("reading the schema history") {
+            try environment.read { txn in
+                guard let bytes = try txn.get(StoreNames.MetaKey.schemaHistory, in: meta) else { return [] }
+                return try Self.decodeJSON([Schema].self, bytes, what: "schema history")
+            }
+        }
+    }
+
+    /// The object's URI: `entitystore://STORE-ID/Entity/p42`.
+    public func uri(for id: ObjectID) -> String { "entitystore://\(storeID.uuidString)/\(id)" }
+
+    /// The object ID named by a URI from ``uri(for:)``.
+    /// - Throws: ``EntityStoreError/Code/invalidObjectID`` for a URI of another store, an unknown entity or a bad
+    ///   form.
+    public func objectID(forURI uri: String) throws -> ObjectID {
+        let prefix = "entitystore://\(storeID.uuidString)/"
+        guard uri.hasPrefix(prefix) else {
+            throw EntityStoreError(.invalidObjectID, "'\(uri)' is not an object URI of this store")
+        }
+        return try objectID(from: String(uri.dropFirst(prefix.count)))
+    }
+
+    /// The object ID named by the string form `Entity/p42`, checked against the schema.
+    public func objectID(from string: String) throws -> ObjectID {
+        guard let id = ObjectID(string: string) else {
+            throw EntityStoreError(.invalidObjectID, "'\(string)' is not an object ID (expected Entity/p<number>)")
+        }
+        guard storages[id.entityName] != nil else {
+            throw EntityStoreError(.unknownEntity, "unknown entity '\(id.entityName)'", entity: id.entityName)
+        }
+        return id
+    }
+
+    func storage(for entity: String) throws -> EntityStorage {
+        guard let storage = storages[entity] else {
+            throw EntityStoreError(.unknownEntity, "the schema has no entity '\(entity)'", entity: entity)
+        }
+        return storage
+    }
+
+    /// Reserves a new primary key for `entity`; keys are reserved from the store's sequence in blocks, so that
+    /// an insert rarely writes and keys are unique across contexts and processes.
+    func newPrimaryKey(for entity: String) throws -> UInt64 {
+        if let key = keyBlocks.withLock({ blocks -> UInt64? in
+            guard var block = blocks[entity], block.next < block.end else { return nil }
+            defer { block.next += 1; blocks[entity] = block }
+            return block.next
+        }) {
+            return key
+        }
+        let start = try mappingStorageErrors("reserving primary keys for \(entity)") {
+            try environment.write { txn -> UInt64 in
+                let key = StoreNames.MetaKey.sequence(entity)
+                let next = try txn.get(key, in: meta).map { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) } ?? 1
+                try txn.put(key, IndexKey.primaryKey(next + Self.keyBlockSize), in: meta)
+                return next
+            }
+        }
+        return keyBlocks.withLock { blocks in
+            blocks[entity] = (start + 1, start + Self.keyBlockSize)
+            return start
+        }
+    }
+}
+
+extension PersistentStore {
+    static func openMeta(_ txn: WriteTransaction) throws -> Database {
+        let names = try txn.databaseNames()
+        if !names.contains(StoreNames.meta) && !names.isEmpty {
+            throw EntityStoreError(
+                .notAStore,
+                "the LMDB environment at \(txn.environment.path) is not an EntityStore store (it holds"
+                    + " \(names.prefix(3).map { "'\($0)'" }.joined(separator: ", ")))")
+        }
+        let meta = try txn.openDatabase(StoreNames.meta, create: true)
+        try checkFormat(txn, meta: meta)
+        return meta
+    }
+
+    static func checkFormat(_ txn: ReadTransaction, meta: Database) throws {
+        guard let bytes = try txn.get(StoreNames.MetaKey.format, in: meta) else { return }
+        guard bytes.count == 4 else { throw EntityStoreError(.corruptData, "the store's format version is corrupt") }
+        let format = UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self))
+        if format > formatVersion {
+            throw EntityStoreError(
+                .storeFormatTooNew,
+                "the store has format version \(format); this EntityStore reads up to \(formatVersion)")
+        }
+    }
+
+    static func readSchema(_ txn: ReadTransaction, meta: Database) throws -> Schema? {
+        guard let bytes = try txn.get(StoreNames.MetaKey.schema, in: meta) else { return nil }
+        return try decodeJSON(Schema.self, bytes, what: "schema")
+    }
+
+    static func readStoreID(_ txn: ReadTransaction, meta: Database) throws -> UUID {
+        guard let bytes = try txn.get(StoreNames.MetaKey.storeID, in: meta), bytes.count == 16 else {
+            throw EntityStoreError(.corruptData, "the store's ID is missing or corrupt")
+        }
+        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: bytes) }
+        return UUID(uuid: uuid)
+    }
+
+    static func writeSchema(_ schema: Schema, history: [Schema], _ txn: WriteTransaction, meta: Database) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try txn.put(StoreNames.MetaKey.schema, Array(try encoder.encode(schema)), in: meta)
+        try txn.put(StoreNames.MetaKey.schemaHistory, Array(try encoder.encode(history)), in: meta)
+    }
+
+    static func decodeJSON<T: Decodable>(_ type: T.Type, _ bytes: UnsafeRawBufferPointer, what: String) throws -> T {
+        do {
+            return try JSONDecoder().decode(type, from: Data(bytes))
+        } catch {
+            throw EntityStoreError(.corruptData, "the stored \(what) does not decode: \(error)")
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+
+/// The binary record format: a compact, versioned encoding of an object's attributes in schema order.
+///
+/// ```
+/// byte      format version (1)
+/// varint    row version (raised on every save of the object: optimistic locking)
+/// varint    attribute count n (must equal the entity's)
+/// n/8 bytes null bitmap (bit set: the attribute is nil)
+/// per non-nil attribute: a type tag byte, then the payload
+///   bool 1 byte · int64 zigzag varint · double and date 8 bytes little-endian · uuid 16 bytes
+///   string, binary and decimal (as text): varint length, then the bytes
+/// ```
+///
+/// The decoder checks every length, tag and count against the entity and throws ``EntityStoreError`` with code
+/// ``EntityStoreError/Code/corruptData`` on bad bytes; it never traps.
+enum RecordCodec {
+    static let formatVersion: UInt8 = 1
+
+    /// Encodes the values of an object of `entity` into `buffer` (emptied first).
+    static func encode(_ values: [Value], rowVersion: UInt64, into buffer: inout [UInt8]) {
+        buffer.removeAll(keepingCapacity: true)
+        buffer.append(formatVersion)
+        appendVarint(rowVersion, &buffer)
+        appendVarint(UInt64(values.count), &buffer)
+        let bitmapStart = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: (values.count + 7) / 8))
+        for (i, value) in values.enumerated() {
+            guard let type = value.type else {
+                buffer[bitmapStart + i / 8] |= 1 << UInt8(i % 8)
+                continue
+            }
+            buffer.append(tag(of: type))
+            switch value {
+            case .null: break
+            case .bool(let v): buffer.append(v ? 1 : 0)
+            case .int(let v): appendVarint(UInt64(bitPattern: (v << 1) ^ (v >> 63)), &buffer)
+            case .double(let v): appendLittleEndian(v.bitPattern, &buffer)
+            case .date(let v): appendLittleEndian(v.timeIntervalSinceReferenceDate.bitPattern, &buffer)
+            case .string(let v):
+                var text = v
+                text.withUTF8 { utf8 in
+                    appendVarint(UInt64(utf8.count), &buffer)
+                    buffer.append(contentsOf: utf8)
+                }
+            case .data(let v):
+                appendVarint(UInt64(v.count), &buffer)
+                buffer.append(contentsOf: v)
+            case .uuid(let v): withUnsafeBytes(of: v.uuid) { buffer.append(contentsOf: $0) }
+            case .decimal(let v):
+                let text = Array(v.description.utf8)
+                appendVarint(UInt64(text.count), &buffer)
+                buffer.append(contentsOf: text)
+            }
+        }
+    }
+
+    /// Decodes a record of `entity`.
+    /// - Returns: The values in schema order and the row version.
+    static func decode(_ bytes: UnsafeRawBufferPointer, entity: Entity) throws -> (values: [Value], rowVersion: UInt64)
+    {
+        var reader = ByteReader(bytes: bytes, entity: entity.name)
+        let version = try reader.byte("format version")
+        guard version == formatVersion else {
+            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
+        }
+        let rowVersion = try reader.varint("row version")
+        let count = try reader.varint("attribute count")
+        guard count == UInt64(entity.attributes.count) else {
+            throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
+        }
+        let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
+        var values: [Value] = []
+        values.reserveCapacity(entity.attributes.count)
+        for (i, attribute) in entity.attributes.enumerated() {
+            if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
+                values.append(.null)
+                continue
+            }
+            let found = try reader.byte("type tag of '\(attribute.name)'")
+            guard found == tag(of: attribute.type) else {
+                throw reader.corrupt("type tag \(found) for '\(attribute.name)', a \(attribute.type.rawValue)")
+            }
+            values.append(try reader.value(of: attribute.type, attribute.name))
+        }
+        guard reader.offset == bytes.count else {
+            throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
+        }
+        return (values, rowVersion)
+    }
+
+    /// Reads only the row version of a record.
+    static func rowVersion(_ bytes: UnsafeRawBufferPointer, entity: String) throws -> UInt64 {
+        var reader = ByteReader(bytes: bytes, entity: entity)
+        guard try reader.byte("format version") == formatVersion else {
+            throw reader.corrupt("unknown record format version")
+        }
+        return try reader.varint("row version")
+    }
+
+    static func tag(of type: AttributeType) -> UInt8 {
+        switch type {
+        case .bool: 1
+        case .int64: 2
+        case .double: 3
+        case .string: 4
+        case .date: 5
+        case .binary: 6
+        case .uuid: 7
+        case .decimal: 8
+        }
+    }
+
+    static func appendVarint(_ value: UInt64, _ buffer: inout [UInt8]) {
+        var rest = value
+        while rest >= 0x80 {
+            buffer.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        buffer.append(UInt8(rest))
+    }
+
+    static func appendLittleEndian(_ value: UInt64, _ buffer: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+}
+
+/// A bounds-checked reader over stored bytes; every failure names what it was reading.
+struct ByteReader {
+    let bytes: UnsafeRawBufferPointer
+    let entity: String
+    var offset = 0
+
+    init(bytes: UnsafeRawBufferPointer, entity: String) {
+        self.bytes = bytes
+        self.entity = entity
+    }
+
+    func corrupt(_ message: String) -> EntityStoreError {
+        EntityStoreError(.corruptData, "corrupt record of \(entity) at byte \(offset): \(message)", entity: entity)
+    }
+
+    mutating func byte(_ what: String) throws -> UInt8 {
+        guard offset < bytes.count else { throw corrupt("the record ends before the \(what)") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func bytes(_ count: Int, _ what: String) throws -> UnsafeRawBufferPointer {
+        guard count >= 0, count <= bytes.count - offset else {
+            throw corrupt("the \(what) needs \(count) bytes, \(bytes.count - offset) remain")
+        }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
+    }
+
+    mutating func varint(_ what: String) throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let next = try byte(what)
+            if shift == 63 && next > 1 { throw corrupt("the \(what) overflows 64 bits") }
+            result |= UInt64(next & 0x7F) << shift
+            if next & 0x80 == 0 { return result }
+            shift += 7
+            if shift > 63 { throw corrupt("the \(what) overflows 64 bits") }
+        }
+    }
+
+    mutating func length(_ what: String) throws -> Int {
+        let length = try varint("length of \(what)")
+        guard length <= UInt64(bytes.count - offset) else {
+            throw corrupt("the length of \(what) is \(length), \(bytes.count - offset) bytes remain")
+        }
+        return Int(length)
+    }
+
+    mutating func value(of type: AttributeType, _ name: String) throws -> Value {
+        switch type {
+        case .bool:
+            let raw = try byte("'\(name)'")
+            guard raw <= 1 else { throw corrupt("bool '\(name)' holds \(raw)") }
+            return .bool(raw == 1)
+        case .int64:
+            let raw = try varint("'\(name)'")
+            return .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
+        case .double:
+            return .double(Double(bitPattern: try bytes(8, "'\(name)'").loadUnaligned(as: UInt64.self).littleEndian))
+        case .date:
+            let bits = try bytes(8, "'\(name)'").loadUnaligned(as: UInt64.self).littleEndian
+            return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits)))
+        case .string:
+            let raw = try bytes(try length("'\(name)'"), "'\(name)'")
+            guard let text = String(validating: raw, as: UTF8.self) else {
+                throw corrupt("string '\(name)' is not valid UTF-8")
+            }
+            return .string(text)
+        case .binary:
+            return .data(Array(try bytes(try length("'\(name)'"), "'\(name)'")))
+        case .uuid:
+            let raw = try bytes(16, "'\(name)'")
+            var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
+            return .uuid(UUID(uuid: uuid))
+        case .decimal:
+            let raw = try bytes(try length("'\(name)'"), "'\(name)'")
+            guard let text = String(validating: raw, as: UTF8.self), let decimal = Decimal(string: text) else {
+                throw corrupt("decimal '\(name)' does not parse")
+            }
+            return .decimal(decimal)
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import LMDB
+
+/// The named databases of a store.
+///
+/// - `meta`: format version, store ID, the schema and its history, primary-key sequences.
+/// - `records.Entity`: 8-byte big-endian primary key → record (``RecordCodec``).
+/// - `index.Entity.attribute` (DUPSORT): ``IndexKey`` of the value → primary key.
+/// - `rel.Entity.relationship` (DUPSORT): source primary key → destination primary key. Both directions of every
+///   relationship are stored, so either side is read with one lookup and inverses stay consistent in the same
+///   write transaction. (DESIGN.md plans records to hold to-one keys; one layout for every kind of relationship
+///   keeps inverse maintenance and delete rules uniform, and costs one put per direction.)
+/// - `history`: transaction number → change entry (the observation issue).
+enum StoreNames {
+    static let meta = "meta"
+    static func records(_ entity: String) -> String { "records.\(entity)" }
+    static func index(_ entity: String, _ attribute: String) -> String { "index.\(entity).\(attribute)" }
+    static func relationship(_ entity: String, _ name: String) -> String { "rel.\(entity).\(name)" }
+
+    enum MetaKey {
+        static let format = Array("format".utf8)
+        static let storeID = Array("storeID".utf8)
+        static let schema = Array("schema".utf8)
+        static let schemaHistory = Array("schemaHistory".utf8)
+        static func sequence(_ entity: String) -> [UInt8] { Array("seq.\(entity)".utf8) }
+    }
+}
+
+/// The database handles of one entity.
+struct EntityStorage: Sendable {
+    let entity: Entity
+    let records: Database
+    /// Index databases by attribute position.
+    let indexes: [Int: Database]
+    /// Relationship databases by relationship name.
+    let relationships: [String: Database]
+
+    static func open(_ entity: Entity, in txn: ReadTransaction, create: Bool) throws -> EntityStorage {
+        let records = try txn.openDatabase(StoreNames.records(entity.name), create: create)
+        var indexes: [Int: Database] = [:]
+        for (i, attribute) in entity.attributes.enumerated() where attribute.isIndexed {
+            indexes[i] = try txn.openDatabase(
+                StoreNames.index(entity.name, attribute.name), dupSort: true, create: create)
+        }
+        var relationships: [String: Database] = [:]
+        for relationship in entity.relationships {
+            relationships[relationship.name] = try txn.openDatabase(
+                StoreNames.relationship(entity.name, relationship.name), dupSort: true, create: create)
+        }
+        return EntityStorage(entity: entity, records: records, indexes: indexes, relationships: relationships)
+    }
+}

@@ -1,0 +1,200 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+@Suite struct ContextTests {
+    @Test func insertedObjectsSaveAndReadBackInANewContext() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let book = try context.insert("Book")
+            try book.setValue("Dune", forKey: "title")
+            try book.setValue(412, forKey: "pages")
+            try book.setValue(.decimal(Decimal(string: "9.99")!), forKey: "price")
+            #expect(book.isInserted)
+            #expect(context.insertedObjects == [book])
+            try context.save()
+            #expect(!book.isInserted)
+            #expect(!context.hasChanges)
+
+            let other = ObjectContext(store: store)
+            let loaded = try other.existingObject(with: book.objectID)
+            #expect(try loaded["title"] == "Dune")
+            #expect(try loaded["pages"] == 412)
+            #expect(try loaded["price"] == .decimal(Decimal(string: "9.99")!))
+            #expect(try loaded["inPrint"] == true)  // the default
+            #expect(try loaded["score"] == 0.0)
+        }
+    }
+
+    @Test func oneObjectPerIDAndFaultsLoadOnFirstAccess() throws {
+        try withStore { store, _ in
+            let writer = ObjectContext(store: store)
+            let book = try writer.insert("Book")
+            try book.setValue("Emma", forKey: "title")
+            try writer.save()
+
+            let reader = ObjectContext(store: store)
+            let first = try reader.object(with: book.objectID)
+            let second = try reader.object(with: book.objectID)
+            #expect(first === second)
+            #expect(first.isFault)
+            #expect(try first["title"] == "Emma")
+            #expect(!first.isFault)
+            #expect(try reader.existingObject(with: book.objectID) === first)
+        }
+    }
+
+    @Test func touchingAnObjectDeletedElsewhereIsATypedError() throws {
+        try withStore { store, _ in
+            let writer = ObjectContext(store: store)
+            let book = try writer.insert("Book")
+            try book.setValue("Gone", forKey: "title")
+            try writer.save()
+
+            let reader = ObjectContext(store: store)
+            let fault = try reader.object(with: book.objectID)
+            try writer.delete(book)
+            try writer.save()
+            let error = entityStoreError { _ = try fault["title"] }
+            #expect(error?.code == .objectNotFound)
+            #expect(error?.entity == "Book")
+            #expect(error?.objectID == book.objectID)
+            let missing = ObjectID(entityName: "Book", primaryKey: 999_999)
+            #expect(entityStoreError { _ = try reader.existingObject(with: missing) }?.code == .objectNotFound)
+            let unknown = ObjectID(entityName: "Spaceship", primaryKey: 1)
+            #expect(entityStoreError { _ = try reader.object(with: unknown) }?.code == .unknownEntity)
+        }
+    }
+
+    @Test func objectIDsAreStableAcrossSaveAndTheirURIsRoundTrip() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let tag = try context.insert("Tag")
+            try tag.setValue("sf", forKey: "name")
+            let before = tag.objectID
+            try context.save()
+            #expect(tag.objectID == before)
+            let uri = store.uri(for: before)
+            #expect(uri.hasPrefix("entitystore://\(store.storeID.uuidString)/Tag/p"))
+            #expect(try store.objectID(forURI: uri) == before)
+            #expect(
+                entityStoreError { _ = try store.objectID(forURI: "entitystore://other/Tag/p1") }?.code
+                    == .invalidObjectID)
+            #expect(entityStoreError { _ = try store.objectID(from: "Ship/p1") }?.code == .unknownEntity)
+        }
+    }
+
+    @Test func changeTrackingReportsChangedAndCommittedValues() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let author = try context.insert("Author")
+            try author.setValue("Le Guin", forKey: "name")
+            try author.setValue(3, forKey: "rating")
+            #expect(author.committedValues(forKeys: ["name"]).isEmpty)  // inserted: nothing stored yet
+            try context.save()
+
+            try author.setValue(5, forKey: "rating")
+            #expect(author.isUpdated)
+            #expect(author.changedValues() == ["rating": 5])
+            #expect(author.committedValues(forKeys: ["rating"]) == ["rating": 3])
+            #expect(context.updatedObjects == [author])
+            try author.setValue(3, forKey: "rating")  // back to the stored value
+            #expect(!author.isUpdated)
+            #expect(!context.hasChanges)
+        }
+    }
+
+    @Test func writingAnEqualValueIsNoChange() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let author = try context.insert("Author")
+            try author.setValue("Same", forKey: "name")
+            try context.save()
+            try author.setValue("Same", forKey: "name")
+            #expect(!context.hasChanges)
+            #expect(!context.canUndo)
+        }
+    }
+
+    @Test func wrongTypesAndUnknownKeysAreRefusedWithTheirNames() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let book = try context.insert("Book")
+            let type = entityStoreError { try book.setValue("many", forKey: "pages") }
+            #expect(type?.code == .typeMismatch)
+            #expect(type?.key == "pages")
+            let unknown = entityStoreError { try book.setValue(1, forKey: "weight") }
+            #expect(unknown?.code == .unknownKey)
+            #expect(unknown?.message == "Book has no attribute 'weight'")
+        }
+    }
+
+    @Test func rollbackDiscardsInsertsUpdatesAndDeletes() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let kept = try context.insert("Tag")
+            try kept.setValue("kept", forKey: "name")
+            let doomed = try context.insert("Tag")
+            try doomed.setValue("doomed", forKey: "name")
+            try context.save()
+
+            try kept.setValue("renamed", forKey: "name")
+            try context.delete(doomed)
+            let fresh = try context.insert("Tag")
+            try fresh.setValue("fresh", forKey: "name")
+            context.rollback()
+            #expect(!context.hasChanges)
+            #expect(try kept["name"] == "kept")
+            #expect(!doomed.isDeleted)
+            #expect(fresh.context == nil)
+            #expect(context.registeredObjects.count == 2)
+        }
+    }
+
+    @Test func resetForgetsEverythingAndRefreshReloads() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let tag = try context.insert("Tag")
+            try tag.setValue("a", forKey: "name")
+            try context.save()
+
+            let other = ObjectContext(store: store)
+            let same = try other.existingObject(with: tag.objectID)
+            try same.setValue("b", forKey: "name")
+            try other.save()
+
+            #expect(try tag["name"] == "a")  // still the values it loaded
+            try context.refresh(tag, mergeChanges: false)
+            #expect(tag.isFault)
+            #expect(try tag["name"] == "b")
+
+            context.reset()
+            #expect(context.registeredObjects.isEmpty)
+            #expect(tag.context == nil)
+        }
+    }
+
+    @Test func refreshWithMergeKeepsUnsavedChangesOverFreshValues() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let author = try context.insert("Author")
+            try author.setValue("A", forKey: "name")
+            try context.save()
+
+            let other = ObjectContext(store: store)
+            try other.existingObject(with: author.objectID).setValue(9, forKey: "rating")
+            try other.save()
+
+            try author.setValue("A2", forKey: "name")
+            try context.refresh(author, mergeChanges: true)
+            #expect(try author["name"] == "A2")
+            #expect(try author["rating"] == 9)
+            try context.save()  // no conflict: the refresh took the new row version
+            let check = ObjectContext(store: store)
+            let stored = try check.existingObject(with: author.objectID)
+            #expect(try stored["name"] == "A2")
+            #expect(try stored["rating"] == 9)
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import EntityStore
+import TestSupport
+import Testing
+
+@Suite struct SchemaTests {
+    @Test func theFixtureSchemaDeclaresEntitiesAttributesAndRelationships() throws {
+        let schema = try Fixtures.librarySchema()
+        #expect(schema.entities.map(\.name) == ["Author", "Book", "Chapter", "Note", "Tag", "Publisher"])
+        let book = try #require(schema.entity("Book"))
+        #expect(book.attributes.map(\.name) == ["title", "pages", "price", "isbn", "cover", "score", "inPrint"])
+        #expect(book.relationship("tags")?.isToMany == true)
+        #expect(schema.entity("Tag")?.attribute("name")?.isIndexed == true)  // unique implies indexed
+        #expect(schema.fingerprint == (try Fixtures.librarySchema(version: 2)).fingerprint)
+    }
+
+    @Test func everyProblemInADeclarationIsReportedAtOnce() {
+        let error = entityStoreError {
+            _ = try Schema(version: 1) {
+                Entity("A") {
+                    Attribute("x", .int64, default: "text")
+                    Attribute("x", .string)
+                    Relationship("bs", to: "B", inverse: "nothing", toMany: true)
+                    Relationship("cs", to: "C", inverse: "a")
+                }
+                Entity("B") {
+                    Relationship("a", to: "A", inverse: "wrong")
+                }
+                Entity("A")
+            }
+        }
+        #expect(error?.code == .invalidSchema)
+        let messages = error?.failures.map(\.description) ?? []
+        #expect(messages.contains("A.x: the default \"text\" is a string, not a int64"))
+        #expect(messages.contains("A.x: duplicate property name 'x'"))
+        #expect(messages.contains("A.bs: unknown inverse 'nothing' on 'B'"))
+        #expect(messages.contains("A.cs: unknown destination entity 'C'"))
+        #expect(messages.contains("B.a: unknown inverse 'wrong' on 'A'"))
+        #expect(messages.contains("A: duplicate entity name 'A'"))
+        #expect(messages.count == 6)
+    }
+
+    @Test func anInverseThatPointsElsewhereIsRefused() {
+        let error = entityStoreError {
+            _ = try Schema(version: 1) {
+                Entity("A") {
+                    Relationship("b", to: "B", inverse: "a1")
+                    Relationship("b2", to: "B", inverse: "a2")
+                }
+                Entity("B") {
+                    Relationship("a1", to: "A", inverse: "b2")
+                    Relationship("a2", to: "A", inverse: "b2")
+                }
+            }
+        }
+        #expect(error?.failures.contains { $0.message.contains("does not point back") } == true)
+    }
+
+    @Test func objectIDStringFormRoundTrips() throws {
+        let id = ObjectID(entityName: "Book", primaryKey: 42)
+        #expect(id.description == "Book/p42")
+        #expect(ObjectID(string: "Book/p42") == id)
+        for bad in ["Book", "Book/42", "/p1", "Book/p0", "Book/p-1", "Book/px", ""] {
+            #expect(ObjectID(string: bad) == nil, "\(bad)")
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+@Suite struct StorageFormatTests {
+    let book: Entity
+
+    init() throws {
+        book = try #require(try Fixtures.librarySchema().entity("Book"))
+    }
+
+    var sample: [Value] {
+        [
+            .string("Dune — «Ärger» 🐛"), .int(-412), .decimal(Decimal(string: "12.95")!),
+            .uuid(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!), .data([0, 255, 7]), .double(-0.5),
+            .bool(false),
+        ]
+    }
+
+    @Test func recordsRoundTripEveryTypeAndNil() throws {
+        for values in [sample, [.string(""), .null, .null, .null, .null, .double(.infinity), .bool(true)]] {
+            var buffer: [UInt8] = []
+            RecordCodec.encode(values, rowVersion: 7, into: &buffer)
+            let (decoded, version) = try buffer.withUnsafeBytes { try RecordCodec.decode($0, entity: book) }
+            #expect(decoded == values)
+            #expect(version == 7)
+        }
+    }
+
+    @Test func integersAtTheEdgesRoundTrip() throws {
+        let chapter = try #require(try Fixtures.librarySchema().entity("Chapter"))
+        for n in [Int64.min, -1, 0, 1, 63, 64, -65, Int64.max] {
+            var buffer: [UInt8] = []
+            RecordCodec.encode([.string("c"), .int(n)], rowVersion: UInt64.max, into: &buffer)
+            let (decoded, version) = try buffer.withUnsafeBytes { try RecordCodec.decode($0, entity: chapter) }
+            #expect(decoded[1] == .int(n))
+            #expect(version == UInt64.max)
+        }
+    }
+
+    @Test func everyTruncationOfARecordIsACorruptDataErrorNotACrash() throws {
+        var buffer: [UInt8] = []
+        RecordCodec.encode(sample, rowVersion: 1, into: &buffer)
+        for length in 0..<buffer.count {
+            let error = entityStoreError {
+                _ = try Array(buffer.prefix(length)).withUnsafeBytes { try RecordCodec.decode($0, entity: book) }
+            }
+            #expect(error?.code == .corruptData, "length \(length)")
+        }
+    }
+
+    @Test func randomByteFlipsNeverTrap() throws {
+        var buffer: [UInt8] = []
+        RecordCodec.encode(sample, rowVersion: 1, into: &buffer)
+        var generator = SystemRandomNumberGenerator()
+        var failures = 0
+        for _ in 0..<5000 {
+            var damaged = buffer
+            for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                damaged[Int.random(in: 0..<damaged.count, using: &generator)] = UInt8.random(
+                    in: 0...255, using: &generator)
+            }
+            do {
+                _ = try damaged.withUnsafeBytes { try RecordCodec.decode($0, entity: book) }
+            } catch let error as EntityStoreError {
+                #expect(error.code == .corruptData)
+                failures += 1
+            }
+        }
+        #expect(failures > 0)
+    }
+
+    @Test func corruptionMessagesNameTheProblem() throws {
+        var buffer: [UInt8] = []
+        RecordCodec.encode(sample, rowVersion: 1, into: &buffer)
+        let extra = entityStoreError {
+            _ = try (buffer + [0]).withUnsafeBytes { try RecordCodec.decode($0, entity: book) }
+        }
+        #expect(extra?.message.contains("1 bytes after the last attribute") == true)
+        var badVersion = buffer
+        badVersion[0] = 9
+        let version = entityStoreError {
+            _ = try badVersion.withUnsafeBytes { try RecordCodec.decode($0, entity: book) }
+        }
+        #expect(version?.message.contains("record format version 9") == true)
+        let chapter = try #require(try Fixtures.librarySchema().entity("Chapter"))
+        let count = entityStoreError { _ = try buffer.withUnsafeBytes { try RecordCodec.decode($0, entity: chapter) } }
+        #expect(count?.message.contains("holds 7 attributes, the entity has 2") == true)
+    }
+
+    @Test func invalidUTF8InAStringIsRefused() throws {
+        let note = try #require(try Fixtures.librarySchema().entity("Note"))
+        // version 1, row version 1, 1 attribute, empty bitmap, string tag, length 2, bytes C3 28 (invalid)
+        let bytes: [UInt8] = [1, 1, 1, 0, 4, 2, 0xC3, 0x28]
+        let error = entityStoreError { _ = try bytes.withUnsafeBytes { try RecordCodec.decode($0, entity: note) } }
+        #expect(error?.message.contains("not valid UTF-8") == true)
+    }
+
+    @Test func indexKeysSortLikeTheirValues() {
+        func sorted(_ values: [Value]) -> [Value] {
+            values.sorted {
+                IndexKey.encode($0, caseInsensitive: false).lexicographicallyPrecedes(
+                    IndexKey.encode($1, caseInsensitive: false))
+            }
+        }
+        let ints: [Value] = [.int(5), .int(-3), .int(Int64.min), .int(0), .int(Int64.max), .int(-1), .null]
+        #expect(sorted(ints) == [.null, .int(Int64.min), .int(-3), .int(-1), .int(0), .int(5), .int(Int64.max)])
+        let doubles: [Value] = [
+            .double(1), .double(-.infinity), .double(-2.5), .double(0), .double(.infinity), .double(1e-300),
+            .double(-1e-300),
+        ]
+        #expect(
+            sorted(doubles) == [
+                .double(-.infinity), .double(-2.5), .double(-1e-300), .double(0), .double(1e-300), .double(1),
+                .double(.infinity),
+            ])
+        #expect(
+            IndexKey.encode(.double(-0.0), caseInsensitive: false)
+                == IndexKey.encode(.double(0.0), caseInsensitive: false))
+        let strings: [Value] = [.string("b"), .string("ab"), .string("a"), .string("")]
+        #expect(sorted(strings) == [.string(""), .string("a"), .string("ab"), .string("b")])
+    }
+
+    @Test func caseInsensitiveKeysFoldCaseAndDiacriticsOfNonASCIIText() {
+        let folded = IndexKey.encode(.string("ÄPFEL Crème"), caseInsensitive: true)
+        #expect(folded == IndexKey.encode(.string("apfel creme"), caseInsensitive: true))
+        #expect(folded != IndexKey.encode(.string("ÄPFEL Crème"), caseInsensitive: false))
+        #expect(
+            IndexKey.encode(.string("Straße"), caseInsensitive: true)
+                == IndexKey.encode(.string("STRASSE"), caseInsensitive: true))
+    }
+
+    @Test func keysLongerThanLMDBsLimitAreCutAndFlagged() {
+        var buffer: [UInt8] = []
+        let cut = IndexKey.encode(.string(String(repeating: "x", count: 2000)), caseInsensitive: false, into: &buffer)
+        #expect(cut)
+        #expect(buffer.count == 511)
+        let whole = IndexKey.encode(.string(String(repeating: "x", count: 510)), caseInsensitive: false, into: &buffer)
+        #expect(!whole)
+        #expect(buffer.count == 511)
+    }
+}
