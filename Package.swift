@@ -34,6 +34,6 @@ let package = Package(
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport", "es-test-helper"]),
         .testTarget(name: "SectionedDiffTests", dependencies: ["SectionedDiff", "TestSupport"]),
-        .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "TestSupport", "es-test-helper"]),
+        .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "LMDB", "TestSupport", "es-test-helper"]),
     ]
 )

@@ -43,6 +43,8 @@ public final class PersistentStore: Sendable {
 
     let meta: Database
     let storages: [String: EntityStorage]
+    /// Model classes already checked against the schema.
+    let checkedModels = Mutex<Set<String>>([])
     private let keyBlocks = Mutex<[String: (next: UInt64, end: UInt64)]>([:])
     static let keyBlockSize: UInt64 = 256
 
