@@ -41,6 +41,10 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
         case invalidObjectID
         /// An object used with a context it does not belong to, or after it was deleted.
         case invalidObject
+        /// A predicate that does not parse, or names keys the entity does not have.
+        case invalidPredicate
+        /// A fetch request that cannot run (an unknown sort key, a negative limit, ...).
+        case invalidFetchRequest
         /// An undo or redo with nothing to undo or redo.
         case nothingToUndo
         /// The storage layer failed (see ``EntityStoreError/underlying``).

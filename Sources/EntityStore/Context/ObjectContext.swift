@@ -25,6 +25,8 @@ public final class ObjectContext {
     var saveSnapshot: [ObjectID: ObjectState?]?
     /// Undo and redo of unsaved changes.
     let undo = UndoStack()
+    /// Faults from a batched fetch: faulting one loads its whole batch.
+    var faultBatches: [ObjectID: FaultBatch] = [:]
 
     /// Creates a context on `store`.
     public init(store: PersistentStore, name: String? = nil) {
@@ -121,8 +123,12 @@ public final class ObjectContext {
         }
     }
 
-    /// Loads a fault's record.
+    /// Loads a fault's record (and the rest of its fetch batch, if it has one).
     func fault(in object: ManagedObject) throws {
+        if let batch = faultBatches[object.objectID] {
+            try loadFaults(batch.ids.compactMap { registered[$0] })
+            if object.values != nil { return }
+        }
         let storage = try store.storage(for: object.objectID.entityName)
         let loaded = try mappingStorageErrors("loading \(object.objectID)") {
             try store.environment.read { txn -> ([Value], UInt64)? in
@@ -164,6 +170,7 @@ public final class ObjectContext {
     public func reset() {
         for object in registered.values { object.context = nil }
         registered = [:]
+        faultBatches = [:]
         dirty = []
         undo.clear()
     }

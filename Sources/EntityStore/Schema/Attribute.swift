@@ -10,7 +10,7 @@ public enum AttributeType: String, Codable, Sendable, CaseIterable {
 /// Attribute("rating", .int64, default: 3)
 /// Attribute("nickname", .string, optional: true, renamedFrom: "alias")
 /// ```
-public struct Attribute: Codable, Sendable, Equatable {
+public struct Attribute: Codable, Sendable, Hashable {
     /// The attribute's name, unique in its entity.
     public var name: String
     /// The type of its values.
@@ -62,7 +62,7 @@ public enum DeleteRule: String, Codable, Sendable {
 /// Relationship("books", to: "Book", inverse: "author", toMany: true, deleteRule: .cascade)
 /// Relationship("author", to: "Author", inverse: "books")
 /// ```
-public struct Relationship: Codable, Sendable, Equatable {
+public struct Relationship: Codable, Sendable, Hashable {
     /// The relationship's name, unique among the entity's properties.
     public var name: String
     /// The entity it points to.

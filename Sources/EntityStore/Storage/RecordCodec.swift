@@ -89,6 +89,39 @@ enum RecordCodec {
         return (values, rowVersion)
     }
 
+    /// Decodes only the attributes in `needed` (the others are `.null`), skipping the rest without copying; the
+    /// same checks as ``decode(_:entity:)`` apply to every byte.
+    static func decode(_ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool]) throws -> [Value] {
+        var reader = ByteReader(bytes: bytes, entity: entity.name)
+        let version = try reader.byte("format version")
+        guard version == formatVersion else {
+            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
+        }
+        _ = try reader.varint("row version")
+        let count = try reader.varint("attribute count")
+        guard count == UInt64(entity.attributes.count) else {
+            throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
+        }
+        let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
+        var values = [Value](repeating: .null, count: entity.attributes.count)
+        for (i, attribute) in entity.attributes.enumerated() {
+            if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 { continue }
+            let found = try reader.byte("type tag of '\(attribute.name)'")
+            guard found == tag(of: attribute.type) else {
+                throw reader.corrupt("type tag \(found) for '\(attribute.name)', a \(attribute.type.rawValue)")
+            }
+            if needed[i] {
+                values[i] = try reader.value(of: attribute.type, attribute.name)
+            } else {
+                try reader.skip(attribute.type, attribute.name)
+            }
+        }
+        guard reader.offset == bytes.count else {
+            throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
+        }
+        return values
+    }
+
     /// Reads only the row version of a record.
     static func rowVersion(_ bytes: UnsafeRawBufferPointer, entity: String) throws -> UInt64 {
         var reader = ByteReader(bytes: bytes, entity: entity)
@@ -173,6 +206,17 @@ struct ByteReader {
             throw corrupt("the length of \(what) is \(length), \(bytes.count - offset) bytes remain")
         }
         return Int(length)
+    }
+
+    mutating func skip(_ type: AttributeType, _ name: String) throws {
+        switch type {
+        case .bool:
+            guard try byte("'\(name)'") <= 1 else { throw corrupt("bool '\(name)' is not 0 or 1") }
+        case .int64: _ = try varint("'\(name)'")
+        case .double, .date: _ = try bytes(8, "'\(name)'")
+        case .uuid: _ = try bytes(16, "'\(name)'")
+        case .string, .binary, .decimal: _ = try bytes(try length("'\(name)'"), "'\(name)'")
+        }
     }
 
     mutating func value(of type: AttributeType, _ name: String) throws -> Value {

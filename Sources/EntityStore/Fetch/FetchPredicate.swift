@@ -1,0 +1,235 @@
+import Foundation
+
+/// A condition on objects: EntityStore's predicate, parsed from the NSPredicate format language or built in Swift.
+///
+/// (Named so as not to clash with Foundation's `Predicate`.)
+///
+/// ```swift
+/// let parsed = try FetchPredicate("title BEGINSWITH[cd] %@ AND pages > %d", "du", 100)
+/// let built: FetchPredicate = .key("title").beginsWith("du", options: .caseDiacriticInsensitive) && .key("pages") > 100
+/// ```
+public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible {
+    /// `TRUEPREDICATE` or `FALSEPREDICATE`.
+    case constant(Bool)
+    /// A comparison of a key path with a value, a list or another key path.
+    case comparison(Comparison)
+    /// All of the predicates.
+    case and([FetchPredicate])
+    /// Any of the predicates.
+    case or([FetchPredicate])
+    /// The negation.
+    case not(FetchPredicate)
+
+    /// A comparison: `[quantifier] keyPath operator [options] operand`.
+    public struct Comparison: Hashable, Sendable {
+        /// The key path on the left, e.g. `["author", "name"]` or `["books", "@count"]`.
+        public var keyPath: [String]
+        /// The operator.
+        public var op: Operator
+        /// The right-hand side.
+        public var operand: Operand
+        /// `[c]`, `[d]`, `[cd]` for string comparisons.
+        public var options: StringOptions
+        /// `ANY`, `ALL` or `NONE` over a to-many key path; `nil` for a direct comparison.
+        public var quantifier: Quantifier?
+
+        public init(
+            keyPath: [String], op: Operator, operand: Operand, options: StringOptions = [],
+            quantifier: Quantifier? = nil
+        ) {
+            self.keyPath = keyPath
+            self.op = op
+            self.operand = operand
+            self.options = options
+            self.quantifier = quantifier
+        }
+    }
+
+    /// A comparison operator.
+    public enum Operator: String, Hashable, Sendable {
+        case equal = "=="
+        case notEqual = "!="
+        case less = "<"
+        case lessOrEqual = "<="
+        case greater = ">"
+        case greaterOrEqual = ">="
+        case beginsWith = "BEGINSWITH"
+        case endsWith = "ENDSWITH"
+        case contains = "CONTAINS"
+        case like = "LIKE"
+        case matches = "MATCHES"
+        case `in` = "IN"
+        case between = "BETWEEN"
+    }
+
+    /// The right-hand side of a comparison.
+    public enum Operand: Hashable, Sendable, CustomStringConvertible {
+        /// A constant value (`nil` is `.value(.null)`).
+        case value(Value)
+        /// A list: the right side of `IN` and `BETWEEN`.
+        case list([Value])
+        /// An object, for comparing a to-one relationship (`author == %@`).
+        case object(ObjectID)
+        /// Another key path of the same object.
+        case keyPath([String])
+
+        public var description: String {
+            switch self {
+            case .value(let value): FetchPredicate.literal(value)
+            case .list(let values): "{" + values.map(FetchPredicate.literal).joined(separator: ", ") + "}"
+            case .object(let id): "\"\(id)\""
+            case .keyPath(let path): path.joined(separator: ".")
+            }
+        }
+    }
+
+    /// `ANY`, `ALL`, `NONE`.
+    public enum Quantifier: String, Hashable, Sendable {
+        case any = "ANY"
+        case all = "ALL"
+        case none = "NONE"
+    }
+
+    /// String comparison options: `[c]`, `[d]`, `[cd]`.
+    public struct StringOptions: OptionSet, Hashable, Sendable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// `[c]`
+        public static let caseInsensitive = StringOptions(rawValue: 1)
+        /// `[d]`
+        public static let diacriticInsensitive = StringOptions(rawValue: 2)
+        /// `[cd]`
+        public static let caseDiacriticInsensitive: StringOptions = [.caseInsensitive, .diacriticInsensitive]
+    }
+
+    /// The predicate in the format language; parsing it gives the same predicate back.
+    public var description: String {
+        switch self {
+        case .constant(let value): value ? "TRUEPREDICATE" : "FALSEPREDICATE"
+        case .comparison(let c):
+            (c.quantifier.map { "\($0.rawValue) " } ?? "") + c.keyPath.joined(separator: ".") + " " + c.op.rawValue
+                + FetchPredicate.optionsText(c.options) + " " + c.operand.description
+        case .and(let parts): "(" + parts.map(\.description).joined(separator: " AND ") + ")"
+        case .or(let parts): "(" + parts.map(\.description).joined(separator: " OR ") + ")"
+        case .not(let inner): "NOT " + inner.description
+        }
+    }
+
+    static func optionsText(_ options: StringOptions) -> String {
+        switch options {
+        case .caseInsensitive: "[c]"
+        case .diacriticInsensitive: "[d]"
+        case .caseDiacriticInsensitive: "[cd]"
+        default: ""
+        }
+    }
+
+    static func literal(_ value: Value) -> String {
+        switch value {
+        case .null: "nil"
+        case .bool(let v): v ? "TRUE" : "FALSE"
+        case .int(let v): "\(v)"
+        case .double(let v): "\(v)"
+        case .string(let v):
+            "\"" + v.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        case .decimal(let v): "\(v)"
+        default: "\"\(value)\""
+        }
+    }
+
+    /// Every key path the predicate reads.
+    public var keyPaths: [[String]] {
+        switch self {
+        case .constant: []
+        case .comparison(let c):
+            if case .keyPath(let other) = c.operand { [c.keyPath, other] } else { [c.keyPath] }
+        case .and(let parts), .or(let parts): parts.flatMap(\.keyPaths)
+        case .not(let inner): inner.keyPaths
+        }
+    }
+}
+
+// MARK: - The typed builder
+
+extension FetchPredicate {
+    /// A key path to compare: `.key("author.name") == "Le Guin"`.
+    public static func key(_ path: String) -> KeyExpression {
+        KeyExpression(path: path.split(separator: ".").map(String.init))
+    }
+
+    /// `ANY path ...`: true when some object of a to-many key path matches.
+    public static func any(_ path: String) -> KeyExpression { KeyExpression(path: key(path).path, quantifier: .any) }
+    /// `ALL path ...`: true when every object of a to-many key path matches.
+    public static func all(_ path: String) -> KeyExpression { KeyExpression(path: key(path).path, quantifier: .all) }
+    /// `NONE path ...`: true when no object of a to-many key path matches.
+    public static func none(_ path: String) -> KeyExpression {
+        KeyExpression(path: key(path).path, quantifier: FetchPredicate.Quantifier.none)
+    }
+
+    public static func && (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate { .and([lhs, rhs]) }
+    public static func || (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate { .or([lhs, rhs]) }
+    public static prefix func ! (operand: FetchPredicate) -> FetchPredicate { .not(operand) }
+}
+
+/// The left side of a built comparison.
+public struct KeyExpression: Sendable {
+    let path: [String]
+    var quantifier: FetchPredicate.Quantifier?
+
+    func compare(
+        _ op: FetchPredicate.Operator, _ operand: FetchPredicate.Operand, _ options: FetchPredicate.StringOptions = []
+    )
+        -> FetchPredicate
+    {
+        .comparison(.init(keyPath: path, op: op, operand: operand, options: options, quantifier: quantifier))
+    }
+
+    /// `path.@count`
+    public var count: KeyExpression { KeyExpression(path: path + ["@count"], quantifier: quantifier) }
+
+    public static func == (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.equal, .value(rhs)) }
+    public static func != (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.notEqual, .value(rhs)) }
+    public static func < (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.less, .value(rhs)) }
+    public static func <= (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.lessOrEqual, .value(rhs)) }
+    public static func > (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.greater, .value(rhs)) }
+    public static func >= (lhs: KeyExpression, rhs: Value) -> FetchPredicate {
+        lhs.compare(.greaterOrEqual, .value(rhs))
+    }
+    public static func == (lhs: KeyExpression, rhs: ObjectID) -> FetchPredicate { lhs.compare(.equal, .object(rhs)) }
+
+    /// `path == [options] value`
+    public func equals(_ value: Value, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
+        compare(.equal, .value(value), options)
+    }
+    public func beginsWith(_ prefix: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
+        compare(.beginsWith, .value(.string(prefix)), options)
+    }
+    public func endsWith(_ suffix: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
+        compare(.endsWith, .value(.string(suffix)), options)
+    }
+    public func contains(_ text: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
+        compare(.contains, .value(.string(text)), options)
+    }
+    public func like(_ pattern: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
+        compare(.like, .value(.string(pattern)), options)
+    }
+    public func matches(_ regex: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
+        compare(.matches, .value(.string(regex)), options)
+    }
+    public func isIn(_ values: [Value], options: FetchPredicate.StringOptions = []) -> FetchPredicate {
+        compare(.in, .list(values), options)
+    }
+    public func between(_ lower: Value, _ upper: Value) -> FetchPredicate { compare(.between, .list([lower, upper])) }
+    public var isNil: FetchPredicate { compare(.equal, .value(.null)) }
+}
+
+extension KeyExpression {
+    /// A key path, so that `.key("pages") > 3` reads the same inside an operator expression.
+    public static func key(_ path: String) -> KeyExpression { FetchPredicate.key(path) }
+    /// `ANY path`
+    public static func any(_ path: String) -> KeyExpression { FetchPredicate.any(path) }
+    /// `ALL path`
+    public static func all(_ path: String) -> KeyExpression { FetchPredicate.all(path) }
+    /// `NONE path`
+    public static func none(_ path: String) -> KeyExpression { FetchPredicate.none(path) }
+}

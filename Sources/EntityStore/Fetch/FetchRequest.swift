@@ -1,0 +1,126 @@
+import Foundation
+
+/// One key of a fetch's order: a key path (through to-one relationships), a direction and a string comparison.
+///
+/// (Named so as not to clash with Foundation's `SortDescriptor`.)
+public struct SortKey: Hashable, Sendable, CustomStringConvertible {
+    /// How strings compare.
+    public enum Comparison: String, Hashable, Sendable {
+        /// By UTF-8 bytes (the order of an index).
+        case binary
+        /// Ignoring case.
+        case caseInsensitive
+        /// Ignoring diacritics.
+        case diacriticInsensitive
+        /// Ignoring case and diacritics.
+        case caseDiacriticInsensitive
+        /// Finder-like: ignoring case, numbers by value ("file2" before "file10").
+        case localizedStandard
+    }
+
+    /// The key path, e.g. `"title"` or `"author.name"`.
+    public var keyPath: String
+    /// Ascending (nil first) or descending (nil last).
+    public var ascending: Bool
+    /// How strings compare.
+    public var comparison: Comparison
+
+    public init(_ keyPath: String, ascending: Bool = true, comparison: Comparison = .binary) {
+        self.keyPath = keyPath
+        self.ascending = ascending
+        self.comparison = comparison
+    }
+
+    /// `"title"`, `"-title"` for descending; parses the CLI's `--sort key,-key`.
+    public init?(parsing text: String) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let descending = trimmed.hasPrefix("-")
+        let key = descending ? String(trimmed.dropFirst()) : trimmed
+        guard !key.isEmpty else { return nil }
+        self.init(key, ascending: !descending)
+    }
+
+    public var description: String { (ascending ? "" : "-") + keyPath }
+
+    /// Compares two values in this key's direction and comparison.
+    func order(_ a: Value, _ b: Value) -> ComparisonResult {
+        let base: ComparisonResult
+        switch (a, b) {
+        case (.null, .null): base = .orderedSame
+        case (.null, _): base = .orderedAscending
+        case (_, .null): base = .orderedDescending
+        case (.string(let x), .string(let y)) where comparison != .binary:
+            var options: String.CompareOptions
+            switch comparison {
+            case .caseInsensitive: options = [.caseInsensitive]
+            case .diacriticInsensitive: options = [.diacriticInsensitive]
+            case .caseDiacriticInsensitive: options = [.caseInsensitive, .diacriticInsensitive]
+            case .localizedStandard: options = [.caseInsensitive, .numeric]
+            case .binary: options = []
+            }
+            base = x.compare(y, options: options)
+        default:
+            base = ValueComparison.order(a, b, []) ?? .orderedSame
+        }
+        guard !ascending else { return base }
+        switch base {
+        case .orderedAscending: return .orderedDescending
+        case .orderedDescending: return .orderedAscending
+        case .orderedSame: return .orderedSame
+        }
+    }
+}
+
+/// What a fetch asks for: an entity, a predicate, an order, a window and the shape of the result.
+///
+/// ```swift
+/// var request = FetchRequest(entity: "Book")
+/// request.predicate = try FetchPredicate("pages > %d", 300)
+/// request.sortKeys = [SortKey("title", comparison: .localizedStandard)]
+/// request.fetchLimit = 20
+/// let books = try context.fetch(request)
+/// ```
+public struct FetchRequest: Hashable, Sendable {
+    /// The shape of a fetch's result.
+    public enum ResultType: Hashable, Sendable {
+        case objects
+        case objectIDs
+        case count
+        /// Dictionaries of the named attributes (key paths through to-one relationships allowed).
+        case dictionaries([String])
+    }
+
+    /// The entity to fetch.
+    public var entity: String
+    /// The condition objects must meet; `nil` for all.
+    public var predicate: FetchPredicate?
+    /// The order; ties are broken by object ID, so the order is total.
+    public var sortKeys: [SortKey]
+    /// At most this many results; 0 for no limit.
+    public var fetchLimit: Int = 0
+    /// Skip this many results first.
+    public var fetchOffset: Int = 0
+    /// When above 0, objects beyond the first batch are returned as faults and load this many at a time.
+    public var fetchBatchSize: Int = 0
+    /// The result's shape (``fetch(_:)`` returns objects whatever this says; ``ObjectContext/execute(_:)`` honours
+    /// it).
+    public var resultType: ResultType = .objects
+    /// Reflect the context's unsaved inserts, updates and deletes (as Core Data does by default).
+    public var includesPendingChanges = true
+    /// Relationship key paths whose objects are loaded with the results (`"author"`, `"chapters.notes"`).
+    public var relationshipKeyPathsForPrefetching: [String] = []
+
+    public init(entity: String, predicate: FetchPredicate? = nil, sortKeys: [SortKey] = []) {
+        self.entity = entity
+        self.predicate = predicate
+        self.sortKeys = sortKeys
+    }
+}
+
+/// The result of ``ObjectContext/execute(_:)``, shaped by the request's result type.
+public enum FetchResult {
+    case objects([ManagedObject])
+    case objectIDs([ObjectID])
+    case count(Int)
+    case dictionaries([[String: Value]])
+}

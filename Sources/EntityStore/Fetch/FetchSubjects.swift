@@ -1,0 +1,80 @@
+import LMDB
+
+/// Reads related objects for predicate evaluation inside one fetch's read transaction, seeing the context's
+/// unsaved changes when the fetch includes them.
+final class FetchReader {
+    let txn: ReadTransaction
+    let store: PersistentStore
+    let context: ObjectContext
+    let includesPending: Bool
+    private var records: [ObjectID: RecordSubject] = [:]
+
+    init(txn: ReadTransaction, store: PersistentStore, context: ObjectContext, includesPending: Bool) {
+        self.txn = txn
+        self.store = store
+        self.context = context
+        self.includesPending = includesPending
+    }
+
+    /// The subject for an object: its pending state when it has unsaved changes, else its stored record.
+    func subject(for id: ObjectID) throws -> (any PredicateSubject)? {
+        if includesPending, context.dirty.contains(id), let object = context.registered[id] {
+            return object.isDeleted ? nil : ContextSubject(object: object, reader: self)
+        }
+        if let cached = records[id] { return cached }
+        let storage = try store.storage(for: id.entityName)
+        guard let bytes = try txn.get(id.primaryKey, in: storage.records) else { return nil }
+        let subject = RecordSubject(
+            id: id, entity: storage.entity, values: try RecordCodec.decode(bytes, entity: storage.entity).values,
+            reader: self)
+        records[id] = subject
+        return subject
+    }
+
+    /// The stored targets of a relationship of a stored object.
+    func storedTargets(of id: ObjectID, _ relationship: Relationship) throws -> [ObjectID] {
+        let storage = try store.storage(for: id.entityName)
+        guard let database = storage.relationships[relationship.name] else { return [] }
+        var targets: [ObjectID] = []
+        try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
+            targets.append(
+                ObjectID(entityName: relationship.destination, primaryKey: try IndexKey.primaryKey(from: value)))
+            return .continue
+        }
+        return targets
+    }
+}
+
+/// A stored object seen through its (partly) decoded record.
+struct RecordSubject: PredicateSubject {
+    let id: ObjectID
+    let entity: Entity
+    let values: [Value]
+    let reader: FetchReader
+
+    func attribute(_ index: Int) throws -> Value { values[index] }
+
+    func relatedIDs(_ relationship: Relationship) throws -> [ObjectID] {
+        try reader.storedTargets(of: id, relationship)
+    }
+
+    func related(_ relationship: Relationship) throws -> [any PredicateSubject] {
+        try relatedIDs(relationship).compactMap { try reader.subject(for: $0) }
+    }
+}
+
+/// An object with unsaved changes, seen through the context.
+struct ContextSubject: PredicateSubject {
+    let object: ManagedObject
+    let reader: FetchReader
+
+    func attribute(_ index: Int) throws -> Value { try object.loadedValues()[index] }
+
+    func relatedIDs(_ relationship: Relationship) throws -> [ObjectID] {
+        try reader.context.targets(of: object, relationship).sorted()
+    }
+
+    func related(_ relationship: Relationship) throws -> [any PredicateSubject] {
+        try relatedIDs(relationship).compactMap { try reader.subject(for: $0) }
+    }
+}

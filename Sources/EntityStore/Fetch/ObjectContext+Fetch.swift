@@ -1,0 +1,293 @@
+import LMDB
+
+extension ObjectContext {
+    /// Fetches the objects a request asks for.
+    ///
+    /// The store is read in one read transaction (one consistent snapshot), ended before the call returns. With
+    /// `includesPendingChanges` (the default) the context's unsaved inserts, updates and deletes are reflected.
+    ///
+    /// - Throws: ``EntityStoreError/Code/invalidPredicate`` for a predicate that names unknown keys or compares
+    ///   the wrong types; ``EntityStoreError/Code/invalidFetchRequest`` for a bad sort key or window.
+    public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
+        try register(try run(request, shape: .objects), request: request)
+    }
+
+    /// Fetches the IDs of the objects a request matches, in order.
+    public func fetchObjectIDs(_ request: FetchRequest) throws -> [ObjectID] {
+        try run(request, shape: .objectIDs).map(\.id)
+    }
+
+    /// Counts the objects a request matches (within its offset and limit).
+    public func count(for request: FetchRequest) throws -> Int {
+        let storage = try store.storage(for: request.entity)
+        if request.predicate == nil && !(request.includesPendingChanges && hasPendingObjects(of: request.entity)) {
+            try validateWindow(request)
+            let total = try mappingStorageErrors("counting \(request.entity)") {
+                try store.environment.read { try $0.statistics(storage.records).entries }
+            }
+            let afterOffset = max(0, total - request.fetchOffset)
+            return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
+        }
+        return try run(request, shape: .objectIDs).count
+    }
+
+    /// Runs a request and returns the result in the shape its ``FetchRequest/resultType`` names.
+    public func execute(_ request: FetchRequest) throws -> FetchResult {
+        switch request.resultType {
+        case .objects: .objects(try fetch(request))
+        case .objectIDs: .objectIDs(try fetchObjectIDs(request))
+        case .count: .count(try count(for: request))
+        case .dictionaries(let keys):
+            .dictionaries(try run(request, shape: .dictionaries(keys)).map { $0.dictionary ?? [:] })
+        }
+    }
+
+    /// The plan a request would run with: which index serves it and what is done in memory.
+    public func explain(_ request: FetchRequest) throws -> QueryPlan {
+        let storage = try store.storage(for: request.entity)
+        if let predicate = request.predicate {
+            _ = try CompiledPredicate(predicate, entity: storage.entity, schema: store.schema)
+        }
+        let merges = request.includesPendingChanges && hasPendingObjects(of: request.entity)
+        return QueryPlanner.plan(request, entity: storage.entity, storage: storage, mergesPending: merges)
+    }
+
+    func hasPendingObjects(of entity: String) -> Bool {
+        dirty.contains { $0.entityName == entity && registered[$0]?.hasChanges == true }
+    }
+
+    func validateWindow(_ request: FetchRequest) throws {
+        if request.fetchLimit < 0 || request.fetchOffset < 0 || request.fetchBatchSize < 0 {
+            throw EntityStoreError(
+                .invalidFetchRequest,
+                "fetchLimit, fetchOffset and fetchBatchSize must not be negative (\(request.fetchLimit),"
+                    + " \(request.fetchOffset), \(request.fetchBatchSize))", entity: request.entity)
+        }
+    }
+
+    enum Shape {
+        case objects
+        case objectIDs
+        case dictionaries([String])
+    }
+
+    struct Candidate {
+        var id: ObjectID
+        var sortValues: [Value]
+        var record: (values: [Value], rowVersion: UInt64)?
+        var dictionary: [String: Value]?
+    }
+
+    /// The fetch pipeline: plan, read the snapshot, filter, merge pending changes, sort, window.
+    func run(_ request: FetchRequest, shape: Shape) throws -> [Candidate] {
+        try validateWindow(request)
+        let storage = try store.storage(for: request.entity)
+        let entity = storage.entity
+        let predicate = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: store.schema) }
+        let sortPaths = try request.sortKeys.map { key -> ResolvedKeyPath in
+            let path = try ResolvedKeyPath.resolve(
+                key.keyPath.split(separator: ".").map(String.init), from: entity, in: store.schema)
+            guard case .attribute = path.terminal, !path.isToMany else {
+                throw EntityStoreError(
+                    .invalidFetchRequest,
+                    "cannot sort by '\(key.keyPath)': sort keys are attributes reached through"
+                        + " to-one relationships", entity: entity.name, key: key.keyPath)
+            }
+            return path
+        }
+        let dictionaryPaths: [(String, ResolvedKeyPath)]
+        if case .dictionaries(let keys) = shape {
+            dictionaryPaths = try keys.map { key in
+                let path = try ResolvedKeyPath.resolve(
+                    key.split(separator: ".").map(String.init), from: entity, in: store.schema)
+                guard case .attribute = path.terminal, !path.isToMany else {
+                    throw EntityStoreError(
+                        .invalidFetchRequest, "'\(key)' is not an attribute reached through to-one relationships",
+                        entity: entity.name, key: key)
+                }
+                return (key, path)
+            }
+        } else {
+            dictionaryPaths = []
+        }
+        let merges = request.includesPendingChanges && hasPendingObjects(of: entity.name)
+        let plan = QueryPlanner.plan(request, entity: entity, storage: storage, mergesPending: merges)
+
+        var needed = [Bool](repeating: false, count: entity.attributes.count)
+        for i in predicate?.ownAttributes ?? [] { needed[i] = true }
+        for path in sortPaths + dictionaryPaths.map(\.1) where path.steps.isEmpty {
+            if case .attribute(let i, _) = path.terminal { needed[i] = true }
+        }
+        let wantsRecords: Bool = if case .objects = shape { true } else { false }
+        let pendingIDs = request.includesPendingChanges ? dirty : []
+        let window = request.fetchOffset + request.fetchLimit
+
+        return try mappingStorageErrors("fetching \(entity.name)") {
+            try store.environment.read { txn -> [Candidate] in
+                let reader = FetchReader(
+                    txn: txn, store: store, context: self, includesPending: request.includesPendingChanges)
+                var candidates: [Candidate] = []
+
+                func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
+                    let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
+                    if pendingIDs.contains(id) { return }
+                    let values = try RecordCodec.decode(bytes, entity: entity, needed: needed)
+                    let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
+                    if let predicate, try !predicate.evaluate(subject) { return }
+                    var candidate = Candidate(
+                        id: id,
+                        sortValues: try sortPaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null })
+                    if wantsRecords { candidate.record = try RecordCodec.decode(bytes, entity: entity) }
+                    if !dictionaryPaths.isEmpty {
+                        candidate.dictionary = try dictionary(dictionaryPaths, subject)
+                    }
+                    candidates.append(candidate)
+                }
+
+                switch plan.access {
+                case .fullScan:
+                    try txn.forEach(in: storage.records) { key, value in
+                        try consider(key, value)
+                        return .continue
+                    }
+                case .indexRanges:
+                    let index = storage.indexes[plan.indexPosition!]!
+                    var keys = Set<UInt64>()
+                    for range in plan.ranges {
+                        try txn.forEach(in: index, range: range) { _, pk in
+                            keys.insert(try IndexKey.primaryKey(from: pk))
+                            return .continue
+                        }
+                    }
+                    for pk in keys.sorted() {
+                        guard let bytes = try txn.get(pk, in: storage.records) else { continue }
+                        try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
+                    }
+                case .indexOrder(_, let descending):
+                    let index = storage.indexes[plan.indexPosition!]!
+                    try txn.forEach(in: index, reverse: descending) { _, pk in
+                        guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
+                        try consider(pk, bytes)
+                        return plan.stopsEarly && candidates.count >= window ? .stop : .continue
+                    }
+                }
+
+                if request.includesPendingChanges {
+                    for id in dirty where id.entityName == entity.name {
+                        guard let object = registered[id], !object.isDeleted else { continue }
+                        let subject = ContextSubject(object: object, reader: reader)
+                        if let predicate, try !predicate.evaluate(subject) { continue }
+                        var candidate = Candidate(
+                            id: id,
+                            sortValues: try sortPaths.map {
+                                try CompiledPredicate.values(of: $0, subject).first ?? .null
+                            })
+                        if !dictionaryPaths.isEmpty { candidate.dictionary = try dictionary(dictionaryPaths, subject) }
+                        candidates.append(candidate)
+                    }
+                }
+
+                let keys = request.sortKeys
+                if plan.sortsInMemory || merges || !(plan.access == .fullScan || isIndexOrder(plan.access)) {
+                    candidates.sort { a, b in
+                        for (i, key) in keys.enumerated() {
+                            let order = key.order(a.sortValues[i], b.sortValues[i])
+                            if order != .orderedSame { return order == .orderedAscending }
+                        }
+                        return a.id < b.id
+                    }
+                }
+                let start = min(request.fetchOffset, candidates.count)
+                let end = request.fetchLimit > 0 ? min(candidates.count, start + request.fetchLimit) : candidates.count
+                return Array(candidates[start..<end])
+            }
+        }
+    }
+
+    private func isIndexOrder(_ access: QueryPlan.Access) -> Bool {
+        if case .indexOrder = access { true } else { false }
+    }
+
+    private func dictionary(
+        _ paths: [(String, ResolvedKeyPath)], _ subject: any PredicateSubject
+    ) throws
+        -> [String: Value]
+    {
+        var result: [String: Value] = [:]
+        for (key, path) in paths { result[key] = try CompiledPredicate.values(of: path, subject).first ?? .null }
+        return result
+    }
+
+    /// Registers fetched objects, filling faults from the records read, and arranges batches and prefetching.
+    func register(_ candidates: [Candidate], request: FetchRequest) throws -> [ManagedObject] {
+        let batchSize = request.fetchBatchSize
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(candidates.count)
+        var batch: FaultBatch?
+        for (position, candidate) in candidates.enumerated() {
+            let object = try object(with: candidate.id)
+            let loadNow = batchSize == 0 || position < batchSize
+            if object.values == nil && !object.isInserted {
+                if loadNow, let record = candidate.record {
+                    object.values = record.values
+                    object.committed = record.values
+                    object.rowVersion = record.rowVersion
+                } else if !loadNow {
+                    if batch == nil || batch!.ids.count >= batchSize {
+                        batch = FaultBatch()
+                    }
+                    batch!.ids.append(candidate.id)
+                    faultBatches[candidate.id] = batch
+                }
+            }
+            objects.append(object)
+        }
+        for keyPath in request.relationshipKeyPathsForPrefetching {
+            try prefetch(keyPath.split(separator: ".").map(String.init), of: objects)
+        }
+        return objects
+    }
+
+    /// Loads the objects of a relationship key path for `objects`, each level in one read.
+    func prefetch(_ path: [String], of objects: [ManagedObject]) throws {
+        var level = objects
+        for component in path {
+            var next: [ObjectID] = []
+            for object in level {
+                guard let relationship = object.entity.relationship(component) else {
+                    throw EntityStoreError(
+                        .invalidFetchRequest,
+                        "cannot prefetch '\(path.joined(separator: "."))': \(object.entity.name)"
+                            + " has no relationship '\(component)'", entity: object.entity.name, key: component)
+                }
+                next.append(contentsOf: try targets(of: object, relationship))
+            }
+            level = try next.map { try object(with: $0) }
+            try loadFaults(level)
+        }
+    }
+
+    /// Loads several faults in one read transaction; objects missing from the store stay faults.
+    func loadFaults(_ objects: [ManagedObject]) throws {
+        let faults = objects.filter { $0.values == nil && !$0.isInserted }
+        guard !faults.isEmpty else { return }
+        try mappingStorageErrors("loading \(faults.count) objects") {
+            try store.environment.read { txn in
+                for object in faults {
+                    let storage = try store.storage(for: object.entity.name)
+                    guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { continue }
+                    let (values, rowVersion) = try RecordCodec.decode(bytes, entity: storage.entity)
+                    object.values = values
+                    object.committed = values
+                    object.rowVersion = rowVersion
+                    faultBatches[object.objectID] = nil
+                }
+            }
+        }
+    }
+}
+
+/// Objects of one fetch batch: faulting one loads them all.
+final class FaultBatch {
+    var ids: [ObjectID] = []
+}

@@ -1,0 +1,443 @@
+import Foundation
+
+/// A key path resolved against the schema.
+struct ResolvedKeyPath: Hashable {
+    enum Terminal: Hashable {
+        case attribute(Int, Attribute)
+        /// The key path ends at a relationship: compared by object ID.
+        case relationship(Relationship)
+        /// `@count` of the last step's to-many relationship.
+        case count
+    }
+
+    /// Relationships walked from the object.
+    var steps: [Relationship]
+    var terminal: Terminal
+    var text: String
+
+    /// Whether any step (or the terminal relationship) is to-many.
+    var isToMany: Bool {
+        if case .count = terminal { return steps.dropLast().contains(where: \.isToMany) }
+        if case .relationship(let r) = terminal, r.isToMany { return true }
+        return steps.contains(where: \.isToMany)
+    }
+
+    static func resolve(_ path: [String], from entity: Entity, in schema: Schema) throws -> ResolvedKeyPath {
+        var current = entity
+        var steps: [Relationship] = []
+        let text = path.joined(separator: ".")
+        for (i, component) in path.enumerated() {
+            let last = i == path.count - 1
+            if component == "@count" {
+                guard last, let previous = steps.last, previous.isToMany else {
+                    throw EntityStoreError(
+                        .invalidPredicate, "@count must follow a to-many relationship (in '\(text)')",
+                        entity: entity.name, key: text)
+                }
+                return ResolvedKeyPath(steps: steps, terminal: .count, text: text)
+            }
+            if let index = current.attributeIndex(component) {
+                if !last && path[i + 1] == "@count" {
+                    throw EntityStoreError(
+                        .invalidPredicate, "@count must follow a to-many relationship (in '\(text)')",
+                        entity: entity.name, key: text)
+                }
+                guard last else {
+                    throw EntityStoreError(
+                        .invalidPredicate,
+                        "'\(component)' is an attribute of \(current.name), not a relationship"
+                            + " (in '\(text)')", entity: entity.name, key: text)
+                }
+                return ResolvedKeyPath(steps: steps, terminal: .attribute(index, current.attributes[index]), text: text)
+            }
+            guard let relationship = current.relationship(component), let next = schema.entity(relationship.destination)
+            else {
+                throw EntityStoreError(
+                    .invalidPredicate,
+                    "\(current.name) has no key '\(component)'"
+                        + (path.count > 1 ? " (in '\(text)')" : ""), entity: entity.name, key: text)
+            }
+            if last {
+                return ResolvedKeyPath(steps: steps, terminal: .relationship(relationship), text: text)
+            }
+            steps.append(relationship)
+            current = next
+        }
+        throw EntityStoreError(.invalidPredicate, "an empty key path", entity: entity.name)
+    }
+}
+
+/// What a predicate is evaluated on: an object's values and its related objects.
+protocol PredicateSubject {
+    func attribute(_ index: Int) throws -> Value
+    func related(_ relationship: Relationship) throws -> [any PredicateSubject]
+    func relatedIDs(_ relationship: Relationship) throws -> [ObjectID]
+}
+
+/// A predicate checked against the schema, ready to evaluate many times.
+final class CompiledPredicate {
+    indirect enum Node {
+        case constant(Bool)
+        case comparison(ResolvedKeyPath, FetchPredicate.Comparison, ResolvedKeyPath?)
+        case and([Node])
+        case or([Node])
+        case not(Node)
+    }
+
+    let root: Node
+    let source: FetchPredicate
+    private var regexes: [String: NSRegularExpression] = [:]
+
+    init(_ predicate: FetchPredicate, entity: Entity, schema: Schema) throws {
+        source = predicate
+        root = try CompiledPredicate.compile(predicate, entity, schema)
+    }
+
+    /// Attribute positions of the entity itself that the predicate reads.
+    var ownAttributes: Set<Int> {
+        var result = Set<Int>()
+        func visit(_ node: Node) {
+            switch node {
+            case .constant: break
+            case .comparison(let path, _, let other):
+                for p in [path] + (other.map { [$0] } ?? []) where p.steps.isEmpty {
+                    if case .attribute(let i, _) = p.terminal { result.insert(i) }
+                }
+            case .and(let nodes), .or(let nodes): nodes.forEach(visit)
+            case .not(let inner): visit(inner)
+            }
+        }
+        visit(root)
+        return result
+    }
+
+    /// Whether the predicate reads any relationship.
+    var readsRelationships: Bool {
+        source.keyPaths.contains { $0.count > 1 }
+            || {
+                func visit(_ node: Node) -> Bool {
+                    switch node {
+                    case .constant: false
+                    case .comparison(let path, _, let other):
+                        !path.steps.isEmpty || { if case .relationship = path.terminal { true } else { false } }()
+                            || (other.map { !$0.steps.isEmpty } ?? false)
+                    case .and(let nodes), .or(let nodes): nodes.contains(where: visit)
+                    case .not(let inner): visit(inner)
+                    }
+                }
+                return visit(root)
+            }()
+    }
+
+    static func compile(_ predicate: FetchPredicate, _ entity: Entity, _ schema: Schema) throws -> Node {
+        switch predicate {
+        case .constant(let value): return .constant(value)
+        case .and(let parts): return .and(try parts.map { try compile($0, entity, schema) })
+        case .or(let parts): return .or(try parts.map { try compile($0, entity, schema) })
+        case .not(let inner): return .not(try compile(inner, entity, schema))
+        case .comparison(let c):
+            let path = try ResolvedKeyPath.resolve(c.keyPath, from: entity, in: schema)
+            if path.isToMany && c.quantifier == nil {
+                throw EntityStoreError(
+                    .invalidPredicate,
+                    "'\(path.text)' goes through a to-many relationship: use ANY, ALL or NONE, or @count",
+                    entity: entity.name, key: path.text)
+            }
+            if !path.isToMany && c.quantifier != nil {
+                throw EntityStoreError(
+                    .invalidPredicate, "\(c.quantifier!.rawValue) needs a to-many key path; '\(path.text)' is not",
+                    entity: entity.name, key: path.text)
+            }
+            var other: ResolvedKeyPath?
+            if case .keyPath(let otherPath) = c.operand {
+                other = try ResolvedKeyPath.resolve(otherPath, from: entity, in: schema)
+                if other!.isToMany {
+                    throw EntityStoreError(
+                        .invalidPredicate, "the right side '\(other!.text)' cannot be to-many", entity: entity.name,
+                        key: other!.text)
+                }
+            }
+            try checkTypes(path, c, entity)
+            return .comparison(path, c, other)
+        }
+    }
+
+    static func checkTypes(_ path: ResolvedKeyPath, _ c: FetchPredicate.Comparison, _ entity: Entity) throws {
+        let stringOps: [FetchPredicate.Operator] = [.beginsWith, .endsWith, .contains, .like, .matches]
+        func fail(_ message: String) -> EntityStoreError {
+            EntityStoreError(.invalidPredicate, message, entity: entity.name, key: path.text)
+        }
+        switch path.terminal {
+        case .attribute(_, let attribute):
+            if stringOps.contains(c.op) && attribute.type != .string {
+                throw fail("\(c.op.rawValue) needs a string; '\(path.text)' is a \(attribute.type.rawValue)")
+            }
+            let values: [Value]
+            switch c.operand {
+            case .value(let v): values = [v]
+            case .list(let vs): values = vs
+            case .object: throw fail("'\(path.text)' is an attribute and cannot be compared with an object")
+            case .keyPath: values = []
+            }
+            for value in values where !value.isNull {
+                guard let type = value.type else { continue }
+                let numeric: Set<AttributeType> = [.int64, .double, .decimal]
+                let compatible =
+                    type == attribute.type || (numeric.contains(type) && numeric.contains(attribute.type))
+                if !compatible && !(c.op == .matches || c.op == .like) {
+                    throw fail("'\(path.text)' is a \(attribute.type.rawValue) and cannot be compared with \(value)")
+                }
+            }
+        case .relationship(let relationship):
+            switch (c.op, c.operand) {
+            case (.equal, .object(let id)), (.notEqual, .object(let id)):
+                if id.entityName != relationship.destination {
+                    throw fail("'\(path.text)' holds \(relationship.destination) objects, not \(id.entityName)")
+                }
+            case (.equal, .value(.null)), (.notEqual, .value(.null)):
+                break
+            default:
+                throw fail("'\(path.text)' is a relationship: compare it with == or != to an object or nil")
+            }
+        case .count:
+            switch c.operand {
+            case .value(.int), .value(.double), .list: break
+            default: throw fail("@count is compared with a number")
+            }
+        }
+    }
+
+    // MARK: Evaluation
+
+    func evaluate(_ subject: any PredicateSubject) throws -> Bool {
+        try evaluate(root, subject)
+    }
+
+    private func evaluate(_ node: Node, _ subject: any PredicateSubject) throws -> Bool {
+        switch node {
+        case .constant(let value): return value
+        case .and(let nodes):
+            for node in nodes where try !evaluate(node, subject) { return false }
+            return true
+        case .or(let nodes):
+            for node in nodes where try evaluate(node, subject) { return true }
+            return false
+        case .not(let inner): return try !evaluate(inner, subject)
+        case .comparison(let path, let c, let other):
+            let right: FetchPredicate.Operand
+            if let other {
+                right = .value(try CompiledPredicate.values(of: other, subject).first ?? .null)
+            } else {
+                right = c.operand
+            }
+            if case .relationship = path.terminal {
+                let ids = try CompiledPredicate.ids(of: path, subject)
+                let target: ObjectID? = if case .object(let id) = right { id } else { nil }
+                func test(_ id: ObjectID?) -> Bool { (id == target) == (c.op == .equal) }
+                switch c.quantifier {
+                case nil: return test(ids.first)
+                case .any?: return ids.contains { test($0) }
+                case .all?: return ids.allSatisfy { test($0) }
+                case .none?: return !ids.contains { test($0) }
+                }
+            }
+            let values = try CompiledPredicate.values(of: path, subject)
+            switch c.quantifier {
+            case nil: return try compare(values.first ?? .null, c, right)
+            case .any?:
+                for value in values where try compare(value, c, right) { return true }
+                return false
+            case .all?:
+                for value in values where try !compare(value, c, right) { return false }
+                return true
+            case .none?:
+                for value in values where try compare(value, c, right) { return false }
+                return true
+            }
+        }
+    }
+
+    /// The values a key path reaches from a subject: one (or none) for a to-one path, many for a to-many path.
+    static func values(of path: ResolvedKeyPath, _ subject: any PredicateSubject) throws -> [Value] {
+        var subjects: [any PredicateSubject] = [subject]
+        let walk = path.terminal == .count ? Array(path.steps.dropLast()) : path.steps
+        for step in walk {
+            subjects = try subjects.flatMap { try $0.related(step) }
+        }
+        switch path.terminal {
+        case .attribute(let index, _):
+            return try subjects.map { try $0.attribute(index) }
+        case .count:
+            guard let last = path.steps.last else { return [] }
+            return try subjects.map { .int(Int64(try $0.relatedIDs(last).count)) }
+        case .relationship:
+            return []
+        }
+    }
+
+    static func ids(of path: ResolvedKeyPath, _ subject: any PredicateSubject) throws -> [ObjectID] {
+        guard case .relationship(let relationship) = path.terminal else { return [] }
+        var subjects: [any PredicateSubject] = [subject]
+        for step in path.steps { subjects = try subjects.flatMap { try $0.related(step) } }
+        return try subjects.flatMap { try $0.relatedIDs(relationship) }
+    }
+
+    private func compare(
+        _ value: Value, _ c: FetchPredicate.Comparison, _ operand: FetchPredicate.Operand
+    ) throws
+        -> Bool
+    {
+        switch (c.op, operand) {
+        case (.in, .list(let list)):
+            return list.contains { ValueComparison.equal(value, $0, c.options) }
+        case (.between, .list(let list)) where list.count == 2:
+            guard let low = ValueComparison.order(value, list[0], c.options),
+                let high = ValueComparison.order(value, list[1], c.options)
+            else { return false }
+            return low != .orderedAscending && high != .orderedDescending
+        case (_, .value(let right)):
+            return try compare(value, c.op, right, c.options)
+        default:
+            return false
+        }
+    }
+
+    private func compare(
+        _ left: Value, _ op: FetchPredicate.Operator, _ right: Value, _ options: FetchPredicate.StringOptions
+    )
+        throws -> Bool
+    {
+        switch op {
+        case .equal: return ValueComparison.equal(left, right, options)
+        case .notEqual: return !ValueComparison.equal(left, right, options)
+        case .less: return ValueComparison.order(left, right, options) == .orderedAscending
+        case .lessOrEqual:
+            guard let order = ValueComparison.order(left, right, options) else { return false }
+            return order != .orderedDescending
+        case .greater: return ValueComparison.order(left, right, options) == .orderedDescending
+        case .greaterOrEqual:
+            guard let order = ValueComparison.order(left, right, options) else { return false }
+            return order != .orderedAscending
+        case .beginsWith, .endsWith, .contains, .like, .matches:
+            guard case .string(let text) = left, case .string(let pattern) = right else { return false }
+            let (t, p) = (ValueComparison.fold(text, options), ValueComparison.fold(pattern, options))
+            switch op {
+            case .beginsWith: return t.unicodeScalars.starts(with: p.unicodeScalars)
+            case .endsWith: return t.unicodeScalars.reversed().starts(with: p.unicodeScalars.reversed())
+            case .contains: return p.isEmpty || t.contains(p)
+            case .like: return ValueComparison.like(Array(t.unicodeScalars), Array(p.unicodeScalars))
+            default: return try matches(text, pattern, options)
+            }
+        case .in, .between:
+            return false
+        }
+    }
+
+    private func matches(_ text: String, _ pattern: String, _ options: FetchPredicate.StringOptions) throws -> Bool {
+        let key = "\(options.rawValue):\(pattern)"
+        let regex: NSRegularExpression
+        if let cached = regexes[key] {
+            regex = cached
+        } else {
+            do {
+                regex = try NSRegularExpression(
+                    pattern: "^(?:\(pattern))$", options: options.contains(.caseInsensitive) ? [.caseInsensitive] : [])
+            } catch {
+                throw EntityStoreError(.invalidPredicate, "MATCHES: '\(pattern)' is not a regular expression")
+            }
+            regexes[key] = regex
+        }
+        let subject =
+            options.contains(.diacriticInsensitive) ? ValueComparison.fold(text, [.diacriticInsensitive]) : text
+        let range = NSRange(subject.startIndex..., in: subject)
+        return regex.firstMatch(in: subject, range: range) != nil
+    }
+}
+
+/// Comparisons of stored values, shared by predicates and sorts.
+enum ValueComparison {
+    /// Folds a string for `[c]`, `[d]`, `[cd]` (not `String.Comparator`, which traps on non-ASCII text on Linux).
+    static func fold(_ text: String, _ options: FetchPredicate.StringOptions) -> String {
+        guard !options.isEmpty else { return text }
+        var fold: String.CompareOptions = []
+        if options.contains(.caseInsensitive) { fold.insert(.caseInsensitive) }
+        if options.contains(.diacriticInsensitive) { fold.insert(.diacriticInsensitive) }
+        return text.folding(options: fold, locale: nil)
+    }
+
+    static func equal(_ a: Value, _ b: Value, _ options: FetchPredicate.StringOptions) -> Bool {
+        if case .string(let x) = a, case .string(let y) = b {
+            return options.isEmpty ? x == y : fold(x, options) == fold(y, options)
+        }
+        if a.isNull || b.isNull { return a.isNull && b.isNull }
+        return order(a, b, options) == .orderedSame
+    }
+
+    /// The order of two values of comparable types; `nil` when either is nil or the types do not compare.
+    static func order(_ a: Value, _ b: Value, _ options: FetchPredicate.StringOptions) -> ComparisonResult? {
+        switch (a, b) {
+        case (.int(let x), .int(let y)): return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        case (.string(let x), .string(let y)):
+            let (l, r) = options.isEmpty ? (x, y) : (fold(x, options), fold(y, options))
+            return l.utf8.lexicographicallyPrecedes(r.utf8)
+                ? .orderedAscending : r.utf8.lexicographicallyPrecedes(l.utf8) ? .orderedDescending : .orderedSame
+        case (.date(let x), .date(let y)): return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        case (.bool(let x), .bool(let y)): return x == y ? .orderedSame : (!x ? .orderedAscending : .orderedDescending)
+        case (.uuid(let x), .uuid(let y)):
+            return order(.string(x.uuidString), .string(y.uuidString), [])
+        case (.data(let x), .data(let y)):
+            return x.lexicographicallyPrecedes(y)
+                ? .orderedAscending : y.lexicographicallyPrecedes(x) ? .orderedDescending : .orderedSame
+        default:
+            guard let x = decimal(a), let y = decimal(b) else {
+                guard let x = double(a), let y = double(b) else { return nil }
+                return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+            }
+            return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        }
+    }
+
+    static func double(_ value: Value) -> Double? {
+        switch value {
+        case .int(let v): Double(v)
+        case .double(let v): v
+        case .decimal(let v): NSDecimalNumber(decimal: v).doubleValue
+        default: nil
+        }
+    }
+
+    /// Exact decimal comparison when one side is a decimal and the other an integer or decimal.
+    static func decimal(_ value: Value) -> Decimal? {
+        switch value {
+        case .int(let v): Decimal(v)
+        case .decimal(let v): v
+        default: nil
+        }
+    }
+
+    /// `LIKE`: `*` matches any run of characters, `?` one character.
+    static func like(_ text: [Unicode.Scalar], _ pattern: [Unicode.Scalar]) -> Bool {
+        var t = 0
+        var p = 0
+        var starP = -1
+        var starT = 0
+        while t < text.count {
+            if p < pattern.count && (pattern[p] == "?" || (pattern[p] != "*" && pattern[p] == text[t])) {
+                t += 1
+                p += 1
+            } else if p < pattern.count && pattern[p] == "*" {
+                starP = p
+                starT = t
+                p += 1
+            } else if starP >= 0 {
+                p = starP + 1
+                starT += 1
+                t = starT
+            } else {
+                return false
+            }
+        }
+        while p < pattern.count && pattern[p] == "*" { p += 1 }
+        return p == pattern.count
+    }
+}

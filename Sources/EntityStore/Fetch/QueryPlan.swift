@@ -1,0 +1,176 @@
+import LMDB
+
+/// How a fetch reads the store: which index (if any) serves it, and what is left to do in memory.
+///
+/// `explain` returns one; its description is what `store-inspect --explain` prints.
+public struct QueryPlan: Sendable, CustomStringConvertible {
+    /// How records are reached.
+    public enum Access: Sendable, Equatable {
+        /// Every record of the entity, predicate evaluated on each.
+        case fullScan
+        /// Index entries in key ranges of one attribute's index (equality, IN, range, BEGINSWITH).
+        case indexRanges(attribute: String, ranges: Int, description: String)
+        /// The whole index of the first sort key, walked in order: no sort in memory.
+        case indexOrder(attribute: String, descending: Bool)
+    }
+
+    /// The entity.
+    public var entity: String
+    /// How records are reached.
+    public var access: Access
+    /// Whether a predicate is evaluated on each record reached.
+    public var filters: Bool
+    /// Whether the results are sorted in memory.
+    public var sortsInMemory: Bool
+    /// Whether the fetch stops early once offset + limit results are found.
+    public var stopsEarly: Bool
+
+    var ranges: [KeyRange] = []
+    var indexPosition: Int?
+
+    public var description: String {
+        var parts: [String] = []
+        switch access {
+        case .fullScan: parts.append("full scan of \(entity)")
+        case .indexRanges(let attribute, _, let ranges):
+            parts.append("index \(entity).\(attribute): \(ranges)")
+        case .indexOrder(let attribute, let descending):
+            parts.append("index \(entity).\(attribute) in \(descending ? "descending" : "ascending") order")
+        }
+        if filters { parts.append("filter each record with the predicate") }
+        parts.append(sortsInMemory ? "sort in memory" : "no sort needed")
+        if stopsEarly { parts.append("stop at the limit") }
+        return parts.joined(separator: "; ")
+    }
+}
+
+/// Chooses a plan for a fetch request.
+enum QueryPlanner {
+    static func plan(
+        _ request: FetchRequest, entity: Entity, storage: EntityStorage, mergesPending: Bool
+    ) -> QueryPlan {
+        var plan = QueryPlan(
+            entity: entity.name, access: .fullScan, filters: request.predicate != nil,
+            sortsInMemory: !request.sortKeys.isEmpty, stopsEarly: false)
+        if let predicate = request.predicate, let choice = bestIndex(predicate, entity, storage) {
+            plan.access = .indexRanges(
+                attribute: entity.attributes[choice.position].name, ranges: choice.ranges.count,
+                description: choice.description)
+            plan.ranges = choice.ranges
+            plan.indexPosition = choice.position
+            return plan
+        }
+        if let first = request.sortKeys.first, let position = entity.attributeIndex(first.keyPath),
+            let index = storage.indexes[position], !entity.attributes[position].isCaseInsensitive,
+            first.comparison == .binary || entity.attributes[position].type != .string
+        {
+            _ = index
+            plan.access = .indexOrder(attribute: first.keyPath, descending: !first.ascending)
+            plan.indexPosition = position
+            // Within one key, index entries come in primary-key order: ascending walks match the tie-break.
+            plan.sortsInMemory = request.sortKeys.count > 1 || !first.ascending
+            plan.stopsEarly = !plan.sortsInMemory && request.fetchLimit > 0 && !mergesPending
+        }
+        return plan
+    }
+
+    struct Choice {
+        var position: Int
+        var ranges: [KeyRange]
+        var score: Int
+        var description: String
+    }
+
+    /// The best index-served conjunct of the predicate's top-level AND.
+    static func bestIndex(_ predicate: FetchPredicate, _ entity: Entity, _ storage: EntityStorage) -> Choice? {
+        let conjuncts: [FetchPredicate]
+        if case .and(let parts) = predicate { conjuncts = parts } else { conjuncts = [predicate] }
+        var best: Choice?
+        for conjunct in conjuncts {
+            guard case .comparison(let c) = conjunct, c.quantifier == nil, c.keyPath.count == 1,
+                let position = entity.attributeIndex(c.keyPath[0]), storage.indexes[position] != nil
+            else { continue }
+            let attribute = entity.attributes[position]
+            guard var choice = choice(c, attribute) else { continue }
+            choice.position = position
+            if let current = best, current.position == position, current.ranges.count == 1, choice.ranges.count == 1,
+                let merged = intersect(current.ranges[0], choice.ranges[0])
+            {
+                best = Choice(
+                    position: position, ranges: [merged], score: max(current.score, choice.score) + 1,
+                    description: current.description + " and " + choice.description)
+                continue
+            }
+            if choice.score > (best?.score ?? 0) { best = choice }
+        }
+        return best
+    }
+
+    static func choice(_ c: FetchPredicate.Comparison, _ attribute: Attribute) -> Choice? {
+        let folded = attribute.isCaseInsensitive
+        // A case-insensitive index holds folded keys: it serves comparisons that fold (a superset of any option
+        // set for equality); a binary index serves only comparisons without options.
+        let exactUsable = folded || c.options.isEmpty
+        func key(_ value: Value) -> (bytes: [UInt8], cut: Bool) {
+            var buffer: [UInt8] = []
+            let cut = IndexKey.encode(value, caseInsensitive: folded, into: &buffer)
+            return (buffer, cut)
+        }
+        func sameType(_ value: Value) -> Bool { value.type == attribute.type }
+        let name = attribute.name
+        switch (c.op, c.operand) {
+        case (.equal, .value(let value)) where exactUsable && (value.isNull || sameType(value)):
+            return Choice(
+                position: 0, ranges: [.exactly(key(value).bytes)], score: 10, description: "\(name) == \(value)")
+        case (.in, .list(let values)) where exactUsable && values.allSatisfy({ $0.isNull || sameType($0) }):
+            let keys = Set(values.map { key($0).bytes }).sorted { $0.lexicographicallyPrecedes($1) }
+            return Choice(
+                position: 0, ranges: keys.map { .exactly($0) }, score: 8,
+                description: "\(name) IN \(values.count) values")
+        case (.beginsWith, .value(.string(let prefix)))
+        where c.options.isEmpty && !folded || folded && c.options == .caseDiacriticInsensitive:
+            let k = key(.string(prefix))
+            return Choice(
+                position: 0, ranges: [.prefix(k.bytes)], score: 5, description: "\(name) BEGINSWITH \"\(prefix)\"")
+        case (.between, .list(let values))
+        where values.count == 2 && !folded && c.options.isEmpty && values.allSatisfy(sameType):
+            let (low, high) = (key(values[0]), key(values[1]))
+            return Choice(
+                position: 0, ranges: [KeyRange(lower: .init(low.bytes), upper: .init(high.bytes))], score: 5,
+                description: "\(name) BETWEEN \(values[0]) AND \(values[1])")
+        case (.less, .value(let v)), (.lessOrEqual, .value(let v)), (.greater, .value(let v)),
+            (.greaterOrEqual, .value(let v)):
+            guard !folded, c.options.isEmpty, sameType(v) else { return nil }
+            let k = key(v)
+            // Nil sorts first in the index and matches no ordering comparison: start after it.
+            let nonNull = KeyRange.Bound([IndexKey.valueTag])
+            let range: KeyRange
+            switch c.op {
+            case .less, .lessOrEqual:
+                range = KeyRange(lower: nonNull, upper: .init(k.bytes, inclusive: c.op == .lessOrEqual || k.cut))
+            default:
+                range = KeyRange(lower: .init(k.bytes, inclusive: c.op == .greaterOrEqual || k.cut))
+            }
+            return Choice(position: 0, ranges: [range], score: 3, description: "\(name) \(c.op.rawValue) \(v)")
+        default:
+            return nil
+        }
+    }
+
+    /// The intersection of two ranges, when both bound the same keys.
+    static func intersect(_ a: KeyRange, _ b: KeyRange) -> KeyRange? {
+        func later(_ x: KeyRange.Bound?, _ y: KeyRange.Bound?) -> KeyRange.Bound? {
+            guard let x else { return y }
+            guard let y else { return x }
+            if x.bytes == y.bytes { return .init(x.bytes, inclusive: x.inclusive && y.inclusive) }
+            return x.bytes.lexicographicallyPrecedes(y.bytes) ? y : x
+        }
+        func earlier(_ x: KeyRange.Bound?, _ y: KeyRange.Bound?) -> KeyRange.Bound? {
+            guard let x else { return y }
+            guard let y else { return x }
+            if x.bytes == y.bytes { return .init(x.bytes, inclusive: x.inclusive && y.inclusive) }
+            return x.bytes.lexicographicallyPrecedes(y.bytes) ? x : y
+        }
+        return KeyRange(lower: later(a.lower, b.lower), upper: earlier(a.upper, b.upper))
+    }
+}

@@ -1,0 +1,299 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+@Suite struct FetchTests {
+    func request(_ format: String? = nil, sort: [SortKey] = [SortKey("title")]) throws -> FetchRequest {
+        FetchRequest(entity: "Book", predicate: try format.map { try FetchPredicate($0) }, sortKeys: sort)
+    }
+
+    @Test func thePlannerUsesAnIndexForEqualityRangesInAndBeginsWith() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            func plan(_ format: String, entity: String = "Book", sort: [SortKey] = []) throws -> QueryPlan {
+                try context.explain(FetchRequest(entity: entity, predicate: try FetchPredicate(format), sortKeys: sort))
+            }
+            #expect(
+                try plan("pages == 304").access
+                    == .indexRanges(attribute: "pages", ranges: 1, description: "pages == 304"))
+            #expect(
+                try plan("pages IN {1, 2, 2}").access
+                    == .indexRanges(attribute: "pages", ranges: 2, description: "pages IN 3 values"))
+            let range = try plan("pages > 100 AND pages <= 300 AND score > 1.0")
+            #expect(
+                range.access == .indexRanges(attribute: "pages", ranges: 1, description: "pages > 100 and pages <= 300")
+            )
+            #expect(range.filters)
+            #expect(try plan("title == 'Momo'").access == .fullScan)  // title is not indexed
+            #expect(try plan("pages > 100 OR score > 1.0").access == .fullScan)
+            #expect(
+                try plan("name BEGINSWITH 'Ur'", entity: "Author").access
+                    == .indexRanges(attribute: "name", ranges: 1, description: "name BEGINSWITH \"Ur\""))
+            #expect(try plan("email ==[c] 'X@Y'", entity: "Author").access != .fullScan)  // a case-insensitive index
+            #expect(try plan("name ==[c] 'x'", entity: "Author").access == .fullScan)  // a binary index cannot fold
+            let ordered = try context.explain(FetchRequest(entity: "Book", sortKeys: [SortKey("pages")]))
+            #expect(ordered.access == .indexOrder(attribute: "pages", descending: false))
+            #expect(!ordered.sortsInMemory)
+            #expect(ordered.description == "index Book.pages in ascending order; no sort needed")
+        }
+    }
+
+    @Test func indexedAndScannedPlansAgree() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            // Each pair: an indexed predicate and the same condition the planner must scan for (score > -1 keeps
+            // the OR from being served by the index).
+            for format in [
+                "pages > 200", "pages <= 304", "pages == 183", "pages IN {90, 123, 999}", "pages BETWEEN {100, 387}",
+                "pages == nil", "pages != nil",
+            ] {
+                let scanned = "(\(format)) AND (score > -1.0 OR score < -5.0)"
+                #expect(try library.titles(format) == library.titles("(\(format)) OR FALSEPREDICATE"), "\(format)")
+                #expect(try library.titles(format) == library.titles(scanned), "\(format)")
+            }
+        }
+    }
+
+    @Test func sortsHonourDirectionComparisonAndTieBreakByID() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            let byPages = try context.fetch(try request(sort: [SortKey("pages", ascending: false)]))
+            #expect(try byPages.map { try $0["pages"] } == [428, 387, 304, 183, 123, 90, nil])
+            let byTitle = try context.fetch(
+                try request(sort: [SortKey("title", comparison: .caseDiacriticInsensitive)]))
+            #expect(try byTitle.map { try $0["title"].stringValue }.first == "A Wizard of Earthsea")
+            #expect(try byTitle.map { try $0["title"].stringValue }.firstIndex(of: "ÉCOLE des femmes") == 2)
+            let byAuthor = try context.fetch(try request(sort: [SortKey("author.name"), SortKey("pages")]))
+            #expect(
+                try byAuthor.map { try $0["title"].stringValue } == [
+                    "La Peste", "ÉCOLE des femmes", "L'Étranger", "Momo", "Die unendliche Geschichte",
+                    "A Wizard of Earthsea",
+                    "The Dispossessed",
+                ])
+            let sameScore = try context.fetch(FetchRequest(entity: "Book", sortKeys: [SortKey("inPrint")]))
+            #expect(sameScore.map(\.objectID) == sameScore.map(\.objectID).sorted())
+        }
+    }
+
+    @Test func localizedStandardSortsNumbersByValue() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            for title in ["file10", "File2", "file1"] {
+                let book = try context.insert("Book")
+                try book.setValue(.string(title), forKey: "title")
+            }
+            try context.save()
+            let sorted = try context.fetch(try request(sort: [SortKey("title", comparison: .localizedStandard)]))
+            #expect(try sorted.map { try $0["title"].stringValue } == ["file1", "File2", "file10"])
+        }
+    }
+
+    @Test func limitsAndOffsetsWindowTheSortedResults() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            var windowed = try request(sort: [SortKey("pages")])
+            windowed.fetchOffset = 2
+            windowed.fetchLimit = 3
+            #expect(try context.fetch(windowed).map { try $0["pages"] } == [123, 183, 304])
+            #expect(try context.count(for: windowed) == 3)
+            windowed.fetchOffset = 6
+            #expect(try context.fetch(windowed).count == 1)
+            windowed.fetchOffset = 60
+            #expect(try context.fetch(windowed).isEmpty)
+            windowed.fetchLimit = -1
+            #expect(entityStoreError { _ = try context.fetch(windowed) }?.code == .invalidFetchRequest)
+            var early = FetchRequest(entity: "Book", sortKeys: [SortKey("pages")])
+            early.fetchLimit = 2
+            #expect(try context.explain(early).stopsEarly)
+            #expect(try context.fetch(early).map { try $0["pages"] } == [nil, 90])
+        }
+    }
+
+    @Test func pendingInsertsUpdatesAndDeletesAreReflected() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let context = ObjectContext(store: store)
+            let momo = try context.existingObject(with: library.ids["Momo"]!)
+            try momo.setValue(10, forKey: "pages")
+            try context.delete(try context.existingObject(with: library.ids["La Peste"]!))
+            let fresh = try context.insert("Book")
+            try fresh.setValue("Zazie", forKey: "title")
+            try fresh.setValue(500, forKey: "pages")
+
+            let pending = try context.fetch(try request("pages < 100 OR pages > 420 OR pages == nil"))
+            #expect(
+                try pending.map { try $0["title"].stringValue } == [
+                    "Die unendliche Geschichte", "Momo", "Zazie", "ÉCOLE des femmes",
+                ])
+            var storeOnly = try request("pages < 100 OR pages > 420 OR pages == nil")
+            storeOnly.includesPendingChanges = false
+            #expect(
+                try context.fetch(storeOnly).map { try $0["title"].stringValue } == [
+                    "Die unendliche Geschichte", "La Peste", "ÉCOLE des femmes",
+                ])
+            #expect(try context.count(for: FetchRequest(entity: "Book")) == 7)
+            var sorted = try request(sort: [SortKey("pages")])
+            sorted.fetchLimit = 2
+            #expect(try context.fetch(sorted).map { try $0["title"].stringValue } == ["Momo", "ÉCOLE des femmes"])
+        }
+    }
+
+    @Test func pendingChangesOfRelatedObjectsAreSeenThroughKeyPaths() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let context = ObjectContext(store: store)
+            let ende = try #require(
+                try context.fetch(
+                    FetchRequest(entity: "Author", predicate: try FetchPredicate("name BEGINSWITH 'Michael'"))
+                ).first)
+            try ende.setValue("M. Ende", forKey: "name")
+            #expect(try context.fetch(try request("author.name == 'M. Ende'")).count == 2)
+            _ = library
+        }
+    }
+
+    @Test func everyResultType() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let context = ObjectContext(store: store)
+            var request = try request("pages > 380")
+            request.resultType = .objectIDs
+            guard case .objectIDs(let ids) = try context.execute(request) else { Issue.record("not IDs"); return }
+            #expect(ids == [library.ids["Die unendliche Geschichte"]!, library.ids["The Dispossessed"]!])
+            request.resultType = .count
+            guard case .count(let count) = try context.execute(request) else { Issue.record("not a count"); return }
+            #expect(count == 2)
+            request.resultType = .dictionaries(["title", "author.name"])
+            guard case .dictionaries(let rows) = try context.execute(request) else { Issue.record("not rows"); return }
+            #expect(
+                rows == [
+                    ["title": "Die unendliche Geschichte", "author.name": "Michael Ende"],
+                    ["title": "The Dispossessed", "author.name": "Ursula Le Guin"],
+                ])
+            request.resultType = .objects
+            guard case .objects(let objects) = try context.execute(request) else { Issue.record("not objects"); return }
+            #expect(objects.map(\.objectID) == ids)
+            #expect(objects.allSatisfy { !$0.isFault })  // loaded from the records the fetch read
+        }
+    }
+
+    @Test func batchedFetchesReturnFaultsThatLoadABatchAtATime() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            var request = try request()
+            request.fetchBatchSize = 3
+            let books = try context.fetch(request)
+            #expect(books.map(\.isFault) == [false, false, false, true, true, true, true])
+            _ = try books[4]["title"]
+            #expect(books.map(\.isFault) == [false, false, false, false, false, false, true])
+        }
+    }
+
+    @Test func prefetchingLoadsRelatedObjects() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            var request = try request()
+            request.relationshipKeyPathsForPrefetching = ["author", "tags"]
+            let books = try context.fetch(request)
+            let authors = try books.compactMap { try $0.object(forKey: "author") }
+            #expect(authors.count == 7)
+            #expect(authors.allSatisfy { !$0.isFault })
+            #expect(try books.flatMap { try $0.objects(forKey: "tags") }.allSatisfy { !$0.isFault })
+            request.relationshipKeyPathsForPrefetching = ["publishr"]
+            #expect(entityStoreError { _ = try context.fetch(request) }?.code == .invalidFetchRequest)
+        }
+    }
+
+    @Test func aFetchIsOneSnapshotAndHoldsNoTransactionAfterward() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            _ = try context.fetch(try request("author.name BEGINSWITH 'U'"))
+            #expect(store.environment.info().readersUsed <= 1)
+            // Readers left open would block growth; a large write after many fetches proves none is.
+            let writer = ObjectContext(store: store)
+            for i in 0..<2000 {
+                let book = try writer.insert("Book")
+                try book.setValue(.string(String(repeating: "long title \(i) ", count: 20)), forKey: "title")
+            }
+            try writer.save()
+            #expect(try context.count(for: FetchRequest(entity: "Book")) == 2007)
+        }
+    }
+
+    @Test func badSortKeysAreRefusedWithTheirNames() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let unknown = entityStoreError {
+                _ = try context.fetch(FetchRequest(entity: "Book", sortKeys: [SortKey("weight")]))
+            }
+            #expect(unknown?.message == "Book has no key 'weight'")
+            let toMany = entityStoreError {
+                _ = try context.fetch(FetchRequest(entity: "Book", sortKeys: [SortKey("tags.name")]))
+            }
+            #expect(toMany?.code == .invalidFetchRequest)
+            #expect(entityStoreError { _ = try context.fetch(FetchRequest(entity: "Nope")) }?.code == .unknownEntity)
+        }
+    }
+}
+
+@Suite struct FetchPropertyTests {
+    /// Random data, random predicates on the indexed `pages` (and unindexed `score`): the planner's indexed plan
+    /// and a forced full scan return the same objects in the same order.
+    @Test func indexedAndScannedPlansReturnTheSameResultsOnRandomData() throws {
+        var generator = SeededGenerator(seed: 0x5EED)
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            for _ in 0..<400 {
+                let book = try context.insert("Book")
+                try book.setValue("b", forKey: "title")
+                let pages: Value =
+                    Int.random(in: 0..<10, using: &generator) == 0
+                    ? .null : .int(Int64.random(in: -50...50, using: &generator))
+                try book.setValue(pages, forKey: "pages")
+                try book.setValue(.double(Double(Int.random(in: 0...20, using: &generator)) / 2), forKey: "score")
+            }
+            try context.save()
+            let ops = ["==", "!=", "<", "<=", ">", ">="]
+            for _ in 0..<300 {
+                let a = Int.random(in: -60...60, using: &generator)
+                let b = Int.random(in: -60...60, using: &generator)
+                var clauses = [
+                    "pages \(ops.randomElement(using: &generator)!) \(a)",
+                    "pages BETWEEN {\(min(a, b)), \(max(a, b))}",
+                    "pages IN {\(a), \(b), \(a + 1)}",
+                    "pages == nil",
+                ].shuffled(using: &generator).prefix(Int.random(in: 1...2, using: &generator)).map { $0 }
+                if Bool.random(using: &generator) { clauses.append("score >= \(Double(b % 10) / 2)") }
+                let format = clauses.joined(separator: " AND ")
+                var indexed = FetchRequest(
+                    entity: "Book", predicate: try FetchPredicate(format),
+                    sortKeys: [SortKey("score"), SortKey("pages", ascending: false)])
+                indexed.fetchLimit = Int.random(in: 0...30, using: &generator)
+                var scanned = indexed
+                scanned.predicate = try FetchPredicate("(\(format)) OR FALSEPREDICATE")
+                #expect(try context.explain(scanned).access == .fullScan)
+                #expect(try context.fetchObjectIDs(indexed) == context.fetchObjectIDs(scanned), "\(format)")
+            }
+        }
+    }
+}
+
+/// A small deterministic generator (SplitMix64) so property tests are reproducible.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,162 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+@Suite struct PredicateTests {
+    static let cases: [(String, [String])] = [
+        ("pages > 300", ["Die unendliche Geschichte", "Momo", "The Dispossessed"]),
+        ("pages >= 304 AND pages < 400", ["Momo", "The Dispossessed"]),
+        ("300 < pages", ["Die unendliche Geschichte", "Momo", "The Dispossessed"]),
+        ("pages BETWEEN {100, 200}", ["A Wizard of Earthsea", "L'Étranger"]),
+        ("pages IN {90, 428}", ["Die unendliche Geschichte", "ÉCOLE des femmes"]),
+        ("pages == nil", ["La Peste"]),
+        ("pages != nil AND pages < 100", ["ÉCOLE des femmes"]),
+        (
+            "pages != 387",
+            ["A Wizard of Earthsea", "Die unendliche Geschichte", "L'Étranger", "La Peste", "Momo", "ÉCOLE des femmes"]
+        ),
+        ("title BEGINSWITH 'L'", ["L'Étranger", "La Peste"]),
+        ("title BEGINSWITH[c] 'l'", ["L'Étranger", "La Peste"]),
+        ("title CONTAINS[cd] 'etrange'", ["L'Étranger"]),
+        ("title CONTAINS 'etrange'", []),
+        ("title ==[cd] 'école DES FEMMES'", ["ÉCOLE des femmes"]),
+        ("title ==[c] 'école DES FEMMES'", ["ÉCOLE des femmes"]),
+        ("title ==[d] 'ECOLE des femmes'", ["ÉCOLE des femmes"]),
+        ("title ENDSWITH[c] 'GESCHICHTE'", ["Die unendliche Geschichte"]),
+        ("title LIKE '*Wizard*'", ["A Wizard of Earthsea"]),
+        ("title LIKE[c] 'm?mo'", ["Momo"]),
+        ("title MATCHES '[A-Z][a-z]+'", ["Momo"]),
+        ("title MATCHES[c] 'la .*'", ["La Peste"]),
+        ("score > 4.4 OR pages < 100", ["Die unendliche Geschichte", "The Dispossessed", "ÉCOLE des femmes"]),
+        ("NOT (score > 4.0)", ["L'Étranger", "La Peste", "ÉCOLE des femmes"]),
+        ("!(title BEGINSWITH 'L') && pages > 380", ["Die unendliche Geschichte", "The Dispossessed"]),
+        ("author.name == 'Michael Ende'", ["Die unendliche Geschichte", "Momo"]),
+        ("author.rating >= 4 AND pages < 200", ["A Wizard of Earthsea"]),
+        ("author.email == nil", ["Die unendliche Geschichte", "Momo"]),
+        ("author.email ENDSWITH '.fr'", ["L'Étranger", "La Peste", "ÉCOLE des femmes"]),
+        ("ANY tags.name == 'sf'", ["The Dispossessed"]),
+        (
+            "ANY tags.name IN {'sf', 'fantasy'}",
+            ["A Wizard of Earthsea", "Die unendliche Geschichte", "The Dispossessed"]
+        ),
+        ("'classic' IN tags.name", ["Die unendliche Geschichte", "L'Étranger", "La Peste", "The Dispossessed"]),
+        ("ALL tags.name == 'classic'", ["L'Étranger", "La Peste", "Momo", "ÉCOLE des femmes"]),
+        ("NONE tags.name == 'classic'", ["A Wizard of Earthsea", "Momo", "ÉCOLE des femmes"]),
+        ("tags.@count == 2", ["Die unendliche Geschichte", "The Dispossessed"]),
+        ("tags.@count == 0", ["Momo", "ÉCOLE des femmes"]),
+        (
+            "author.books.@count == 2",
+            ["A Wizard of Earthsea", "Die unendliche Geschichte", "Momo", "The Dispossessed"]
+        ),
+        (
+            "inPrint == YES AND TRUEPREDICATE",
+            [
+                "A Wizard of Earthsea", "Die unendliche Geschichte", "L'Étranger", "La Peste", "Momo",
+                "The Dispossessed", "ÉCOLE des femmes",
+            ]
+        ),
+        ("FALSEPREDICATE OR title = \"Momo\"", ["Momo"]),
+    ]
+
+    @Test(arguments: cases)
+    func aPredicateSelectsTheExpectedBooks(format: String, expected: [String]) throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            #expect(try library.titles(format) == expected, "\(format)")
+        }
+    }
+
+    @Test func placeholdersTakeArguments() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            #expect(try library.titles("%K > %d", "pages", 400) == ["Die unendliche Geschichte"])
+            #expect(try library.titles("score < %f", 3.0) == ["ÉCOLE des femmes"])
+            #expect(try library.titles("title IN %@", ["Momo", "La Peste"]) == ["La Peste", "Momo"])
+            #expect(try library.titles("title BEGINSWITH[cd] %@", "ecole") == ["ÉCOLE des femmes"])
+            let author = try #require(
+                try ObjectContext(store: store).fetch(
+                    FetchRequest(entity: "Author", predicate: try FetchPredicate("name == 'Albert Camus'"))
+                ).first)
+            #expect(
+                try library.titles("author == %@", .object(author.objectID)) == [
+                    "L'Étranger", "La Peste", "ÉCOLE des femmes",
+                ])
+            #expect(
+                try library.titles("author != %@ AND pages > 380", .object(author.objectID)) == [
+                    "Die unendliche Geschichte", "The Dispossessed",
+                ])
+        }
+    }
+
+    @Test func theSwiftBuilderMatchesTheParsedForm() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let built: FetchPredicate =
+                .key("title").beginsWith("l", options: .caseInsensitive)
+                || (.key("pages") > 400 && !(.key("score") < 4.0))
+            var request = FetchRequest(entity: "Book", predicate: built, sortKeys: [SortKey("title")])
+            request.includesPendingChanges = false
+            let titles = try ObjectContext(store: store).fetch(request).map { try $0["title"].stringValue }
+            #expect(titles == (try library.titles(built.description)))
+            #expect(titles == ["Die unendliche Geschichte", "L'Étranger", "La Peste"])
+            #expect(try FetchPredicate(built.description) == built)
+        }
+    }
+
+    static let parseErrors: [(String, String)] = [
+        ("title ==", "at position 9: expected a key path or a value, found the end of the predicate"),
+        ("title = 'abc", "at position 9: the string is not closed (expected ')"),
+        ("(pages > 3", "at position 11: expected ')', found the end of the predicate"),
+        ("pages >> 3", "at position 8: expected a key path or a value, found '>'"),
+        ("pages 3", "at position 7: expected a comparison operator (==, <, BEGINSWITH, IN, ...), found the number 3"),
+        ("pages > 3 title", "at position 11: expected AND, OR or the end of the predicate, found 'title'"),
+        ("title BEGINSWITH[x] 'a'", "at position 18: unknown comparison option 'x' (expected c, d or cd)"),
+        ("pages IN 3", "at position 7: IN needs a list: {a, b} or an array argument"),
+        ("pages BETWEEN {1}", "at position 7: BETWEEN needs a list of two values: {low, high}"),
+        ("'a' BEGINSWITH title", "at position 1: the left side of BEGINSWITH must be a key path"),
+        ("3 == 4", "at position 1: a comparison needs a key path on one side"),
+        ("title == %@", "at position 10: '%@' has no argument (0 given)"),
+        ("pages > %z", "at position 9: unknown placeholder '%z' (expected %@, %K, %d or %f)"),
+        ("tags.@sum > 3", "at position 6: unknown key '@sum' (only @count is supported)"),
+        ("title = $x", "at position 9: unexpected character '$'"),
+    ]
+
+    @Test(arguments: parseErrors)
+    func aParseErrorGivesThePositionAndWhatWasExpected(format: String, message: String) {
+        let error = entityStoreError { _ = try FetchPredicate(format) }
+        #expect(error?.code == .invalidPredicate)
+        #expect(error?.message == message)
+    }
+
+    @Test func limitsOnLengthAndNestingAreEnforced() {
+        let long = "title == '" + String(repeating: "x", count: 5000) + "'"
+        #expect(entityStoreError { _ = try FetchPredicate(long) }?.message.contains("the limit is 4096") == true)
+        let deep = String(repeating: "(", count: 100) + "pages > 1" + String(repeating: ")", count: 100)
+        #expect(entityStoreError { _ = try FetchPredicate(deep) }?.message.contains("nests deeper than 64") == true)
+        let nots = String(repeating: "NOT ", count: 100) + "pages > 1"
+        #expect(entityStoreError { _ = try FetchPredicate(nots) }?.code == .invalidPredicate)
+    }
+
+    static let schemaErrors: [(String, String)] = [
+        ("titel == 'x'", "Book has no key 'titel'"),
+        ("author.nme == 'x'", "Author has no key 'nme' (in 'author.nme')"),
+        ("title.length > 3", "'title' is an attribute of Book, not a relationship (in 'title.length')"),
+        ("tags.name == 'sf'", "'tags.name' goes through a to-many relationship: use ANY, ALL or NONE, or @count"),
+        ("ANY title == 'x'", "ANY needs a to-many key path; 'title' is not"),
+        ("pages BEGINSWITH '3'", "BEGINSWITH needs a string; 'pages' is a int64"),
+        ("pages == 'many'", "'pages' is a int64 and cannot be compared with \"many\""),
+        ("title.@count > 1", "@count must follow a to-many relationship (in 'title.@count')"),
+        ("author == 'x'", "'author' is a relationship: compare it with == or != to an object or nil"),
+    ]
+
+    @Test(arguments: schemaErrors)
+    func unknownKeysAndWrongTypesAreNamedAgainstTheSchema(format: String, message: String) throws {
+        try withStore { store, _ in
+            let request = FetchRequest(entity: "Book", predicate: try FetchPredicate(format))
+            let error = entityStoreError { _ = try ObjectContext(store: store).fetch(request) }
+            #expect(error?.code == .invalidPredicate)
+            #expect(error?.message == message)
+        }
+    }
+}
