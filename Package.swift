@@ -30,7 +30,8 @@ let package = Package(
         .target(
             name: "TestSupport", dependencies: ["LMDB", "SectionedDiff", "EntityStore"], path: "Tests/TestSupport"),
         // A helper executable the tests start as a real second process.
-        .executableTarget(name: "es-test-helper", dependencies: ["LMDB", "EntityStore"], path: "Tests/TestHelper"),
+        .executableTarget(
+            name: "es-test-helper", dependencies: ["LMDB", "EntityStore", "TestSupport"], path: "Tests/TestHelper"),
 
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport", "es-test-helper"]),
         .testTarget(name: "SectionedDiffTests", dependencies: ["SectionedDiff", "TestSupport"]),

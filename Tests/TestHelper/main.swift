@@ -1,8 +1,10 @@
+import EntityStore
 // The test helper: a real second process for the multi-process, crash and file-mode tests.
 //
 // Usage: es-test-helper COMMAND ARGS...   (exit 0 on success, 1 with a message on stderr on failure)
 import Foundation
 import LMDB
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -76,6 +78,18 @@ do {
             let stats = try env.read { try $0.statistics(db) }
             print("\(name) \(stats.entries)")
         }
+
+    case "tag-saver":
+        // tag-saver PATH COUNT: COUNT saves on the fixture library store, each inserting one Tag "t<i>".
+        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: tag-saver PATH N") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
+        let context = ObjectContext(store: store, name: "helper")
+        for i in 0..<count {
+            let tag = try context.insert("Tag")
+            try tag.setValue(.string("t\(getpid())-\(i)"), forKey: "name")
+            try context.save()
+        }
+        print("saved \(count)")
 
     default:
         fail("unknown command \(command)")

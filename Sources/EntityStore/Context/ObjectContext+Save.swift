@@ -14,6 +14,7 @@ extension ObjectContext {
     /// - Throws: ``EntityStoreError`` with ``EntityStoreError/Code/validationFailed`` or
     ///   ``EntityStoreError/Code/conflict`` listing every failure, or a storage error.
     public func save() throws {
+        processPendingChanges()
         guard hasChanges else {
             dirty = []
             return
@@ -24,15 +25,23 @@ extension ObjectContext {
             saveSnapshot = nil
             undo.isSuspended = false
         }
+        let record: ChangeRecord
+        let resolutions: [ObjectID: ChangeWriter.Resolution]
         do {
             var failures = try propagateDeletes()
             failures += validateValues()
-            try writeChanges(requiredFailures: failures)
+            (record, resolutions) = try writeChanges(requiredFailures: failures)
         } catch {
             restore(saveSnapshot ?? [:])
+            pendingSnapshot = [:]
+            userDrivenTouched = []
+            otherTouched = []
             throw error
         }
-        finishSave()
+        finishSave(resolutions)
+        processPendingChanges()
+        deliver(record)
+        store.publisher.catchUp(store, force: true)
     }
 
     /// Runs the delete rules; returns the deny failures.
@@ -107,15 +116,20 @@ extension ObjectContext {
         return failures
     }
 
-    /// Writes every change in one transaction; uniqueness and conflicts are checked inside it, against the state
-    /// it sees, so that no other writer can slip in between.
-    func writeChanges(requiredFailures: [EntityStoreError.Failure]) throws {
+    /// Writes every change in one transaction, with its history entry; uniqueness and conflicts are checked
+    /// inside it, against the state it sees, so that no other writer can slip in between.
+    func writeChanges(
+        requiredFailures: [EntityStoreError.Failure]
+    ) throws
+        -> (ChangeRecord, [ObjectID: ChangeWriter.Resolution])
+    {
         let objects = dirty.compactMap { registered[$0] }.sorted { $0.objectID < $1.objectID }
-        try mappingStorageErrors("saving") {
+        return try mappingStorageErrors("saving") {
             try store.environment.write { txn in
                 var writer = ChangeWriter(store: store, txn: txn)
                 var failures = requiredFailures
                 var conflicts: [EntityStoreError.Failure] = []
+                var resolutions: [ObjectID: ChangeWriter.Resolution] = [:]
                 failures += try writer.checkUniqueness(objects)
                 for object in objects {
                     if object.isDeleted {
@@ -123,7 +137,9 @@ extension ObjectContext {
                     } else if object.isInserted {
                         try writer.insert(object)
                     } else if object.hasChanges {
-                        if let conflict = try writer.update(object) { conflicts.append(conflict) }
+                        let (conflict, resolution) = try writer.update(object, policy: mergePolicy)
+                        if let conflict { conflicts.append(conflict) }
+                        if let resolution { resolutions[object.objectID] = resolution }
                     }
                 }
                 if !failures.isEmpty {
@@ -139,14 +155,88 @@ extension ObjectContext {
                         .conflict, summary, entity: conflicts[0].entity, objectID: conflicts[0].objectID,
                         failures: conflicts)
                 }
+                var record = ChangeRecord(
+                    kind: .didSave, changes: savedChanges(objects, resolutions), author: name, contextID: contextID)
+                record.transaction = try store.appendHistory(record, txn)
+                return (record, resolutions)
             }
         }
     }
 
+    /// The per-object changes of a save, from each object's committed state to what was written.
+    func savedChanges(_ objects: [ManagedObject], _ resolutions: [ObjectID: ChangeWriter.Resolution]) -> [ObjectChange]
+    {
+        var changes: [ObjectChange] = []
+        for object in objects {
+            let names = object.entity.attributes.map(\.name)
+            let userDriven = unsavedUserDriven[object.objectID] ?? false
+            if object.isDeleted {
+                guard !object.isInserted else { continue }
+                let old = object.committed ?? object.values ?? []
+                changes.append(
+                    ObjectChange(
+                        objectID: object.objectID, kind: .delete, changedKeys: names,
+                        oldValues: Dictionary(uniqueKeysWithValues: zip(names, old)),
+                        oldRelationships: object.committedRelated.mapValues { $0.sorted() }, isUserDriven: userDriven))
+                continue
+            }
+            var final = object.values
+            switch resolutions[object.objectID] {
+            case .keepStored(let stored, _)?: final = stored
+            case .wrote(let written, _)?: final = written
+            case .deletedElsewhere?: continue
+            case nil: break
+            }
+            if object.isInserted {
+                changes.append(
+                    ObjectChange(
+                        objectID: object.objectID, kind: .insert, changedKeys: names,
+                        newValues: Dictionary(uniqueKeysWithValues: zip(names, final ?? [])), isUserDriven: userDriven))
+                continue
+            }
+            var keys: [String] = []
+            var old: [String: Value] = [:]
+            var new: [String: Value] = [:]
+            if let final, let committed = object.committed {
+                for i in names.indices where final[i] != committed[i] {
+                    keys.append(names[i])
+                    old[names[i]] = committed[i]
+                    new[names[i]] = final[i]
+                }
+            }
+            var oldRelationships: [String: [ObjectID]] = [:]
+            for (name, targets) in object.related.sorted(by: { $0.key < $1.key })
+            where object.committedRelated[name] != targets {
+                keys.append(name)
+                oldRelationships[name] = (object.committedRelated[name] ?? []).sorted()
+            }
+            guard !keys.isEmpty else { continue }
+            changes.append(
+                ObjectChange(
+                    objectID: object.objectID, kind: .update, changedKeys: keys, oldValues: old, newValues: new,
+                    oldRelationships: oldRelationships, isUserDriven: userDriven))
+        }
+        return changes
+    }
+
     /// After the commit: stored state becomes the committed state.
-    func finishSave() {
+    func finishSave(_ resolutions: [ObjectID: ChangeWriter.Resolution]) {
         for id in dirty {
             guard let object = registered[id] else { continue }
+            switch resolutions[id] {
+            case .keepStored(let values, let version)?, .wrote(let values, let version)?:
+                object.values = values
+                object.committed = values
+                object.rowVersion = version
+                object.isInserted = false
+                for (name, targets) in object.related { object.committedRelated[name] = targets }
+                continue
+            case .deletedElsewhere?:
+                recordPending(id)
+                object.isDeleted = true
+            case nil:
+                break
+            }
             if object.isDeleted {
                 registered[id] = nil
                 object.context = nil
@@ -160,6 +250,7 @@ extension ObjectContext {
             for (name, targets) in object.related { object.committedRelated[name] = targets }
         }
         dirty = []
+        unsavedUserDriven = [:]
         undo.clear()
     }
 }

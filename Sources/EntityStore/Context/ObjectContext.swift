@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 
 /// A scratchpad of managed objects on a ``PersistentStore``: insert, fetch, change, delete, then save or roll back.
@@ -27,6 +28,22 @@ public final class ObjectContext {
     let undo = UndoStack()
     /// Faults from a batched fetch: faulting one loads its whole batch.
     var faultBatches: [ObjectID: FaultBatch] = [:]
+    /// The identity of this context instance, recorded with its saves.
+    public let contextID = UUID()
+    /// States of objects before their first change since the last `processPendingChanges()`.
+    var pendingSnapshot: [ObjectID: ObjectState?] = [:]
+    /// Objects changed inside and outside a user-driven scope since the last processing.
+    var userDrivenTouched: Set<ObjectID> = []
+    var otherTouched: Set<ObjectID> = []
+    var userDrivenDepth = 0
+    /// Whether each unsaved object's processed changes were all user-driven, for the save's record.
+    var unsavedUserDriven: [ObjectID: Bool] = [:]
+    /// Who is told about changes.
+    let observers = ContextObservers()
+    /// Store changes waiting to be merged (automatic merging).
+    let inbox = ChangeInbox()
+    /// How a save resolves conflicts with changes saved elsewhere since the objects were read.
+    public var mergePolicy: MergePolicy = .error
 
     /// Creates a context on `store`.
     public init(store: PersistentStore, name: String? = nil) {
@@ -151,6 +168,9 @@ public final class ObjectContext {
     /// Discards every unsaved change: inserted objects go away, deleted ones come back, values return to their
     /// stored state. The undo history is cleared.
     public func rollback() {
+        for id in dirty { recordPending(id) }
+        defer { processPendingChanges() }
+        unsavedUserDriven = [:]
         for id in dirty {
             guard let object = registered[id] else { continue }
             if object.isInserted {
@@ -219,6 +239,7 @@ public final class ObjectContext {
 
     /// Records `id`'s state before its first change, for the undo group and a save in progress.
     func willChange(_ id: ObjectID) {
+        recordPending(id)
         let state = registered[id].map(ObjectState.init)
         undo.record(id, state)
         if saveSnapshot != nil && saveSnapshot?[id] == nil {
@@ -244,6 +265,7 @@ public final class ObjectContext {
     /// Restores objects to recorded states (undo, redo, a failed save).
     func restore(_ states: [ObjectID: ObjectState?]) {
         for (id, state) in states {
+            recordPending(id)
             guard let state else {
                 registered[id]?.context = nil
                 registered[id] = nil

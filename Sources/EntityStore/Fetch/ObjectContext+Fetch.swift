@@ -80,6 +80,7 @@ extension ObjectContext {
 
     /// The fetch pipeline: plan, read the snapshot, filter, merge pending changes, sort, window.
     func run(_ request: FetchRequest, shape: Shape) throws -> [Candidate] {
+        mergeInbox()
         try validateWindow(request)
         let storage = try store.storage(for: request.entity)
         let entity = storage.entity

@@ -89,32 +89,70 @@ struct ChangeWriter {
         try writeRelationships(of: object, storage)
     }
 
-    /// Writes an update; returns a conflict when the stored row changed since the object was read.
-    mutating func update(_ object: ManagedObject) throws -> EntityStoreError.Failure? {
+    /// How an update ended when the stored row had changed since the object was read.
+    enum Resolution {
+        /// The stored version stays (store wins): the object takes its values.
+        case keepStored([Value], UInt64)
+        /// The object's values (context wins) or a per-attribute merge were written.
+        case wrote([Value], UInt64)
+        /// The object was deleted elsewhere and stays deleted.
+        case deletedElsewhere
+    }
+
+    /// Writes an update under `policy`; returns a conflict (for the error policy) or how a conflict was resolved.
+    mutating func update(
+        _ object: ManagedObject, policy: MergePolicy
+    ) throws -> (EntityStoreError.Failure?, Resolution?) {
         let storage = try store.storage(for: object.entity.name)
         let pk = object.objectID.primaryKey
+        var resolution: Resolution?
         if let values = object.values, values != object.committed {
             guard let bytes = try txn.get(pk, in: storage.records) else {
-                return .init(
-                    entity: object.entity.name, objectID: object.objectID,
-                    message: "the object was deleted elsewhere since it was read")
+                switch policy {
+                case .error:
+                    return (
+                        .init(
+                            entity: object.entity.name, objectID: object.objectID,
+                            message: "the object was deleted elsewhere since it was read"), nil
+                    )
+                case .contextWins:
+                    try insert(object)
+                    return (nil, .wrote(values, 1))
+                case .storeWins, .propertyLevel:
+                    return (nil, .deletedElsewhere)
+                }
             }
             let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity)
+            var final = values
             if rowVersion != object.rowVersion {
-                return .init(
-                    entity: object.entity.name, objectID: object.objectID,
-                    message: "the object was saved elsewhere (row version \(rowVersion), read at"
-                        + " \(object.rowVersion))")
+                switch policy {
+                case .error:
+                    return (
+                        .init(
+                            entity: object.entity.name, objectID: object.objectID,
+                            message: "the object was saved elsewhere (row version \(rowVersion), read at"
+                                + " \(object.rowVersion))"), nil
+                    )
+                case .storeWins:
+                    try writeRelationships(of: object, storage)
+                    return (nil, .keepStored(stored, rowVersion))
+                case .contextWins:
+                    resolution = .wrote(values, rowVersion + 1)
+                case .propertyLevel:
+                    final = stored
+                    for i in values.indices where values[i] != object.committed?[i] { final[i] = values[i] }
+                    resolution = .wrote(final, rowVersion + 1)
+                }
             }
-            RecordCodec.encode(values, rowVersion: rowVersion + 1, into: &buffer)
+            RecordCodec.encode(final, rowVersion: rowVersion + 1, into: &buffer)
             try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
-            for (i, index) in storage.indexes where stored[i] != values[i] {
+            for (i, index) in storage.indexes where stored[i] != final[i] {
                 try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
-                try putIndex(values[i], object.entity.attributes[i], pk, index)
+                try putIndex(final[i], object.entity.attributes[i], pk, index)
             }
         }
         try writeRelationships(of: object, storage)
-        return nil
+        return (nil, resolution)
     }
 
     mutating func delete(_ object: ManagedObject) throws {

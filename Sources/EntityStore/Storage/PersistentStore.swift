@@ -42,14 +42,16 @@ public final class PersistentStore: Sendable {
     public let isReadOnly: Bool
 
     let meta: Database
+    let historyDatabase: Database
     let storages: [String: EntityStorage]
+    let publisher = StorePublisher()
     /// Model classes already checked against the schema.
     let checkedModels = Mutex<Set<String>>([])
     private let keyBlocks = Mutex<[String: (next: UInt64, end: UInt64)]>([:])
     static let keyBlockSize: UInt64 = 256
 
     private init(
-        environment: Environment, schema: Schema, storeID: UUID, readOnly: Bool, meta: Database,
+        environment: Environment, schema: Schema, storeID: UUID, readOnly: Bool, meta: Database, history: Database,
         storages: [String: EntityStorage]
     ) {
         self.environment = environment
@@ -57,6 +59,7 @@ public final class PersistentStore: Sendable {
         self.storeID = storeID
         self.isReadOnly = readOnly
         self.meta = meta
+        self.historyDatabase = history
         self.storages = storages
     }
 
@@ -83,8 +86,8 @@ public final class PersistentStore: Sendable {
         let environment = try mappingStorageErrors("opening the store at \(path)") {
             try Environment.open(path: path, options: .init(mapSize: options.mapSize, sync: options.sync))
         }
-        let (storeID, meta, storages) = try mappingStorageErrors("opening the store at \(path)") {
-            try environment.write { txn -> (UUID, Database, [String: EntityStorage]) in
+        let (storeID, meta, history, storages) = try mappingStorageErrors("opening the store at \(path)") {
+            try environment.write { txn -> (UUID, Database, Database, [String: EntityStorage]) in
                 let meta = try openMeta(txn)
                 let storeID: UUID
                 if let stored = try readSchema(txn, meta: meta) {
@@ -102,12 +105,13 @@ public final class PersistentStore: Sendable {
                 for entity in schema.entities {
                     storages[entity.name] = try EntityStorage.open(entity, in: txn, create: true)
                 }
-                return (storeID, meta, storages)
+                let history = try txn.openDatabase(StoreNames.history, create: true)
+                return (storeID, meta, history, storages)
             }
         }
         return PersistentStore(
             environment: environment, schema: schema, storeID: storeID, readOnly: false, meta: meta,
-            storages: storages)
+            history: history, storages: storages)
     }
 
     /// Opens the store at `path` read-only, with the schema stored in it: no writes, no migration.
@@ -138,9 +142,10 @@ public final class PersistentStore: Sendable {
                 for entity in schema.entities {
                     storages[entity.name] = try EntityStorage.open(entity, in: txn, create: false)
                 }
+                let history = try txn.openDatabase(StoreNames.history)
                 return PersistentStore(
                     environment: environment, schema: schema, storeID: storeID, readOnly: true, meta: meta,
-                    storages: storages)
+                    history: history, storages: storages)
             }
         }
     }

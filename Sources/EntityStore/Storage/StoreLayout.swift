@@ -12,6 +12,7 @@ import LMDB
 /// - `history`: transaction number → change entry (the observation issue).
 enum StoreNames {
     static let meta = "meta"
+    static let history = "history"
     static func records(_ entity: String) -> String { "records.\(entity)" }
     static func index(_ entity: String, _ attribute: String) -> String { "index.\(entity).\(attribute)" }
     static func relationship(_ entity: String, _ name: String) -> String { "rel.\(entity).\(name)" }
@@ -21,6 +22,7 @@ enum StoreNames {
         static let storeID = Array("storeID".utf8)
         static let schema = Array("schema".utf8)
         static let schemaHistory = Array("schemaHistory".utf8)
+        static let historySequence = Array("historySequence".utf8)
         static func sequence(_ entity: String) -> [UInt8] { Array("seq.\(entity)".utf8) }
     }
 }

@@ -1,0 +1,112 @@
+import Foundation
+
+/// What happened to one object in a change event: its kind, the keys that changed, and their values before and
+/// after.
+public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
+    /// The kind of change.
+    public enum Kind: String, Sendable, Hashable, Codable {
+        case insert
+        case update
+        case delete
+    }
+
+    /// The object.
+    public var objectID: ObjectID
+    /// The kind of change.
+    public var kind: Kind
+    /// The attributes and relationships that changed (for an insert or a delete: every attribute).
+    public var changedKeys: [String]
+    /// The attributes' values before the change (for an update: the changed ones; for a delete: all of them).
+    public var oldValues: [String: Value]
+    /// The attributes' values after the change (for an update: the changed ones; for an insert: all of them).
+    public var newValues: [String: Value]
+    /// The relationships' targets before the change, for the changed relationships that were loaded.
+    public var oldRelationships: [String: [ObjectID]]
+    /// Whether the change was made inside a user-driven scope (``ObjectContext/performUserDrivenChanges(_:)``).
+    public var isUserDriven: Bool
+
+    public init(
+        objectID: ObjectID, kind: Kind, changedKeys: [String], oldValues: [String: Value] = [:],
+        newValues: [String: Value] = [:], oldRelationships: [String: [ObjectID]] = [:], isUserDriven: Bool = false
+    ) {
+        self.objectID = objectID
+        self.kind = kind
+        self.changedKeys = changedKeys
+        self.oldValues = oldValues
+        self.newValues = newValues
+        self.oldRelationships = oldRelationships
+        self.isUserDriven = isUserDriven
+    }
+
+    public var description: String {
+        var text = "\(kind.rawValue) \(objectID)"
+        if kind == .update {
+            text +=
+                " "
+                + changedKeys.map { key in
+                    guard let old = oldValues[key], let new = newValues[key] else { return key }
+                    return "\(key): \(old) -> \(new)"
+                }.joined(separator: ", ")
+        }
+        if isUserDriven { text += " (user-driven)" }
+        return text
+    }
+}
+
+/// A batch of changes: one objects-did-change event, one save, or one merged commit. Sendable: it crosses threads
+/// and processes, unlike managed objects.
+public struct ChangeRecord: Sendable, Hashable, CustomStringConvertible {
+    /// Where the record comes from.
+    public enum Kind: String, Sendable, Hashable {
+        /// Changes processed in a context, saved or not (`processPendingChanges`).
+        case objectsDidChange
+        /// A context's committed save.
+        case didSave
+        /// Another context's or process's save, merged into this context.
+        case merged
+    }
+
+    /// Where the record comes from.
+    public var kind: Kind
+    /// The changes, in object ID order.
+    public var changes: [ObjectChange]
+    /// The history transaction number of a save (`nil` for unsaved changes).
+    public var transaction: UInt64?
+    /// The name of the context that made the changes.
+    public var author: String?
+    /// When the changes were made.
+    public var date: Date
+    /// The process that saved them.
+    public var processID: Int32
+    /// The context instance that made the changes (to recognise one's own saves).
+    public var contextID: UUID?
+
+    public init(
+        kind: Kind, changes: [ObjectChange], transaction: UInt64? = nil, author: String? = nil, date: Date = Date(),
+        processID: Int32 = getpid(), contextID: UUID? = nil
+    ) {
+        self.contextID = contextID
+        self.kind = kind
+        self.changes = changes
+        self.transaction = transaction
+        self.author = author
+        self.date = date
+        self.processID = processID
+    }
+
+    /// The inserted objects.
+    public var insertedIDs: [ObjectID] { changes.filter { $0.kind == .insert }.map(\.objectID) }
+    /// The updated objects.
+    public var updatedIDs: [ObjectID] { changes.filter { $0.kind == .update }.map(\.objectID) }
+    /// The deleted objects.
+    public var deletedIDs: [ObjectID] { changes.filter { $0.kind == .delete }.map(\.objectID) }
+    /// Whether every change was user-driven.
+    public var isUserDriven: Bool { !changes.isEmpty && changes.allSatisfy(\.isUserDriven) }
+    /// Whether the record holds no change.
+    public var isEmpty: Bool { changes.isEmpty }
+
+    public var description: String {
+        "\(kind.rawValue)" + (transaction.map { " tx \($0)" } ?? "") + (author.map { " by \($0)" } ?? "") + ": "
+            + changes.map(\.description).joined(separator: "; ")
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+
+/// The binary form of a history entry: one save's ``ChangeRecord``, written in the save's own write transaction.
+///
+/// ```
+/// byte     format version (1)
+/// varint   transaction number · 8 bytes date (LE double) · varint process ID · 16 bytes context ID
+/// string   author ("" for none) · varint change count
+/// per change: string entity · varint primary key · byte kind (0 insert, 1 update, 2 delete) · byte user-driven
+///             varint n, n × string changed key
+///             varint n, n × (string key, value) old values · varint n, n × (string key, value) new values
+///             varint n, n × (string key, varint m, m × (string entity, varint key)) old relationships
+/// string = varint length + UTF-8; value = type tag (0 nil, else the record codec's tag) + the record payload
+/// ```
+///
+/// The decoder checks every length and tag and throws ``EntityStoreError/Code/corruptData``; it never traps.
+enum HistoryCodec {
+    static let formatVersion: UInt8 = 1
+
+    static func encode(_ record: ChangeRecord, transaction: UInt64) -> [UInt8] {
+        var out: [UInt8] = [formatVersion]
+        RecordCodec.appendVarint(transaction, &out)
+        RecordCodec.appendLittleEndian(record.date.timeIntervalSinceReferenceDate.bitPattern, &out)
+        RecordCodec.appendVarint(UInt64(UInt32(bitPattern: record.processID)), &out)
+        withUnsafeBytes(of: (record.contextID ?? UUID.zero).uuid) { out.append(contentsOf: $0) }
+        appendString(record.author ?? "", &out)
+        RecordCodec.appendVarint(UInt64(record.changes.count), &out)
+        for change in record.changes {
+            appendString(change.objectID.entityName, &out)
+            RecordCodec.appendVarint(change.objectID.primaryKey, &out)
+            out.append(change.kind == .insert ? 0 : change.kind == .update ? 1 : 2)
+            out.append(change.isUserDriven ? 1 : 0)
+            RecordCodec.appendVarint(UInt64(change.changedKeys.count), &out)
+            for key in change.changedKeys { appendString(key, &out) }
+            for values in [change.oldValues, change.newValues] {
+                RecordCodec.appendVarint(UInt64(values.count), &out)
+                for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+                    appendString(key, &out)
+                    appendValue(value, &out)
+                }
+            }
+            RecordCodec.appendVarint(UInt64(change.oldRelationships.count), &out)
+            for (key, ids) in change.oldRelationships.sorted(by: { $0.key < $1.key }) {
+                appendString(key, &out)
+                RecordCodec.appendVarint(UInt64(ids.count), &out)
+                for id in ids {
+                    appendString(id.entityName, &out)
+                    RecordCodec.appendVarint(id.primaryKey, &out)
+                }
+            }
+        }
+        return out
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (ChangeRecord, UInt64) {
+        var reader = ByteReader(bytes: bytes, entity: "history entry")
+        let version = try reader.byte("format version")
+        guard version == formatVersion else { throw reader.corrupt("history format version \(version)") }
+        let transaction = try reader.varint("transaction number")
+        let date = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.fixed64("date")))
+        let process = try reader.varint("process ID")
+        guard process <= UInt64(UInt32.max) else { throw reader.corrupt("process ID \(process) out of range") }
+        let rawID = try reader.bytes(16, "context ID")
+        var raw = UUID.zero.uuid
+        withUnsafeMutableBytes(of: &raw) { $0.copyMemory(from: rawID) }
+        let uuid = UUID(uuid: raw)
+        let author = try reader.string("author")
+        let count = try reader.count("changes", minimumBytesEach: 4)
+        var changes: [ObjectChange] = []
+        for _ in 0..<count {
+            let entity = try reader.string("entity")
+            let key = try reader.varint("primary key")
+            guard key > 0, !entity.isEmpty else { throw reader.corrupt("an object ID of \(entity)/p\(key)") }
+            let kindByte = try reader.byte("change kind")
+            guard kindByte <= 2 else { throw reader.corrupt("change kind \(kindByte)") }
+            let userDriven = try reader.byte("user-driven flag")
+            guard userDriven <= 1 else { throw reader.corrupt("user-driven flag \(userDriven)") }
+            var keys: [String] = []
+            for _ in 0..<(try reader.count("changed keys", minimumBytesEach: 1)) {
+                keys.append(try reader.string("key"))
+            }
+            var valueSets: [[String: Value]] = []
+            for what in ["old values", "new values"] {
+                var values: [String: Value] = [:]
+                for _ in 0..<(try reader.count(what, minimumBytesEach: 2)) {
+                    let name = try reader.string("key")
+                    values[name] = try reader.taggedValue(name)
+                }
+                valueSets.append(values)
+            }
+            var relationships: [String: [ObjectID]] = [:]
+            for _ in 0..<(try reader.count("relationships", minimumBytesEach: 2)) {
+                let name = try reader.string("relationship")
+                var ids: [ObjectID] = []
+                for _ in 0..<(try reader.count("related objects", minimumBytesEach: 2)) {
+                    let targetEntity = try reader.string("entity")
+                    let targetKey = try reader.varint("primary key")
+                    guard targetKey > 0 else { throw reader.corrupt("a related object with key 0") }
+                    ids.append(ObjectID(entityName: targetEntity, primaryKey: targetKey))
+                }
+                relationships[name] = ids
+            }
+            changes.append(
+                ObjectChange(
+                    objectID: ObjectID(entityName: entity, primaryKey: key),
+                    kind: kindByte == 0 ? .insert : kindByte == 1 ? .update : .delete, changedKeys: keys,
+                    oldValues: valueSets[0], newValues: valueSets[1], oldRelationships: relationships,
+                    isUserDriven: userDriven == 1))
+        }
+        guard reader.offset == bytes.count else {
+            throw reader.corrupt("\(bytes.count - reader.offset) trailing bytes")
+        }
+        let record = ChangeRecord(
+            kind: .didSave, changes: changes, transaction: transaction, author: author.isEmpty ? nil : author,
+            date: date, processID: Int32(bitPattern: UInt32(process)), contextID: uuid == .zero ? nil : uuid)
+        return (record, transaction)
+    }
+
+    static func appendString(_ text: String, _ out: inout [UInt8]) {
+        let utf8 = Array(text.utf8)
+        RecordCodec.appendVarint(UInt64(utf8.count), &out)
+        out.append(contentsOf: utf8)
+    }
+
+    static func appendValue(_ value: Value, _ out: inout [UInt8]) {
+        guard let type = value.type else {
+            out.append(0)
+            return
+        }
+        var record: [UInt8] = []
+        RecordCodec.encode([value], rowVersion: 0, into: &record)
+        // The one-attribute record is: version, row version 0, count 1, bitmap 0, tag, payload.
+        out.append(RecordCodec.tag(of: type))
+        out.append(contentsOf: record.dropFirst(5))
+    }
+}
+
+extension UUID {
+    static let zero = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+}
+
+extension ByteReader {
+    mutating func fixed64(_ what: String) throws -> UInt64 {
+        UInt64(littleEndian: try bytes(8, what).loadUnaligned(as: UInt64.self))
+    }
+
+    mutating func string(_ what: String) throws -> String {
+        let raw = try bytes(try length(what), what)
+        guard let text = String(validating: raw, as: UTF8.self) else { throw corrupt("the \(what) is not valid UTF-8") }
+        return text
+    }
+
+    /// A count of items that each need at least `minimumBytesEach` bytes: a count the remaining bytes cannot hold
+    /// is corrupt (and would otherwise make the decoder loop or allocate for nothing).
+    mutating func count(_ what: String, minimumBytesEach: Int) throws -> Int {
+        let count = try varint("count of \(what)")
+        guard count <= UInt64((bytes.count - offset) / max(1, minimumBytesEach)) else {
+            throw corrupt("\(count) \(what) cannot fit in \(bytes.count - offset) bytes")
+        }
+        return Int(count)
+    }
+
+    mutating func taggedValue(_ name: String) throws -> Value {
+        let tag = try byte("type tag of '\(name)'")
+        if tag == 0 { return .null }
+        guard let type = AttributeType.allCases.first(where: { RecordCodec.tag(of: $0) == tag }) else {
+            throw corrupt("unknown type tag \(tag) for '\(name)'")
+        }
+        return try value(of: type, name)
+    }
+}

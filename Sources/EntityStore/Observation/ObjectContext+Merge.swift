@@ -1,0 +1,99 @@
+import Foundation
+
+/// How a save resolves a conflict: an object it changes was saved elsewhere since the context read it.
+public enum MergePolicy: Sendable, Equatable {
+    /// Refuse the save and list every conflict (the default).
+    case error
+    /// Keep the stored version of conflicting objects; the context's changes to them are dropped.
+    case storeWins
+    /// Write the context's version of conflicting objects over the stored one.
+    case contextWins
+    /// Per attribute: the context's value where it changed it, the stored value elsewhere.
+    case propertyLevel
+}
+
+extension ObjectContext {
+    /// Merges another context's or process's save into this context: registered objects are refreshed (keeping
+    /// their unsaved changes on top), deleted ones are removed, and one merged event is delivered.
+    ///
+    /// Changes this context made itself are skipped.
+    public func merge(_ record: ChangeRecord) {
+        guard record.contextID != contextID || record.contextID == nil else { return }
+        processPendingChangesWithoutMerging()
+        var merged: [ObjectChange] = []
+        for change in record.changes {
+            let id = change.objectID
+            guard store.storages[id.entityName] != nil else { continue }
+            switch change.kind {
+            case .insert:
+                if let object = registered[id], object.isFault { faultBatches[id] = nil }
+                merged.append(change)
+            case .update:
+                var mergedChange = change
+                if let object = registered[id], object.values != nil, !object.isInserted {
+                    let before = ObjectState(object)
+                    try? refresh(object, mergeChanges: true)
+                    if let values = before.values {
+                        for (i, attribute) in object.entity.attributes.enumerated()
+                        where change.changedKeys.contains(attribute.name) {
+                            mergedChange.oldValues[attribute.name] = values[i]
+                        }
+                    }
+                } else if let object = registered[id] {
+                    object.related = [:]
+                    object.committedRelated = [:]
+                }
+                merged.append(mergedChange)
+            case .delete:
+                if let object = registered[id] {
+                    registered[id] = nil
+                    dirty.remove(id)
+                    object.context = nil
+                    object.isDeleted = true
+                }
+                merged.append(change)
+            }
+        }
+        deliver(
+            ChangeRecord(
+                kind: .merged, changes: merged, transaction: record.transaction, author: record.author,
+                date: record.date, processID: record.processID, contextID: record.contextID))
+    }
+
+    /// Core Data's name for ``merge(_:)``.
+    public func mergeChanges(fromContextDidSave record: ChangeRecord) { merge(record) }
+
+    /// Merge every save committed to the store, by other contexts and processes, at the next processing point
+    /// (``processPendingChanges()``, a fetch, a save). Off by default.
+    public var automaticallyMergesChangesFromStore: Bool {
+        get { inbox.subscription.withLock { $0 != nil } }
+        set {
+            if newValue == automaticallyMergesChangesFromStore { return }
+            if newValue {
+                let inbox = self.inbox
+                let since = (try? store.lastTransaction()) ?? 0
+                let id = store.publisher.subscribe(since: since) { record in
+                    inbox.records.withLock { $0.append(record) }
+                }
+                inbox.subscription.withLock { $0 = id }
+                store.publisher.startWatching(store)
+            } else if let id = inbox.subscription.withLock({ $0 }) {
+                store.publisher.unsubscribe(id)
+                inbox.subscription.withLock { $0 = nil }
+            }
+        }
+    }
+
+    /// Merges the store changes waiting for an automatically merging context.
+    func mergeInbox() {
+        guard inbox.subscription.withLock({ $0 != nil }) else { return }
+        for record in inbox.take() { merge(record) }
+    }
+
+    func processPendingChangesWithoutMerging() {
+        let subscribed = inbox.subscription.withLock { $0 }
+        inbox.subscription.withLock { $0 = nil }
+        processPendingChanges()
+        inbox.subscription.withLock { $0 = subscribed }
+    }
+}

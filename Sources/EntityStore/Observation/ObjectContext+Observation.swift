@@ -1,0 +1,174 @@
+import Foundation
+
+/// An observer's registration; the observer is removed by ``cancel()`` or when the token is released.
+public final class ObservationToken: @unchecked Sendable {
+    // @unchecked Sendable: `onCancel` is set once at creation and cleared under `lock`.
+    private let lock = NSLock()
+    private var onCancel: (() -> Void)?
+
+    init(_ onCancel: @escaping () -> Void) { self.onCancel = onCancel }
+
+    /// Stops the observation.
+    public func cancel() {
+        let action = lock.withLock { () -> (() -> Void)? in
+            defer { onCancel = nil }
+            return onCancel
+        }
+        action?()
+    }
+
+    deinit { cancel() }
+}
+
+extension Notification.Name {
+    /// Posted by a context after it processes changes (`object`: the context; `userInfo["record"]`: the
+    /// ``ChangeRecord``), as Core Data's `NSManagedObjectContextObjectsDidChange`.
+    public static let entityStoreObjectsDidChange = Notification.Name("EntityStoreObjectsDidChange")
+    /// Posted by a context after a save commits, as Core Data's `NSManagedObjectContextDidSave`.
+    public static let entityStoreDidSave = Notification.Name("EntityStoreDidSave")
+}
+
+/// The observers of one context.
+final class ContextObservers {
+    var nextID = 0
+    var handlers: [Int: (ChangeRecord) -> Void] = [:]
+}
+
+extension ObjectContext {
+    // MARK: - Observing
+
+    /// Calls `handler` with every processed change (objects-did-change and merged records) and every save, in
+    /// the context's isolation domain, until the token is cancelled or released.
+    ///
+    /// ```swift
+    /// let token = context.addObserver { record in print(record.insertedIDs) }
+    /// ```
+    public func addObserver(_ handler: @escaping (ChangeRecord) -> Void) -> ObservationToken {
+        let id = observers.nextID
+        observers.nextID += 1
+        observers.handlers[id] = handler
+        return ObservationToken { [weak observers] in observers?.handlers[id] = nil }
+    }
+
+    /// Every processed change and save of this context, as an asynchronous sequence.
+    ///
+    /// ```swift
+    /// for await record in context.changes { ... }
+    /// ```
+    public var changes: AsyncStream<ChangeRecord> {
+        let (stream, continuation) = AsyncStream<ChangeRecord>.makeStream()
+        let id = observers.nextID
+        observers.nextID += 1
+        observers.handlers[id] = { continuation.yield($0) }
+        return stream
+    }
+
+    func deliver(_ record: ChangeRecord) {
+        guard !record.isEmpty else { return }
+        for (_, handler) in observers.handlers.sorted(by: { $0.key < $1.key }) { handler(record) }
+        NotificationCenter.default.post(
+            name: record.kind == .didSave ? .entityStoreDidSave : .entityStoreObjectsDidChange, object: self,
+            userInfo: ["record": record])
+    }
+
+    // MARK: - Processing
+
+    /// Coalesces the changes made since the last call into one objects-did-change event and delivers it.
+    ///
+    /// Runs before a save, at the end of ``perform(_:)`` and ``performUserDrivenChanges(_:)``, and whenever the app
+    /// calls it. Changes that cancel out (a value set and set back, an object inserted and deleted) deliver nothing.
+    public func processPendingChanges() {
+        mergeInbox()
+        guard !pendingSnapshot.isEmpty else { return }
+        let snapshot = pendingSnapshot
+        let userDriven = userDrivenTouched.subtracting(otherTouched)
+        pendingSnapshot = [:]
+        userDrivenTouched = []
+        otherTouched = []
+        var changes: [ObjectChange] = []
+        for (id, before) in snapshot.sorted(by: { $0.key < $1.key }) {
+            guard var change = difference(id, before) else { continue }
+            change.isUserDriven = userDriven.contains(id)
+            unsavedUserDriven[id] = (unsavedUserDriven[id] ?? true) && change.isUserDriven
+            changes.append(change)
+        }
+        deliver(ChangeRecord(kind: .objectsDidChange, changes: changes, author: name, contextID: contextID))
+    }
+
+    /// Runs `body` and then processes its changes into one event.
+    public func perform<R>(_ body: () throws -> R) rethrows -> R {
+        defer { processPendingChanges() }
+        return try body()
+    }
+
+    /// Runs `body` as a user-driven change (the UI already shows it, as when the user reorders rows): the
+    /// changes are flagged user-driven in events and in the history, and a fetched-results controller applies them
+    /// without delivering them (seed 000's "user-driven updates").
+    public func performUserDrivenChanges<R>(_ body: () throws -> R) rethrows -> R {
+        userDrivenDepth += 1
+        defer {
+            userDrivenDepth -= 1
+            if userDrivenDepth == 0 { processPendingChanges() }
+        }
+        return try body()
+    }
+
+    /// Whether changes made now are user-driven.
+    public var isInUserDrivenScope: Bool { userDrivenDepth > 0 }
+
+    /// Records `id`'s state before its first change since the last processing.
+    func recordPending(_ id: ObjectID) {
+        if !pendingSnapshot.keys.contains(id) {
+            pendingSnapshot[id] = .some(registered[id].map(ObjectState.init))
+        }
+        if userDrivenDepth > 0 { userDrivenTouched.insert(id) } else { otherTouched.insert(id) }
+    }
+
+    /// The change between an object's recorded state and its state now; `nil` when nothing changed.
+    func difference(_ id: ObjectID, _ before: ObjectState?) -> ObjectChange? {
+        let object = registered[id] ?? before?.object
+        let wasAlive = before.map { !$0.isDeleted } ?? false
+        let isAlive = object.map { !$0.isDeleted && $0.context === self } ?? false
+        let attributes = object?.entity.attributes ?? []
+        func named(_ values: [Value]?) -> [String: Value] {
+            guard let values else { return [:] }
+            return Dictionary(uniqueKeysWithValues: zip(attributes.map(\.name), values))
+        }
+        switch (wasAlive, isAlive) {
+        case (false, true):
+            return ObjectChange(
+                objectID: id, kind: .insert, changedKeys: attributes.map(\.name), newValues: named(object?.values))
+        case (true, false):
+            let old = before?.values ?? before?.committed
+            return ObjectChange(
+                objectID: id, kind: .delete, changedKeys: attributes.map(\.name), oldValues: named(old),
+                oldRelationships: before?.related.mapValues { $0.sorted() } ?? [:])
+        case (true, true):
+            guard let before, let object else { return nil }
+            var keys: [String] = []
+            var old: [String: Value] = [:]
+            var new: [String: Value] = [:]
+            if let previous = before.values ?? before.committed, let current = object.values {
+                for (i, attribute) in attributes.enumerated() where previous[i] != current[i] {
+                    keys.append(attribute.name)
+                    old[attribute.name] = previous[i]
+                    new[attribute.name] = current[i]
+                }
+            }
+            var oldRelationships: [String: [ObjectID]] = [:]
+            for relationship in object.entity.relationships {
+                guard let previous = before.related[relationship.name], let current = object.related[relationship.name],
+                    previous != current
+                else { continue }
+                keys.append(relationship.name)
+                oldRelationships[relationship.name] = previous.sorted()
+            }
+            guard !keys.isEmpty else { return nil }
+            return ObjectChange(
+                objectID: id, kind: .update, changedKeys: keys, oldValues: old, newValues: new,
+                oldRelationships: oldRelationships)
+        case (false, false):
+            return nil
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import LMDB
+
+extension PersistentStore {
+    /// The number of the last saved transaction in the history (0 before the first save).
+    public func lastTransaction() throws -> UInt64 {
+        try mappingStorageErrors("reading the last transaction") {
+            try environment.read { txn in try Self.historySequence(txn, meta: meta) }
+        }
+    }
+
+    /// The saves after transaction `since`, oldest first, as change records.
+    ///
+    /// - Parameters:
+    ///   - since: Return transactions numbered above this.
+    ///   - limit: At most this many.
+    public func history(since: UInt64 = 0, limit: Int? = nil) throws -> [ChangeRecord] {
+        try mappingStorageErrors("reading the history") {
+            try environment.read { txn in
+                var records: [ChangeRecord] = []
+                try txn.forEach(
+                    in: historyDatabase, range: KeyRange(lower: .init(IndexKey.primaryKey(since), inclusive: false))
+                ) { _, value in
+                    records.append(try HistoryCodec.decode(value).0)
+                    return limit.map { records.count >= $0 ? .stop : .continue } ?? .continue
+                }
+                return records
+            }
+        }
+    }
+
+    /// Deletes history entries numbered below `transaction`.
+    /// - Returns: How many entries were deleted.
+    @discardableResult
+    public func pruneHistory(before transaction: UInt64) throws -> Int {
+        try prune { number, _ in number < transaction }
+    }
+
+    /// Deletes history entries saved before `date`.
+    /// - Returns: How many entries were deleted.
+    @discardableResult
+    public func pruneHistory(before date: Date) throws -> Int {
+        try prune { _, record in record.date < date }
+    }
+
+    private func prune(_ doomed: (UInt64, ChangeRecord) -> Bool) throws -> Int {
+        try mappingStorageErrors("pruning the history") {
+            try environment.write { txn in
+                var keys: [UInt64] = []
+                try txn.forEach(in: historyDatabase) { key, value in
+                    let (record, number) = try HistoryCodec.decode(value)
+                    guard doomed(number, record) else { return .stop }
+                    keys.append(try IndexKey.primaryKey(from: key))
+                    return .continue
+                }
+                for key in keys { try txn.delete(key, in: historyDatabase) }
+                return keys.count
+            }
+        }
+    }
+
+    static func historySequence(_ txn: ReadTransaction, meta: Database) throws -> UInt64 {
+        guard let bytes = try txn.get(StoreNames.MetaKey.historySequence, in: meta) else { return 0 }
+        return try IndexKey.primaryKey(from: bytes)
+    }
+
+    /// Appends one history entry in the save's write transaction; returns its transaction number.
+    func appendHistory(_ record: ChangeRecord, _ txn: WriteTransaction) throws -> UInt64 {
+        let number = try Self.historySequence(txn, meta: meta) + 1
+        try txn.put(StoreNames.MetaKey.historySequence, IndexKey.primaryKey(number), in: meta)
+        let bytes = HistoryCodec.encode(record, transaction: number)
+        try bytes.withUnsafeBytes { try txn.put(number, $0, in: historyDatabase) }
+        return number
+    }
+}

@@ -1,0 +1,178 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+@Suite struct MergeTests {
+    @Test func aSaveMergesIntoASecondContextDeletionsIncluded() throws {
+        try withStore { store, _ in
+            let writer = ObjectContext(store: store)
+            let keep = try writer.insert("Tag")
+            try keep.setValue("keep", forKey: "name")
+            let doomed = try writer.insert("Tag")
+            try doomed.setValue("doomed", forKey: "name")
+            try writer.save()
+
+            let reader = ObjectContext(store: store)
+            let readerKeep = try reader.existingObject(with: keep.objectID)
+            let readerDoomed = try reader.existingObject(with: doomed.objectID)
+            let recorder = Recorder(reader)
+            let saves = Recorder(writer)
+            try keep.setValue("kept", forKey: "name")
+            try writer.delete(doomed)
+            let fresh = try writer.insert("Tag")
+            try fresh.setValue("fresh", forKey: "name")
+            try writer.save()
+
+            reader.mergeChanges(fromContextDidSave: try #require(saves.saves.last))
+            #expect(try readerKeep["name"] == "kept")
+            #expect(readerDoomed.context == nil)
+            #expect(readerDoomed.isDeleted)
+            let merged = try #require(recorder.records.last)
+            #expect(merged.kind == .merged)
+            #expect(Set(merged.insertedIDs) == [fresh.objectID])
+            #expect(merged.updatedIDs == [keep.objectID])
+            #expect(merged.deletedIDs == [doomed.objectID])
+            #expect(try reader.fetch(FetchRequest(entity: "Tag")).count == 2)
+        }
+    }
+
+    @Test func mergingKeepsUnsavedChangesOnTop() throws {
+        try withStore { store, _ in
+            let writer = ObjectContext(store: store)
+            let author = try writer.insert("Author")
+            try author.setValue("A", forKey: "name")
+            try writer.save()
+            let reader = ObjectContext(store: store)
+            let mine = try reader.existingObject(with: author.objectID)
+            try mine.setValue(7, forKey: "rating")
+            let saves = Recorder(writer)
+            try author.setValue("A2", forKey: "name")
+            try writer.save()
+            reader.merge(try #require(saves.saves.last))
+            #expect(try mine["name"] == "A2")
+            #expect(try mine["rating"] == 7)
+            try reader.save()  // no conflict: the merge took the new row version
+        }
+    }
+
+    @Test func automaticMergingPicksUpOtherContextsSaves() throws {
+        try withStore { store, _ in
+            let reader = ObjectContext(store: store)
+            reader.automaticallyMergesChangesFromStore = true
+            let recorder = Recorder(reader)
+            let writer = ObjectContext(store: store)
+            let tag = try writer.insert("Tag")
+            try tag.setValue("auto", forKey: "name")
+            try writer.save()
+            reader.processPendingChanges()
+            #expect(recorder.records.last?.kind == .merged)
+            #expect(recorder.records.last?.insertedIDs == [tag.objectID])
+            // Its own saves are not merged back.
+            let own = try reader.insert("Tag")
+            try own.setValue("own", forKey: "name")
+            try reader.save()
+            reader.processPendingChanges()
+            #expect(recorder.records.filter { $0.kind == .merged }.count == 1)
+        }
+    }
+
+    func conflict(_ policy: MergePolicy) throws -> (ManagedObject, ObjectContext, PersistentStore, TemporaryStore) {
+        let temporary = try TemporaryStore()
+        let store = temporary.store
+        let setup = ObjectContext(store: store)
+        let author = try setup.insert("Author")
+        try author.setValue("original", forKey: "name")
+        try author.setValue(1, forKey: "rating")
+        try setup.save()
+        let mine = ObjectContext(store: store)
+        mine.mergePolicy = policy
+        let object = try mine.existingObject(with: author.objectID)
+        let theirs = ObjectContext(store: store)
+        let other = try theirs.existingObject(with: author.objectID)
+        try other.setValue("theirs", forKey: "name")
+        try other.setValue(2, forKey: "rating")
+        try theirs.save()
+        try object.setValue("mine", forKey: "name")
+        return (object, mine, store, temporary)
+    }
+
+    func stored(_ store: PersistentStore, _ id: ObjectID) throws -> (Value, Value) {
+        let object = try ObjectContext(store: store).existingObject(with: id)
+        return (try object["name"], try object["rating"])
+    }
+
+    @Test func theErrorPolicyListsEveryConflict() throws {
+        let (object, context, store, temporary) = try conflict(.error)
+        defer { temporary.remove() }
+        let error = entityStoreError { try context.save() }
+        #expect(error?.code == .conflict)
+        #expect(error?.failures.count == 1)
+        #expect(error?.failures.first?.objectID == object.objectID)
+        #expect(try stored(store, object.objectID) == ("theirs", 2))
+    }
+
+    @Test func storeWinsKeepsTheStoredVersion() throws {
+        let (object, context, store, temporary) = try conflict(.storeWins)
+        defer { temporary.remove() }
+        try context.save()
+        #expect(try stored(store, object.objectID) == ("theirs", 2))
+        #expect(try object["name"] == "theirs")
+    }
+
+    @Test func contextWinsOverwritesTheStoredVersion() throws {
+        let (object, context, store, temporary) = try conflict(.contextWins)
+        defer { temporary.remove() }
+        try context.save()
+        #expect(try stored(store, object.objectID) == ("mine", 1))
+    }
+
+    @Test func propertyLevelMergesPerAttribute() throws {
+        let (object, context, store, temporary) = try conflict(.propertyLevel)
+        defer { temporary.remove() }
+        try context.save()
+        #expect(try stored(store, object.objectID) == ("mine", 2))
+        #expect(try object["rating"] == 2)
+        #expect(!context.hasChanges)
+    }
+}
+
+@Suite struct CrossProcessTests {
+    @Test func anotherProcessesSavesArriveOnceInOrderWithoutGaps() throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        let received = RecordBox()
+        let token = store.observeCommits(since: 0) { received.append($0) }
+        defer { token.cancel() }
+        let count = 40
+        let output = try ChildProcess.helper(["tag-saver", temporary.path, "\(count)"])
+        #expect(output.status == 0, "\(output.stderr)")
+        let deadline = Date().addingTimeInterval(20)
+        while received.count < count && Date() < deadline { usleep(10_000) }
+        let records = received.all
+        #expect(records.map(\.transaction) == (1...UInt64(count)).map { $0 })
+        #expect(records.allSatisfy { $0.author == "helper" && $0.insertedIDs.count == 1 })
+
+        // And a context that merges automatically sees the helper's objects.
+        let context = ObjectContext(store: store)
+        context.automaticallyMergesChangesFromStore = true
+        let second = try ChildProcess.helper(["tag-saver", temporary.path, "1"])
+        #expect(second.status == 0, "\(second.stderr)")
+        while received.count < count + 1 && Date() < deadline { usleep(10_000) }
+        usleep(100_000)
+        let recorder = Recorder(context)
+        context.processPendingChanges()
+        #expect(recorder.records.last?.kind == .merged)
+        #expect(try context.count(for: FetchRequest(entity: "Tag")) == count + 1)
+    }
+}
+
+final class RecordBox: @unchecked Sendable {
+    // @unchecked Sendable: `records` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var records: [ChangeRecord] = []
+    func append(_ record: ChangeRecord) { lock.withLock { records.append(record) } }
+    var count: Int { lock.withLock { records.count } }
+    var all: [ChangeRecord] { lock.withLock { records } }
+}

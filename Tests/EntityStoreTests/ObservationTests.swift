@@ -1,0 +1,188 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+/// Collects the records a context delivers.
+final class Recorder {
+    var records: [ChangeRecord] = []
+    var token: ObservationToken?
+
+    init(_ context: ObjectContext) {
+        token = context.addObserver { [unowned self] in records.append($0) }
+    }
+
+    var changes: [ChangeRecord] { records.filter { $0.kind != .didSave } }
+    var saves: [ChangeRecord] { records.filter { $0.kind == .didSave } }
+}
+
+@Suite struct ObservationTests {
+    @Test func processingDeliversOneEventForEveryKindOfChange() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store, name: "editor")
+            let recorder = Recorder(context)
+            let author = try context.insert("Author")
+            try author.setValue("A", forKey: "name")
+            try author.setValue("B", forKey: "name")  // coalesced with the insert
+            context.processPendingChanges()
+            #expect(recorder.changes.count == 1)
+            #expect(recorder.changes[0].insertedIDs == [author.objectID])
+            #expect(recorder.changes[0].changes[0].newValues["name"] == "B")
+            #expect(recorder.changes[0].author == "editor")
+            #expect(recorder.changes[0].transaction == nil)
+            try context.save()
+
+            try author.setValue(4, forKey: "rating")
+            let book = try context.insert("Book")
+            try book.setValue("T", forKey: "title")
+            try book.setObject(author, forKey: "author")
+            context.processPendingChanges()
+            let update = try #require(recorder.changes.last?.changes.first { $0.objectID == author.objectID })
+            #expect(update.kind == .update)
+            #expect(update.changedKeys == ["rating", "books"])
+            #expect(update.oldValues == ["rating": 0])
+            #expect(update.newValues == ["rating": 4])
+            #expect(update.oldRelationships == ["books": []])
+            try context.save()
+
+            try context.delete(author)
+            context.processPendingChanges()
+            #expect(recorder.changes.last?.deletedIDs == [author.objectID])
+            #expect(recorder.changes.last?.changes.first?.oldValues["name"] == "B")
+        }
+    }
+
+    @Test func writesOfEqualValuesAndRolledBackChangesDeliverNothing() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let tag = try context.insert("Tag")
+            try tag.setValue("x", forKey: "name")
+            try context.save()
+            let recorder = Recorder(context)
+            try tag.setValue("x", forKey: "name")
+            context.processPendingChanges()
+            try tag.setValue("y", forKey: "name")
+            try tag.setValue("x", forKey: "name")
+            context.processPendingChanges()
+            try tag.setValue("z", forKey: "name")
+            let scratch = try context.insert("Tag")
+            try context.delete(scratch)
+            context.rollback()
+            context.processPendingChanges()
+            try context.save()
+            #expect(recorder.records.isEmpty)
+        }
+    }
+
+    @Test func aRollbackAfterProcessingDeliversTheInverse() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let tag = try context.insert("Tag")
+            try tag.setValue("x", forKey: "name")
+            try context.save()
+            let recorder = Recorder(context)
+            try tag.setValue("y", forKey: "name")
+            context.processPendingChanges()
+            context.rollback()
+            #expect(recorder.changes.count == 2)
+            #expect(recorder.changes[1].changes[0].oldValues == ["name": "y"])
+            #expect(recorder.changes[1].changes[0].newValues == ["name": "x"])
+        }
+    }
+
+    @Test func aSaveDeliversItsTransactionAndRecordsItInTheHistory() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store, name: "saver")
+            let recorder = Recorder(context)
+            let tag = try context.insert("Tag")
+            try tag.setValue("first", forKey: "name")
+            try context.save()
+            try tag.setValue("second", forKey: "name")
+            try context.save()
+            #expect(recorder.saves.map(\.transaction) == [1, 2])
+            #expect(try store.lastTransaction() == 2)
+            let history = try store.history()
+            #expect(history.count == 2)
+            #expect(history[0].insertedIDs == [tag.objectID])
+            #expect(history[1].changes[0].changedKeys == ["name"])
+            #expect(history[1].changes[0].oldValues == ["name": "first"])
+            #expect(history[1].changes[0].newValues == ["name": "second"])
+            #expect(history[1].author == "saver")
+            #expect(history[1].contextID == context.contextID)
+            #expect(
+                history
+                    == recorder.saves.map {
+                        var r = $0; r.kind = .didSave; return r
+                    })
+            #expect(try store.history(since: 1).map(\.transaction) == [2])
+        }
+    }
+
+    @Test func historyIsPrunedBeforeANumberOrADate() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            for i in 0..<5 {
+                let tag = try context.insert("Tag")
+                try tag.setValue(.string("t\(i)"), forKey: "name")
+                try context.save()
+            }
+            #expect(try store.pruneHistory(before: 3) == 2)
+            #expect(try store.history().map(\.transaction) == [3, 4, 5])
+            #expect(try store.pruneHistory(before: Date.distantPast) == 0)
+            #expect(try store.pruneHistory(before: Date().addingTimeInterval(60)) == 3)
+            #expect(try store.history().isEmpty)
+            #expect(try store.lastTransaction() == 5)  // numbering goes on
+        }
+    }
+
+    @Test func userDrivenChangesAreFlaggedInEventsAndHistory() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let recorder = Recorder(context)
+            let a = try context.insert("Tag")
+            try a.setValue("a", forKey: "name")
+            try context.save()
+            let b = try context.insert("Tag")
+            try context.performUserDrivenChanges {
+                try a.setValue("moved", forKey: "name")
+                try b.setValue("b", forKey: "name")
+            }
+            let event = try #require(recorder.changes.last)
+            #expect(event.changes.first { $0.objectID == a.objectID }?.isUserDriven == true)
+            #expect(event.changes.first { $0.objectID == b.objectID }?.isUserDriven == false)  // inserted outside
+            try context.save()
+            let saved = try #require(try store.history().last)
+            #expect(saved.changes.first { $0.objectID == a.objectID }?.isUserDriven == true)
+            #expect(saved.changes.first { $0.objectID == b.objectID }?.isUserDriven == false)
+        }
+    }
+
+    @Test func streamsAndNotificationsCarryTheRecords() async throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let stream = context.changes
+        let received = NotificationCounter()
+        let observer = NotificationCenter.default.addObserver(
+            forName: .entityStoreDidSave, object: context, queue: nil
+        ) { _ in received.add() }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        let tag = try context.insert("Tag")
+        try tag.setValue("n", forKey: "name")
+        try context.save()
+        var iterator = stream.makeAsyncIterator()
+        let first = await iterator.next()
+        let second = await iterator.next()
+        #expect(first?.kind == .objectsDidChange)
+        #expect(second?.kind == .didSave)
+        #expect(received.value == 1)
+    }
+}
+
+final class NotificationCounter: @unchecked Sendable {
+    // @unchecked Sendable: `count` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
