@@ -1,0 +1,157 @@
+import LMDB
+import SectionedDiff
+
+extension FetchedResultsController {
+    /// Applies a processed change record: user-driven changes first (silently, unless the delegate asks for
+    /// them), then the others, delivered against the state after the user's changes.
+    func handle(_ record: ChangeRecord) {
+        guard hasFetched, let plan, record.kind != .didSave else { return }
+        var affected: [ObjectID: Set<String>] = [:]
+        var userDriven: [ObjectID: Bool] = [:]
+        for change in record.changes {
+            let flag = change.isUserDriven && record.kind != .merged
+            if change.objectID.entityName == plan.entity.name {
+                affected[change.objectID, default: []].formUnion(change.kind == .update ? change.changedKeys : [])
+                userDriven[change.objectID] = (userDriven[change.objectID] ?? true) && flag
+            }
+            for (dependent, keyPath) in dependents(of: change, plan) {
+                affected[dependent, default: []].insert(keyPath)
+                userDriven[dependent] = (userDriven[dependent] ?? true) && flag
+            }
+        }
+        guard !affected.isEmpty else { return }
+        let userIDs = affected.keys.filter { userDriven[$0] == true }
+        let otherIDs = affected.keys.filter { userDriven[$0] != true }
+        if !userIDs.isEmpty {
+            let before = displayed
+            apply(Set(userIDs), plan)
+            if delegate?.deliversUserDrivenChanges == true,
+                let changes = try? ChangeSet(
+                    from: before, to: displayed, changedKeys: affected.filter { userIDs.contains($0.key) })
+            {
+                deliver(changes, userDriven: true)
+            }
+        }
+        if !otherIDs.isEmpty {
+            let before = displayed
+            apply(Set(otherIDs), plan)
+            if let changes = try? ChangeSet(
+                from: before, to: displayed, changedKeys: affected.filter { otherIDs.contains($0.key) })
+            {
+                deliver(changes, userDriven: false)
+            }
+        }
+    }
+
+    /// The objects of the controller's entity whose predicate, sort or section values read the changed object
+    /// through relationships, with the key path they read it by.
+    func dependents(of change: ObjectChange, _ plan: Plan) -> [(ObjectID, String)] {
+        var result: [(ObjectID, String)] = []
+        for chain in plan.dependencies {
+            for depth in 1...chain.count where chain[depth - 1].destination == change.objectID.entityName {
+                // Walk back from the changed object to the controller's entity through the inverses.
+                var current: Set<ObjectID> = [change.objectID]
+                for step in chain[0..<depth].reversed() {
+                    var previous = Set<ObjectID>()
+                    for id in current {
+                        if let old = change.oldRelationships[step.inverse], id == change.objectID {
+                            previous.formUnion(old)
+                        }
+                        guard let object = try? context.object(with: id),
+                            let inverse = object.entity.relationship(step.inverse),
+                            let targets = try? context.targets(of: object, inverse)
+                        else { continue }
+                        previous.formUnion(targets)
+                    }
+                    current = previous
+                }
+                let text = chain[0..<depth].map(\.name).joined(separator: ".")
+                for id in current { result.append((id, text)) }
+            }
+        }
+        return result
+    }
+
+    /// Recomputes the rows of `ids` (membership, section and sort values) and redisplays.
+    func apply(_ ids: Set<ObjectID>, _ plan: Plan) {
+        for id in ids {
+            guard let old = rowByID.removeValue(forKey: id) else { continue }
+            let index = insertionIndex(old, plan.sortKeys)
+            if index < rows.count, rows[index].id == id {
+                rows.remove(at: index)
+            } else if let position = rows.firstIndex(where: { $0.id == id }) {
+                rows.remove(at: position)
+            }
+        }
+        let fresh = (try? newRows(for: ids, plan)) ?? []
+        for row in fresh.sorted(by: { precedes($0, $1, plan.sortKeys) }) {
+            rows.insert(row, at: insertionIndex(row, plan.sortKeys))
+            rowByID[row.id] = row
+        }
+        display()
+    }
+
+    /// The rows `ids` have now: those that exist and match, with their keys.
+    func newRows(for ids: Set<ObjectID>, _ plan: Plan) throws -> [Row] {
+        let includesPending = fetchRequest.includesPendingChanges
+        return try context.store.environment.read { txn in
+            let reader = FetchReader(txn: txn, store: context.store, context: context, includesPending: includesPending)
+            var result: [Row] = []
+            for id in ids.sorted() {
+                guard let subject = try reader.subject(for: id) else { continue }
+                if let predicate = plan.predicate, try !predicate.evaluate(subject) { continue }
+                let keys = try plan.keyPaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null }
+                result.append(Row(id: id, keys: keys))
+            }
+            return result
+        }
+    }
+
+    /// Delivers one batch to the delegate, in the contract's causal order.
+    func deliver(_ changes: ChangeSet<Value, ObjectID>, userDriven: Bool) {
+        guard !changes.isEmpty, let delegate else { return }
+        isUserDrivenBatch = userDriven
+        defer { isUserDrivenBatch = false }
+        let batch = changes.batch
+        guard !batch.isEmpty else { return }
+        delegate.controllerWillChangeContent(self)
+        for callback in batch.callbacks {
+            switch callback {
+            case .deleteItem(let id, let at):
+                delegate.controller(self, didChange: id, at: at, for: .delete, newIndexPath: nil)
+            case .deleteSection(let index):
+                let section = changes.old.sections[index]
+                let name = Self.name(of: section.key)
+                delegate.controller(
+                    self,
+                    didChange: SectionInfo(
+                        name: name, indexTitle: indexTitle(for: name), value: section.key, objectIDs: section.items),
+                    atSectionIndex: index, for: .delete)
+            case .insertSection(let index):
+                let section = changes.new.sections[index]
+                let name = Self.name(of: section.key)
+                delegate.controller(
+                    self,
+                    didChange: SectionInfo(
+                        name: name, indexTitle: indexTitle(for: name), value: section.key, objectIDs: section.items),
+                    atSectionIndex: index, for: .insert)
+            case .insertItem(let id, let at):
+                delegate.controller(self, didChange: id, at: nil, for: .insert, newIndexPath: at)
+            case .moveItem(let id, let from, let to, _):
+                delegate.controller(self, didChange: id, at: from, for: .move, newIndexPath: to)
+            case .updateItem(let id, let from, let to, _):
+                delegate.controller(self, didChange: id, at: from, for: .update, newIndexPath: to)
+            }
+        }
+        delegate.controller(self, didChangeContentWith: changes)
+        delegate.controller(
+            self,
+            didChangeContentWith: ResultsSnapshot(
+                sectionIdentifiers: displayed.sections.map { Self.name(of: $0.key) },
+                itemIdentifiers: displayed.sections.map(\.items)))
+        if sectionNameKeyPath == nil, let difference = changes.flatDifference {
+            delegate.controller(self, didChangeContentWith: difference)
+        }
+        delegate.controllerDidChangeContent(self)
+    }
+}

@@ -1,0 +1,233 @@
+import LMDB
+import SectionedDiff
+
+/// Live, sectioned results of a fetch request, driving a list UI: it reports every change to its delegate by the
+/// change contract in DESIGN.md, so that a batch always applies cleanly.
+///
+/// ```swift
+/// let controller = FetchedResultsController(
+///     fetchRequest: FetchRequest(entity: "Book", sortKeys: [SortKey("title")]),
+///     context: context, sectionNameKeyPath: "author.name")
+/// controller.delegate = self
+/// try controller.performFetch()
+/// controller.sections[0].name; try controller.object(at: ItemPath(section: 0, item: 0))
+/// ```
+///
+/// Sections are ordered by the section key (in the direction of a sort key on it, if there is one); objects in a
+/// section by the sort keys, ties broken by object ID. The controller reacts to its context's processed changes
+/// (unsaved ones included), saves, merges from other contexts and processes, and rollbacks. It holds object IDs and
+/// sort keys, not objects: objects fault in on access.
+public final class FetchedResultsController {
+    /// The request; change it and call ``performFetch()`` again to deliver the difference as one batch.
+    public var fetchRequest: FetchRequest
+    /// The context the controller observes.
+    public let context: ObjectContext
+    /// The key path of the section key (through to-one relationships); `nil` for one section.
+    public let sectionNameKeyPath: String?
+    /// Who is told about changes.
+    public weak var delegate: (any FetchedResultsControllerDelegate)?
+    /// Whether the batch being delivered is user-driven (only when the delegate asks for such batches).
+    public internal(set) var isUserDrivenBatch = false
+
+    struct Row {
+        var id: ObjectID
+        var keys: [Value]  // the section value first when sectioned, then the sort keys
+    }
+
+    struct Plan {
+        var entity: Entity
+        var predicate: CompiledPredicate?
+        var keyPaths: [ResolvedKeyPath]
+        var sortKeys: [SortKey]
+        /// Relationship chains from the entity that the predicate, sort and section keys read.
+        var dependencies: [[Relationship]]
+    }
+
+    var plan: Plan?
+    /// Every matching row in order (before the fetch window).
+    var rows: [Row] = []
+    var rowByID: [ObjectID: Row] = [:]
+    /// What the delegate sees: the window of rows, grouped into sections.
+    var displayed = SectionedList<Value, ObjectID>()
+    var displayedPaths: [ObjectID: ItemPath] = [:]
+    var observation: ObservationToken?
+    var hasFetched = false
+
+    /// Creates a controller; nothing is fetched until ``performFetch()``.
+    public init(fetchRequest: FetchRequest, context: ObjectContext, sectionNameKeyPath: String? = nil) {
+        self.fetchRequest = fetchRequest
+        self.context = context
+        self.sectionNameKeyPath = sectionNameKeyPath
+    }
+
+    // MARK: - Results
+
+    /// The sections, in order.
+    public var sections: [SectionInfo] {
+        displayed.sections.map { section in
+            let name = Self.name(of: section.key)
+            return SectionInfo(
+                name: name, indexTitle: indexTitle(for: name), value: section.key, objectIDs: section.items)
+        }
+    }
+
+    /// The IDs of the fetched objects, in order.
+    public var fetchedObjectIDs: [ObjectID] { displayed.sections.flatMap(\.items) }
+
+    /// The fetched objects, in order (faults until their values are read).
+    public var fetchedObjects: [ManagedObject] { fetchedObjectIDs.compactMap { try? context.object(with: $0) } }
+
+    /// The object at `path`.
+    /// - Throws: ``EntityStoreError/Code/invalidFetchRequest`` when the path is out of range.
+    public func object(at path: ItemPath) throws -> ManagedObject {
+        guard let id = objectID(at: path) else {
+            throw EntityStoreError(.invalidFetchRequest, "no object at \(path)", entity: fetchRequest.entity)
+        }
+        return try context.object(with: id)
+    }
+
+    /// The ID of the object at `path`, or `nil` when the path is out of range.
+    public func objectID(at path: ItemPath) -> ObjectID? {
+        guard displayed.sections.indices.contains(path.section),
+            displayed.sections[path.section].items.indices.contains(path.item)
+        else { return nil }
+        return displayed.sections[path.section].items[path.item]
+    }
+
+    /// Where an object is, or `nil` when it is not in the results.
+    public func indexPath(for id: ObjectID) -> ItemPath? { displayedPaths[id] }
+
+    /// Where an object is, or `nil` when it is not in the results.
+    public func indexPath(for object: ManagedObject) -> ItemPath? { displayedPaths[object.objectID] }
+
+    /// The sections' index titles, each once, in order.
+    public var sectionIndexTitles: [String] {
+        var seen = Set<String>()
+        return sections.compactMap(\.indexTitle).filter { seen.insert($0).inserted }
+    }
+
+    /// The index of the first section with the index title `title` (`index` is its position in
+    /// ``sectionIndexTitles``, used when no section has the title).
+    public func section(forSectionIndexTitle title: String, at index: Int) -> Int {
+        if let section = sections.firstIndex(where: { $0.indexTitle == title }) { return section }
+        return min(max(0, index), max(0, displayed.sections.count - 1))
+    }
+
+    static func name(of value: Value) -> String {
+        switch value {
+        case .null: ""
+        case .string(let text): text
+        default: value.description
+        }
+    }
+
+    func indexTitle(for name: String) -> String? {
+        if let title = delegate?.controller(self, sectionIndexTitleForSectionName: name) { return title }
+        guard sectionNameKeyPath != nil, let first = name.first else { return nil }
+        return String(first).uppercased()
+    }
+
+    // MARK: - Fetching
+
+    /// Fetches the results and starts observing the context.
+    ///
+    /// Called again (say after changing ``fetchRequest``'s sort or predicate), it delivers the difference between
+    /// the old and the new results as one batch, so that a control switching the sort animates.
+    ///
+    /// - Throws: What a fetch throws: ``EntityStoreError/Code/invalidPredicate``,
+    ///   ``EntityStoreError/Code/invalidFetchRequest``, ...
+    public func performFetch() throws {
+        let plan = try makePlan()
+        var unwindowed = fetchRequest
+        unwindowed.sortKeys = plan.sortKeys
+        unwindowed.fetchLimit = 0
+        unwindowed.fetchOffset = 0
+        let candidates = try context.run(unwindowed, shape: .objectIDs)
+        self.plan = plan
+        rows = candidates.map { Row(id: $0.id, keys: $0.sortValues) }
+        rowByID = Dictionary(uniqueKeysWithValues: rows.map { ($0.id, $0) })
+        let old = displayed
+        let wasFetched = hasFetched
+        display()
+        hasFetched = true
+        if observation == nil {
+            observation = context.addObserver { [weak self] record in self?.handle(record) }
+        }
+        if wasFetched, let changes = try? ChangeSet(from: old, to: displayed) {
+            deliver(changes, userDriven: false)
+        }
+    }
+
+    func makePlan() throws -> Plan {
+        let storage = try context.store.storage(for: fetchRequest.entity)
+        let entity = storage.entity
+        let schema = context.store.schema
+        let predicate = try fetchRequest.predicate.map { try CompiledPredicate($0, entity: entity, schema: schema) }
+        var sortKeys = fetchRequest.sortKeys
+        if let sectionNameKeyPath {
+            // Sections follow the section key, in the direction of a sort key on it if there is one.
+            let onSection = sortKeys.first { $0.keyPath == sectionNameKeyPath }
+            sortKeys.insert(onSection ?? SortKey(sectionNameKeyPath), at: 0)
+        }
+        var keyPaths: [ResolvedKeyPath] = []
+        for key in sortKeys {
+            let path = try ResolvedKeyPath.resolve(
+                key.keyPath.split(separator: ".").map(String.init), from: entity, in: schema)
+            guard case .attribute = path.terminal, !path.isToMany else {
+                throw EntityStoreError(
+                    .invalidFetchRequest,
+                    "'\(key.keyPath)' cannot sort or section: it must be an attribute reached through to-one relationships",
+                    entity: entity.name, key: key.keyPath)
+            }
+            keyPaths.append(path)
+        }
+        var chains: [[Relationship]] = keyPaths.filter { !$0.steps.isEmpty }.map(\.steps)
+        for path in fetchRequest.predicate?.keyPaths ?? [] {
+            guard let resolved = try? ResolvedKeyPath.resolve(path, from: entity, in: schema) else { continue }
+            var chain = resolved.steps
+            if case .relationship(let relationship) = resolved.terminal { chain.append(relationship) }
+            if !chain.isEmpty { chains.append(chain) }
+        }
+        return Plan(entity: entity, predicate: predicate, keyPaths: keyPaths, sortKeys: sortKeys, dependencies: chains)
+    }
+
+    /// Groups the window of rows into the displayed sections.
+    func display() {
+        let start = min(fetchRequest.fetchOffset, rows.count)
+        let end = fetchRequest.fetchLimit > 0 ? min(rows.count, start + fetchRequest.fetchLimit) : rows.count
+        var sections: [SectionedList<Value, ObjectID>.Section] = []
+        var paths: [ObjectID: ItemPath] = [:]
+        if sectionNameKeyPath == nil {
+            sections = [.init(key: .null, items: rows[start..<end].map(\.id))]
+            for (i, id) in sections[0].items.enumerated() { paths[id] = ItemPath(section: 0, item: i) }
+        } else {
+            for row in rows[start..<end] {
+                if sections.last?.key != row.keys[0] { sections.append(.init(key: row.keys[0], items: [])) }
+                paths[row.id] = ItemPath(section: sections.count - 1, item: sections[sections.count - 1].items.count)
+                sections[sections.count - 1].items.append(row.id)
+            }
+        }
+        displayed = SectionedList(sections)
+        displayedPaths = paths
+    }
+
+    /// Whether `a` comes before `b`: sections, sort keys, then object ID.
+    func precedes(_ a: Row, _ b: Row, _ sortKeys: [SortKey]) -> Bool {
+        for (i, key) in sortKeys.enumerated() {
+            let order = key.order(a.keys[i], b.keys[i])
+            if order != .orderedSame { return order == .orderedAscending }
+        }
+        return a.id < b.id
+    }
+
+    /// The position where `row` belongs in `rows` (binary search).
+    func insertionIndex(_ row: Row, _ sortKeys: [SortKey]) -> Int {
+        var low = 0
+        var high = rows.count
+        while low < high {
+            let mid = (low + high) / 2
+            if precedes(rows[mid], row, sortKeys) { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+}

@@ -1,0 +1,100 @@
+import SectionedDiff
+
+/// The kind of a change reported to a delegate.
+public enum ResultsChangeType: String, Sendable, Hashable {
+    case insert
+    case delete
+    case move
+    case update
+}
+
+/// Section and item identifiers of a controller's results, for diffable-data-source-like consumers.
+public struct ResultsSnapshot: Sendable, Hashable {
+    /// The sections' names, in order.
+    public var sectionIdentifiers: [String]
+    /// The objects of each section, in order.
+    public var itemIdentifiers: [[ObjectID]]
+
+    /// The objects of the section named `name`.
+    public func itemIdentifiers(inSection name: String) -> [ObjectID] {
+        sectionIdentifiers.firstIndex(of: name).map { itemIdentifiers[$0] } ?? []
+    }
+}
+
+/// What a ``FetchedResultsController`` tells its delegate: everything Core Data's
+/// `NSFetchedResultsControllerDelegate` offers (seed 000), with paths that are always right.
+///
+/// For one batch the calls come in this order: ``controllerWillChangeContent(_:)``; the object deletes (descending
+/// old path), section deletes (descending), section inserts (ascending), object inserts (ascending new path), moves
+/// (ascending new path) and updates (with old and new path); then the whole-batch calls (the change set, the
+/// snapshot, and the `CollectionDifference` when the controller has no sections); then
+/// ``controllerDidChangeContent(_:)``. An empty change sends nothing at all. Every method has a default that does
+/// nothing: implement the ones you need.
+public protocol FetchedResultsControllerDelegate: AnyObject {
+    /// A batch of changes is about to be reported.
+    func controllerWillChangeContent(_ controller: FetchedResultsController)
+    /// An object was inserted (at `newIndexPath`), deleted (at `indexPath`), moved (from `indexPath` to
+    /// `newIndexPath`) or updated (`indexPath` before the batch, `newIndexPath` after it: apply updates after the
+    /// structural changes, at the new path).
+    func controller(
+        _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
+        for type: ResultsChangeType, newIndexPath: ItemPath?)
+    /// A section was inserted or deleted.
+    func controller(
+        _ controller: FetchedResultsController, didChange section: SectionInfo, atSectionIndex index: Int,
+        for type: ResultsChangeType)
+    /// The batch has been reported.
+    func controllerDidChangeContent(_ controller: FetchedResultsController)
+    /// The index title of a section; `nil` for the default (the name's capitalised first letter).
+    func controller(_ controller: FetchedResultsController, sectionIndexTitleForSectionName name: String) -> String?
+    /// The whole batch as a change set: every object's fate, section by section.
+    func controller(_ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>)
+    /// The whole batch as the new snapshot of identifiers.
+    func controller(_ controller: FetchedResultsController, didChangeContentWith snapshot: ResultsSnapshot)
+    /// The whole batch as a `CollectionDifference`, for a controller without sections.
+    func controller(
+        _ controller: FetchedResultsController, didChangeContentWith difference: CollectionDifference<ObjectID>)
+    /// Whether user-driven changes should be delivered (flagged by ``FetchedResultsController/isUserDrivenBatch``)
+    /// rather than applied silently. `false` by default, as seed 000 recommends.
+    var deliversUserDrivenChanges: Bool { get }
+}
+
+extension FetchedResultsControllerDelegate {
+    public func controllerWillChangeContent(_ controller: FetchedResultsController) {}
+    public func controller(
+        _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
+        for type: ResultsChangeType, newIndexPath: ItemPath?
+    ) {}
+    public func controller(
+        _ controller: FetchedResultsController, didChange section: SectionInfo, atSectionIndex index: Int,
+        for type: ResultsChangeType
+    ) {}
+    public func controllerDidChangeContent(_ controller: FetchedResultsController) {}
+    public func controller(
+        _ controller: FetchedResultsController, sectionIndexTitleForSectionName name: String
+    )
+        -> String?
+    { nil }
+    public func controller(
+        _ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>
+    ) {}
+    public func controller(_ controller: FetchedResultsController, didChangeContentWith snapshot: ResultsSnapshot) {}
+    public func controller(
+        _ controller: FetchedResultsController, didChangeContentWith difference: CollectionDifference<ObjectID>
+    ) {}
+    public var deliversUserDrivenChanges: Bool { false }
+}
+
+/// A section of a controller's results.
+public struct SectionInfo: Sendable, Hashable {
+    /// The section's name: the section key's value as text (`""` for nil).
+    public var name: String
+    /// The section's index title.
+    public var indexTitle: String?
+    /// The section key's value.
+    public var value: Value
+    /// The objects' IDs, in order.
+    public var objectIDs: [ObjectID]
+    /// The number of objects.
+    public var numberOfObjects: Int { objectIDs.count }
+}

@@ -1,0 +1,152 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+/// A delegate that keeps a replica from callbacks and checks each batch with the strict validator.
+final class ReplicaDelegate: FetchedResultsControllerDelegate {
+    var replica: CallbackReplica<ObjectID>
+    var problems: [String] = []
+    var batches = 0
+    var updates: [ObjectID] = []
+
+    init(_ controller: FetchedResultsController) {
+        replica = CallbackReplica(controller.sections.map(\.objectIDs))
+    }
+
+    func controllerWillChangeContent(_ controller: FetchedResultsController) {
+        replica.begin()
+        updates = []
+        batches += 1
+    }
+    func controller(
+        _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
+        for type: ResultsChangeType, newIndexPath: ItemPath?
+    ) {
+        switch type {
+        case .delete: replica.delete(at: indexPath!.section, indexPath!.item)
+        case .insert: replica.insert(objectID, at: newIndexPath!.section, newIndexPath!.item)
+        case .move:
+            replica.move(
+                objectID, from: (indexPath!.section, indexPath!.item), to: (newIndexPath!.section, newIndexPath!.item))
+        case .update: updates.append(objectID)
+        }
+    }
+    func controller(
+        _ controller: FetchedResultsController, didChange section: SectionInfo, atSectionIndex index: Int,
+        for type: ResultsChangeType
+    ) {
+        if type == .insert { replica.insertSection(index) } else { replica.deleteSection(index) }
+    }
+    func controller(_ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>) {
+        problems += BatchValidator.problems(changes)
+        if (try? changes.apply(to: changes.old)) != changes.new { problems.append("apply(old) != new") }
+    }
+    func controllerDidChangeContent(_ controller: FetchedResultsController) {
+        if let problem = replica.end() { problems.append(problem) }
+        // Updates name objects that are still there, at their new paths.
+        for id in updates where controller.indexPath(for: id) == nil { problems.append("update of a vanished \(id)") }
+    }
+}
+
+@Suite struct ControllerPropertyTests {
+    @Test func randomBatchesKeepEveryControllerAndReplicaEqualToAFreshFetch() throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        var g = SeededGenerator(seed: 0xF00D)
+        let groups: [String?] = ["A", "B", "C", "D", nil]
+        for i in 0..<25 {
+            try world.add("i\(i)", group: groups.randomElement(using: &g)!, rank: Int64.random(in: 0..<100, using: &g))
+        }
+        try world.context.save()
+
+        func makeController(
+            _ configure: (inout FetchRequest) throws -> Void, section: String?
+        ) throws
+            -> FetchedResultsController
+        {
+            var request = FetchRequest(entity: "Item", sortKeys: [SortKey("rank")])
+            try configure(&request)
+            let controller = FetchedResultsController(
+                fetchRequest: request, context: world.context, sectionNameKeyPath: section)
+            try controller.performFetch()
+            return controller
+        }
+        let controllers = [
+            try makeController({ $0.predicate = try FetchPredicate("rank < 70") }, section: "group"),
+            try makeController(
+                {
+                    $0.fetchOffset = 3; $0.fetchLimit = 8
+                }, section: nil),
+            try makeController(
+                { $0.sortKeys = [SortKey("group", ascending: false), SortKey("title")] }, section: "group"),
+        ]
+        let delegates = controllers.map(ReplicaDelegate.init)
+        for (controller, delegate) in zip(controllers, delegates) { controller.delegate = delegate }
+
+        var next = 25
+        for round in 0..<1000 {
+            let live = try world.context.fetch(FetchRequest(entity: "Item"))
+            let userDriven = Int.random(in: 0..<8, using: &g) == 0
+            func mutate() throws {
+                for _ in 0..<Int.random(in: 1...4, using: &g) {
+                    switch Int.random(in: 0..<10, using: &g) {
+                    case 0, 1:
+                        try world.add(
+                            "i\(next)", group: groups.randomElement(using: &g)!,
+                            rank: Int64.random(in: 0..<100, using: &g))
+                        next += 1
+                    case 2:
+                        if let victim = live.randomElement(using: &g), !victim.isDeleted {
+                            try world.context.delete(victim)
+                        }
+                    case 3, 4:
+                        try live.randomElement(using: &g)?.setValue(
+                            .int(Int64.random(in: 0..<100, using: &g)), forKey: "rank")
+                    case 5, 6:
+                        try live.randomElement(using: &g)?.setValue(
+                            groups.randomElement(using: &g)!.map(Value.string) ?? .null, forKey: "group")
+                    case 7:
+                        try live.randomElement(using: &g)?.setValue(.string("t\(round)"), forKey: "title")
+                    default:
+                        if let object = live.randomElement(using: &g) {
+                            try object.setValue(try object["rank"], forKey: "rank")  // an equal write
+                        }
+                    }
+                }
+            }
+            if userDriven {
+                try world.context.performUserDrivenChanges(mutate)
+                // The UI made these changes itself (a user's drag): it shows the new state already.
+                for (controller, delegate) in zip(controllers, delegates) {
+                    delegate.replica.sections = controller.sections.map(\.objectIDs)
+                }
+            } else {
+                try mutate()
+            }
+            switch Int.random(in: 0..<6, using: &g) {
+            case 0: try world.context.save()
+            case 1: world.context.rollback()
+            default: world.context.processPendingChanges()
+            }
+            for (index, controller) in controllers.enumerated() {
+                let fresh = FetchedResultsController(
+                    fetchRequest: controller.fetchRequest, context: world.context,
+                    sectionNameKeyPath: controller.sectionNameKeyPath)
+                try fresh.performFetch()
+                #expect(
+                    controller.sections.map(\.objectIDs) == fresh.sections.map(\.objectIDs),
+                    "round \(round) controller \(index)")
+                #expect(
+                    controller.sections.map(\.name) == fresh.sections.map(\.name), "round \(round) controller \(index)")
+                #expect(
+                    delegates[index].replica.sections == controller.sections.map(\.objectIDs),
+                    "round \(round) controller \(index)")
+            }
+        }
+        for delegate in delegates {
+            #expect(delegate.problems.isEmpty, "\(delegate.problems.prefix(5))")
+            #expect(delegate.batches > 100)
+        }
+    }
+}
