@@ -23,7 +23,9 @@ let package = Package(
         .target(name: "SectionedDiff"),
         .target(name: "EntityStore", dependencies: ["LMDB", "SectionedDiff"]),
 
-        .executableTarget(name: "store-inspect", dependencies: ["EntityStore"], path: "Tools/store-inspect"),
+        // The CLI's parser and commands, a library so that tests and the fuzzer reach them.
+        .target(name: "StoreInspectCore", dependencies: ["EntityStore", "LMDB"], path: "Tools/StoreInspectCore"),
+        .executableTarget(name: "store-inspect", dependencies: ["StoreInspectCore"], path: "Tools/store-inspect"),
         .executableTarget(name: "store-demo", dependencies: ["EntityStore"], path: "Tools/store-demo"),
 
         // Test-only support: temporary stores, process helpers, the strict batch validator.
@@ -36,5 +38,8 @@ let package = Package(
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport", "es-test-helper"]),
         .testTarget(name: "SectionedDiffTests", dependencies: ["SectionedDiff", "TestSupport"]),
         .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "LMDB", "TestSupport", "es-test-helper"]),
+        .testTarget(
+            name: "StoreInspectTests",
+            dependencies: ["StoreInspectCore", "EntityStore", "TestSupport", "store-inspect", "es-test-helper"]),
     ]
 )

@@ -79,6 +79,34 @@ do {
             print("\(name) \(stats.entries)")
         }
 
+    case "library-store":
+        // library-store PATH: creates a library fixture store with a few authors, books and tags.
+        guard arguments.count == 2 else { fail("usage: library-store PATH") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
+        let context = ObjectContext(store: store, name: "fixture")
+        var authors: [ManagedObject] = []
+        for (name, email) in [
+            ("Ursula Le Guin", "ursula@example.org"), ("Michael Ende", nil), ("Albert Camus", "albert@example.fr"),
+        ] {
+            let author = try context.insert("Author")
+            try author.setValue(.string(name), forKey: "name")
+            try author.setValue(email.map(Value.string) ?? .null, forKey: "email")
+            authors.append(author)
+        }
+        let tag = try context.insert("Tag")
+        try tag.setValue("classic", forKey: "name")
+        for (i, title) in ["The Dispossessed", "Momo", "L'Étranger", "La Peste", "Die unendliche Geschichte"]
+            .enumerated()
+        {
+            let book = try context.insert("Book")
+            try book.setValue(.string(title), forKey: "title")
+            try book.setValue(.int(Int64(100 + 50 * i)), forKey: "pages")
+            try book.setObject(authors[[0, 1, 2, 2, 1][i]], forKey: "author")
+            if i % 2 == 0 { try book.add(tag, toKey: "tags") }
+        }
+        try context.save()
+        print("created")
+
     case "tag-saver":
         // tag-saver PATH COUNT: COUNT saves on the fixture library store, each inserting one Tag "t<i>".
         guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: tag-saver PATH N") }

@@ -81,6 +81,13 @@ extension ObjectContext {
     /// The fetch pipeline: plan, read the snapshot, filter, merge pending changes, sort, window.
     func run(_ request: FetchRequest, shape: Shape) throws -> [Candidate] {
         mergeInbox()
+        return try mappingStorageErrors("fetching \(request.entity)") {
+            try store.environment.read { txn in try run(request, shape: shape, in: txn) }
+        }
+    }
+
+    /// The fetch pipeline inside the caller's read transaction.
+    func run(_ request: FetchRequest, shape: Shape, in txn: ReadTransaction) throws -> [Candidate] {
         try validateWindow(request)
         let storage = try store.storage(for: request.entity)
         let entity = storage.entity
@@ -124,7 +131,7 @@ extension ObjectContext {
         let window = request.fetchOffset + request.fetchLimit
 
         return try mappingStorageErrors("fetching \(entity.name)") {
-            try store.environment.read { txn -> [Candidate] in
+            do {
                 let reader = FetchReader(
                     txn: txn, store: store, context: self, includesPending: request.includesPendingChanges)
                 var candidates: [Candidate] = []
@@ -201,6 +208,35 @@ extension ObjectContext {
                 let start = min(request.fetchOffset, candidates.count)
                 let end = request.fetchLimit > 0 ? min(candidates.count, start + request.fetchLimit) : candidates.count
                 return Array(candidates[start..<end])
+            }
+        }
+    }
+
+    /// One object of a snapshot fetch: its values and its relationships' targets, all from one read.
+    package struct SnapshotRow {
+        package var id: ObjectID
+        package var values: [Value]
+        package var relationships: [String: [ObjectID]]
+    }
+
+    /// Fetches objects with their values and relationship targets from one read snapshot, without registering
+    /// them (for tools); returns the transaction read.
+    package func fetchSnapshot(_ request: FetchRequest) throws -> (rows: [SnapshotRow], transaction: Int) {
+        let storage = try store.storage(for: request.entity)
+        return try mappingStorageErrors("fetching \(request.entity)") {
+            try store.environment.read { txn in
+                let candidates = try run(request, shape: .objects, in: txn)
+                let reader = FetchReader(txn: txn, store: store, context: self, includesPending: false)
+                var rows: [SnapshotRow] = []
+                for candidate in candidates {
+                    guard let record = candidate.record else { continue }
+                    var relationships: [String: [ObjectID]] = [:]
+                    for relationship in storage.entity.relationships {
+                        relationships[relationship.name] = try reader.storedTargets(of: candidate.id, relationship)
+                    }
+                    rows.append(SnapshotRow(id: candidate.id, values: record.values, relationships: relationships))
+                }
+                return (rows, txn.id)
             }
         }
     }

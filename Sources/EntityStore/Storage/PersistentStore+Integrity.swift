@@ -1,0 +1,200 @@
+import Foundation
+import LMDB
+
+/// One problem found by ``PersistentStore/checkIntegrity()``.
+public struct IntegrityFinding: Sendable, Hashable, CustomStringConvertible {
+    /// The kind of problem.
+    public enum Kind: String, Sendable, Hashable {
+        case undecodableRecord = "undecodable record"
+        case staleIndexEntry = "stale index entry"
+        case missingIndexEntry = "missing index entry"
+        case duplicateUniqueValue = "duplicate unique value"
+        case danglingReference = "dangling reference"
+        case missingInverse = "missing inverse"
+        case toOneWithSeveralTargets = "to-one with several targets"
+        case historyGap = "history gap"
+        case undecodableHistory = "undecodable history entry"
+        case staleReader = "stale reader"
+    }
+
+    public var kind: Kind
+    /// Where: a database, an object, a transaction.
+    public var location: String
+    /// What exactly is wrong.
+    public var detail: String
+
+    public var description: String { "\(kind.rawValue): \(location): \(detail)" }
+}
+
+extension PersistentStore {
+    /// Checks the store in one read snapshot: every record decodes against the schema; every index holds exactly
+    /// the entries its records imply; relationships point at existing objects and their inverses agree; the
+    /// history has no gaps; no reader slot belongs to a dead process.
+    ///
+    /// - Returns: The findings (empty for a healthy store) and the transaction the snapshot read.
+    public func checkIntegrity() throws -> (findings: [IntegrityFinding], transaction: Int) {
+        try mappingStorageErrors("checking the store") {
+            try environment.read { txn in
+                var findings: [IntegrityFinding] = []
+                var existing: [String: Set<UInt64>] = [:]
+                for entity in schema.entities {
+                    guard let storage = storages[entity.name] else { continue }
+                    var keys = Set<UInt64>()
+                    var expected: [Int: Set<[UInt8]>] = [:]
+                    var uniques: [Int: [Value: UInt64]] = [:]
+                    try txn.forEach(in: storage.records) { key, value in
+                        let pk: UInt64
+                        do { pk = try IndexKey.primaryKey(from: key) } catch {
+                            findings.append(
+                                .init(
+                                    kind: .undecodableRecord, location: "records.\(entity.name)",
+                                    detail: "a key of \(key.count) bytes"))
+                            return .continue
+                        }
+                        keys.insert(pk)
+                        let values: [Value]
+                        do {
+                            values = try RecordCodec.decode(value, entity: entity).values
+                        } catch {
+                            findings.append(
+                                .init(kind: .undecodableRecord, location: "\(entity.name)/p\(pk)", detail: "\(error)"))
+                            return .continue
+                        }
+                        for (i, attribute) in entity.attributes.enumerated() where attribute.isIndexed {
+                            var entry = IndexKey.encode(values[i], caseInsensitive: attribute.isCaseInsensitive)
+                            entry += IndexKey.primaryKey(pk)
+                            expected[i, default: []].insert(entry)
+                            if attribute.isUnique, !values[i].isNull {
+                                if let other = uniques[i]?[values[i]] {
+                                    findings.append(
+                                        .init(
+                                            kind: .duplicateUniqueValue, location: "\(entity.name).\(attribute.name)",
+                                            detail: "p\(other) and p\(pk) both hold \(values[i])"))
+                                }
+                                uniques[i, default: [:]][values[i]] = pk
+                            }
+                        }
+                        return .continue
+                    }
+                    existing[entity.name] = keys
+                    for (i, index) in storage.indexes {
+                        let name = "index.\(entity.name).\(entity.attributes[i].name)"
+                        var actual = Set<[UInt8]>()
+                        try txn.forEach(in: index) { key, value in
+                            let entry = Array(key) + Array(value)
+                            actual.insert(entry)
+                            if !(expected[i]?.contains(entry) ?? false) {
+                                let pk = (try? IndexKey.primaryKey(from: value)).map { "p\($0)" } ?? "a bad key"
+                                findings.append(
+                                    .init(
+                                        kind: .staleIndexEntry, location: name,
+                                        detail: "an entry for \(pk) that its record does not imply"))
+                            }
+                            return .continue
+                        }
+                        for entry in expected[i] ?? [] where !actual.contains(entry) {
+                            let pk = entry.suffix(8).withUnsafeBytes { (try? IndexKey.primaryKey(from: $0)) ?? 0 }
+                            findings.append(
+                                .init(kind: .missingIndexEntry, location: name, detail: "no entry for p\(pk)"))
+                        }
+                    }
+                }
+                for entity in schema.entities {
+                    guard let storage = storages[entity.name] else { continue }
+                    for relationship in entity.relationships {
+                        guard let database = storage.relationships[relationship.name],
+                            let inverse = storages[relationship.destination]?.relationships[relationship.inverse]
+                        else { continue }
+                        let name = "\(entity.name).\(relationship.name)"
+                        var targetsPerSource: [UInt64: Int] = [:]
+                        try txn.forEach(in: database) { key, value in
+                            guard let source = try? IndexKey.primaryKey(from: key),
+                                let target = try? IndexKey.primaryKey(from: value)
+                            else {
+                                findings.append(
+                                    .init(kind: .danglingReference, location: name, detail: "an entry of bad length"))
+                                return .continue
+                            }
+                            targetsPerSource[source, default: 0] += 1
+                            if !(existing[entity.name]?.contains(source) ?? false) {
+                                findings.append(
+                                    .init(
+                                        kind: .danglingReference, location: name,
+                                        detail: "from p\(source), which does not exist"))
+                            }
+                            if !(existing[relationship.destination]?.contains(target) ?? false) {
+                                findings.append(
+                                    .init(
+                                        kind: .danglingReference, location: name,
+                                        detail:
+                                            "p\(source) -> \(relationship.destination)/p\(target), which does not exist"
+                                    ))
+                            }
+                            let back = try txn.withCursor(on: inverse) { cursor in
+                                try IndexKey.primaryKey(target).withUnsafeBytes { k in
+                                    try IndexKey.primaryKey(source).withUnsafeBytes { v in
+                                        try cursor.seek(key: k, valueAtLeast: v)
+                                    }
+                                }
+                            }
+                            if back.map({
+                                Array($0.key) != IndexKey.primaryKey(target)
+                                    || Array($0.value) != IndexKey.primaryKey(source)
+                            }) ?? true {
+                                findings.append(
+                                    .init(
+                                        kind: .missingInverse, location: name,
+                                        detail:
+                                            "p\(source) -> p\(target) has no \(relationship.destination).\(relationship.inverse) entry back"
+                                    ))
+                            }
+                            return .continue
+                        }
+                        if !relationship.isToMany {
+                            for (source, count) in targetsPerSource where count > 1 {
+                                findings.append(
+                                    .init(
+                                        kind: .toOneWithSeveralTargets, location: name,
+                                        detail: "p\(source) holds \(count) objects"))
+                            }
+                        }
+                    }
+                }
+                var previous: UInt64?
+                try txn.forEach(in: historyDatabase) { key, value in
+                    guard let number = try? IndexKey.primaryKey(from: key) else { return .continue }
+                    if let previous, number != previous + 1 {
+                        findings.append(
+                            .init(
+                                kind: .historyGap, location: "history",
+                                detail: "transactions \(previous + 1)...\(number - 1) are missing"))
+                    }
+                    previous = number
+                    if (try? HistoryCodec.decode(value)) == nil {
+                        findings.append(
+                            .init(kind: .undecodableHistory, location: "history", detail: "transaction \(number)"))
+                    }
+                    return .continue
+                }
+                let last = try Self.historySequence(txn, meta: meta)
+                if let previous, previous != last {
+                    findings.append(
+                        .init(
+                            kind: .historyGap, location: "history",
+                            detail: "the last entry is \(previous), the store's last transaction \(last)"))
+                }
+                for line in environment.readerTable().dropFirst() {
+                    let fields = line.split(separator: " ")
+                    guard let pid = fields.first.flatMap({ Int32($0) }) else { continue }
+                    if kill(pid, 0) != 0 && errno == ESRCH {
+                        findings.append(
+                            .init(
+                                kind: .staleReader, location: "lock.mdb",
+                                detail: "a reader slot of process \(pid), which is gone"))
+                    }
+                }
+                return (findings, txn.id)
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+import EntityStore
+import Foundation
+import LMDB
+import StoreInspectCore
+import TestSupport
+import Testing
+
+@Suite struct StoreInspectTests {
+    @Test func everySubcommandWorksInEveryFormat() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let before = store.dataDigest()
+        let commands: [[String]] = [
+            ["info", store.path], ["schema", store.path], ["schema", store.path, "--history"],
+            ["schema", store.path, "--version", "1"], ["stats", store.path], ["ls", store.path, "Book"],
+            ["count", store.path, "Book"], ["get", store.path, "Book/p1"], ["check", store.path],
+            ["history", store.path, "--since", "0"], ["export", store.path, "Author"], ["export", store.path, "--all"],
+        ]
+        for command in commands {
+            for format in ["table", "json", "ndjson", "csv"] {
+                let output = try inspect(command + ["--format", format])
+                #expect(output.status == 0, "\(command) \(format): \(output.stderr)")
+                // A healthy store's check has no findings: no NDJSON lines at all.
+                #expect(!output.stdout.isEmpty || (command[0] == "check" && format == "ndjson"), "\(command) \(format)")
+                #expect(output.stderr.isEmpty, "\(command) \(format): \(output.stderr)")
+                if format == "json" {
+                    #expect((try? JSONSerialization.jsonObject(with: Data(output.stdout.utf8))) != nil, "\(command)")
+                }
+                if format == "ndjson" {
+                    for line in output.stdout.split(separator: "\n") {
+                        #expect(
+                            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "\(command): \(line)")
+                    }
+                }
+            }
+        }
+        #expect(store.dataDigest() == before)
+    }
+
+    @Test func listingFiltersSortsWindowsAndExplains() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let output = try inspect([
+            "ls", store.path, "Book", "--where", "pages >= 150 AND author.name BEGINSWITH 'Albert'", "--sort", "-pages",
+            "--limit", "5", "--fields", "title,pages,author", "--format", "csv",
+        ])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(
+            output.stdout == "id,title,pages,author\nBook/p4,La Peste,250,Author/p3\nBook/p3,L'Étranger,200,Author/p3\n"
+        )
+        let windowed = try inspect([
+            "ls", store.path, "Book", "--sort", "pages", "--offset", "1", "--limit", "2", "--fields", "pages",
+        ])
+        #expect(windowed.stdout == "{\"id\":\"Book/p2\",\"pages\":150}\n{\"id\":\"Book/p3\",\"pages\":200}\n")  // NDJSON when piped
+        let explained = try inspect(["ls", store.path, "Book", "--where", "pages == 200", "--explain"])
+        #expect(
+            explained.stdout
+                == "index Book.pages: pages == 200; filter each record with the predicate; no sort needed\n")
+        let count = try inspect([
+            "count", store.path, "Book", "--where", "ANY tags.name == 'classic'", "--format", "csv",
+        ])
+        #expect(count.stdout == "entity,count\nBook,3\n")
+        let json = try inspect(["get", store.path, "Book/p2", "--format", "json", "--fields", "title,author"])
+        #expect(json.stdout.contains("\"title\": \"Momo\", \"author\": \"Author/p2\""))
+        #expect(json.stdout.hasPrefix("{\"transaction\": "))
+    }
+
+    @Test func checkReportsAStaleIndexEntryAndADanglingReference() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        #expect(try inspect(["check", store.path]).status == 0)
+        do {
+            // Corrupt the store on purpose through the raw LMDB layer.
+            let env = try Environment.open(path: store.path)
+            let index = try env.openDatabase("index.Book.pages", dupSort: true, create: false)
+            let relationship = try env.openDatabase("rel.Book.author", dupSort: true, create: false)
+            func key(_ n: UInt64) -> [UInt8] { withUnsafeBytes(of: n.bigEndian) { Array($0) } }
+            try env.write { txn in
+                try txn.put(
+                    [1] + withUnsafeBytes(of: (UInt64(bitPattern: 7777) ^ (1 << 63)).bigEndian) { Array($0) }, key(1),
+                    in: index)
+                try txn.put(key(2), key(999), in: relationship)
+            }
+        }
+        let output = try inspect(["check", store.path, "--format", "csv"])
+        #expect(output.status == 1)
+        #expect(
+            output.stdout.contains("stale index entry,index.Book.pages,an entry for p1 that its record does not imply"))
+        #expect(output.stdout.contains("dangling reference,Book.author,\"p2 -> Author/p999, which does not exist\""))
+        #expect(output.stdout.contains("missing inverse,Book.author"))
+        #expect(output.stdout.contains("to-one with several targets,Book.author,p2 holds 2 objects"))
+    }
+
+    @Test func backupWritesACompactedCopyThatOpens() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let destination = store.directory.path("copy.store")
+        let output = try inspect(["backup", store.path, destination])
+        #expect(output.status == 0, "\(output.stderr)")
+        let copy = try inspect(["count", destination, "Book", "--format", "csv"])
+        #expect(copy.stdout == "entity,count\nBook,5\n")
+        #expect(try inspect(["check", destination]).status == 0)
+    }
+
+    @Test func watchFollowsAnotherProcessesCommits() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let (watcher, out, _) = try ChildProcess.start(
+            ChildProcess.executable("store-inspect"), ["watch", store.path, "Tag", "--max", "3", "--format", "csv"])
+        usleep(300_000)
+        let saver = try ChildProcess.helper(["tag-saver", store.path, "3"])
+        #expect(saver.status == 0, "\(saver.stderr)")
+        let deadline = Date().addingTimeInterval(20)
+        while watcher.isRunning && Date() < deadline { usleep(20_000) }
+        if watcher.isRunning { watcher.terminate() }
+        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(
+            separator: "\n")
+        #expect(watcher.terminationStatus == 0)
+        #expect(lines.count == 3)
+        #expect(lines.allSatisfy { $0.contains(",insert,Tag/p") })
+        #expect(lines.map { $0.split(separator: ",")[0] } == ["2", "3", "4"])
+    }
+
+    @Test func helpExistsForEverySubcommand() throws {
+        let general = try inspect(["--help"])
+        #expect(general.status == 0)
+        #expect(general.stdout.contains("OVERVIEW:") && general.stdout.contains("SUBCOMMANDS:"))
+        for command in [
+            "info", "schema", "stats", "ls", "count", "get", "check", "history", "watch", "export", "backup",
+        ] {
+            let help = try inspect([command, "-h"])
+            #expect(help.status == 0)
+            #expect(help.stdout.contains("USAGE: store-inspect \(command) STORE"), "\(command)")
+            #expect(help.stdout.contains("OPTIONS:"))
+        }
+    }
+
+    @Test func debiansMdbStatReadsOurStores() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let output = try ChildProcess.run("/usr/bin/mdb_stat", ["-a", store.path])
+        #expect(output.status == 0)
+        #expect(output.stdout.contains("Status of records.Book"))
+        #expect(output.stdout.contains("Status of index.Book.pages"))
+    }
+
+    @Test func colourOnlyOnATerminalAndNeverWithNoColor() {
+        let outputs = OutputBox()
+        _ = StoreInspect.run(
+            ["--help"], stdoutIsTerminal: true, environment: ["NO_COLOR": "1"], out: { outputs.add($0) }, err: { _ in })
+        #expect(!outputs.text.contains("\u{1B}["))
+    }
+}
+
+final class OutputBox: @unchecked Sendable {
+    // @unchecked Sendable: `parts` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var parts: [String] = []
+    func add(_ text: String) { lock.withLock { parts.append(text) } }
+    var text: String { lock.withLock { parts.joined() } }
+}

@@ -1,0 +1,211 @@
+/// A command line that does not parse: exit 64 with the message on stderr.
+public struct UsageError: Error, Equatable, Sendable {
+    public var message: String
+    public var command: String?
+
+    public init(_ message: String, command: String? = nil) {
+        self.message = message
+        self.command = command
+    }
+}
+
+/// One subcommand's grammar.
+struct CommandSpec {
+    var name: String
+    var overview: String
+    /// Positional arguments after the store path, by name; `?` marks an optional one.
+    var positionals: [String]
+    /// Options taking a value, with their help.
+    var options: [(String, String)]
+    /// Flags, with their help.
+    var flags: [(String, String)]
+
+    var usage: String {
+        var parts = ["store-inspect", name, "STORE"]
+        parts += positionals.map { $0.hasSuffix("?") ? "[\($0.dropLast())]" : $0 }
+        if !options.isEmpty || !flags.isEmpty { parts.append("[OPTIONS]") }
+        return parts.joined(separator: " ")
+    }
+
+    var help: String {
+        var text = "OVERVIEW: \(overview)\n\nUSAGE: \(usage)\n\nOPTIONS:\n"
+        for (name, help) in options + [
+            ("--format F", "table, json, ndjson or csv (a table on a terminal, NDJSON when piped)")
+        ] {
+            text += "  " + name.padding(toLength: 22, withPad: " ", startingAt: 0) + help + "\n"
+        }
+        for (name, help) in flags + [("-h, --help", "Show help for this subcommand.")] {
+            text += "  " + name.padding(toLength: 22, withPad: " ", startingAt: 0) + help + "\n"
+        }
+        return text
+    }
+}
+
+/// A parsed command line.
+public struct Invocation: Equatable, Sendable {
+    public var command: String
+    public var store: String
+    public var positionals: [String]
+    public var options: [String: String]
+    public var flags: Set<String>
+    public var format: OutputFormat?
+}
+
+/// What `--help` asks for.
+public enum HelpRequest: Equatable, Sendable {
+    case general
+    case command(String)
+}
+
+enum Commands {
+    static let specs: [CommandSpec] = [
+        CommandSpec(
+            name: "info", overview: "Show the store's path, format, schema version, map, pages and readers.",
+            positionals: [], options: [], flags: []),
+        CommandSpec(
+            name: "schema", overview: "Show the entities, attributes and relationships stored in the store.",
+            positionals: [], options: [("--version N", "Show version N of the schema history.")],
+            flags: [("--history", "List every schema version the store has had.")]),
+        CommandSpec(
+            name: "stats", overview: "Show objects, bytes and pages per entity and index, and the largest records.",
+            positionals: [], options: [], flags: []),
+        CommandSpec(
+            name: "ls", overview: "List objects of an entity.", positionals: ["ENTITY"],
+            options: [
+                ("--where PREDICATE", "Only objects matching the predicate (NSPredicate syntax)."),
+                ("--sort KEYS", "Sort keys, comma separated; -key for descending."),
+                ("--limit N", "At most N objects."), ("--offset N", "Skip N objects."),
+                ("--fields A,B", "Only these attributes and relationships."),
+            ], flags: [("--explain", "Print the query plan instead of the objects.")]),
+        CommandSpec(
+            name: "count", overview: "Count objects of an entity.", positionals: ["ENTITY"],
+            options: [("--where PREDICATE", "Only objects matching the predicate.")],
+            flags: [("--explain", "Print the query plan.")]),
+        CommandSpec(
+            name: "get", overview: "Show one object by its ID (Entity/p42).", positionals: ["OBJECT-ID"],
+            options: [("--fields A,B", "Only these attributes and relationships.")], flags: []),
+        CommandSpec(
+            name: "check",
+            overview: "Check records, indexes, relationships, history and readers; exit 1 with the findings.",
+            positionals: [], options: [], flags: []),
+        CommandSpec(
+            name: "history", overview: "List saved transactions.", positionals: [],
+            options: [("--since TX", "Only transactions after TX."), ("--limit N", "At most N transactions.")],
+            flags: []),
+        CommandSpec(
+            name: "watch", overview: "Follow commits made by any process, live.", positionals: ["ENTITY?"],
+            options: [
+                ("--where PREDICATE", "Only changes to objects matching the predicate."),
+                ("--since TX", "Start after TX (default: now)."), ("--max N", "Stop after N transactions."),
+            ], flags: []),
+        CommandSpec(
+            name: "export", overview: "Export objects as JSON, NDJSON or CSV.", positionals: ["ENTITY?"],
+            options: [], flags: [("--all", "Export every entity.")]),
+        CommandSpec(
+            name: "backup", overview: "Write a hot, compacted copy of the store into DEST.", positionals: ["DEST"],
+            options: [], flags: []),
+    ]
+
+    static func spec(_ name: String) -> CommandSpec? { specs.first { $0.name == name } }
+
+    static var generalHelp: String {
+        var text = """
+            OVERVIEW: Inspect any EntityStore store, read-only: it reads the schema from the store itself.
+
+            USAGE: store-inspect SUBCOMMAND STORE [ARGUMENTS] [OPTIONS]
+
+            OPTIONS:
+              --format F            table, json, ndjson or csv (a table on a terminal, NDJSON when piped)
+              -h, --help            Show help (for a subcommand: store-inspect SUBCOMMAND --help).
+
+            SUBCOMMANDS:
+
+            """
+        for spec in specs {
+            text += "  " + spec.name.padding(toLength: 10, withPad: " ", startingAt: 0) + spec.overview + "\n"
+        }
+        text += "\nEXIT CODES: 0 ok, 1 findings, 64 usage, 65 corrupt data, 66 store missing or unreadable,\n"
+        text += "  69 store format newer than this tool, 74 I/O error.\n"
+        return text
+    }
+}
+
+/// Parses `store-inspect`'s arguments (without the program name).
+///
+/// - Returns: The invocation, or the help that was asked for.
+/// - Throws: ``UsageError`` naming what was wrong.
+public func parseArguments(_ arguments: [String]) throws(UsageError) -> Result<Invocation, HelpRequestBox> {
+    guard let command = arguments.first else { throw UsageError("missing subcommand (try --help)") }
+    if command == "-h" || command == "--help" || command == "help" { return .failure(HelpRequestBox(.general)) }
+    guard let spec = Commands.spec(command) else {
+        throw UsageError("unknown subcommand '\(command)' (try --help)")
+    }
+    var positionals: [String] = []
+    var options: [String: String] = [:]
+    var flags = Set<String>()
+    var format: OutputFormat?
+    var index = 1
+    var onlyPositionals = false
+    while index < arguments.count {
+        let argument = arguments[index]
+        index += 1
+        if onlyPositionals || !argument.hasPrefix("-") || argument == "-" {
+            positionals.append(argument)
+            continue
+        }
+        if argument == "--" {
+            onlyPositionals = true
+            continue
+        }
+        if argument == "-h" || argument == "--help" { return .failure(HelpRequestBox(.command(command))) }
+        var name = argument
+        var inlineValue: String?
+        if let equals = argument.firstIndex(of: "=") {
+            name = String(argument[..<equals])
+            inlineValue = String(argument[argument.index(after: equals)...])
+        }
+        func value() throws(UsageError) -> String {
+            if let inlineValue { return inlineValue }
+            guard index < arguments.count else { throw UsageError("\(name) needs a value", command: command) }
+            index += 1
+            return arguments[index - 1]
+        }
+        if name == "--format" {
+            let text = try value()
+            guard let parsed = OutputFormat(rawValue: text) else {
+                throw UsageError("unknown format '\(text)' (table, json, ndjson or csv)", command: command)
+            }
+            format = parsed
+        } else if spec.options.contains(where: { $0.0.split(separator: " ")[0] == name }) {
+            if options[name] != nil { throw UsageError("\(name) given twice", command: command) }
+            options[name] = try value()
+        } else if spec.flags.contains(where: { $0.0 == name }) {
+            if inlineValue != nil { throw UsageError("\(name) takes no value", command: command) }
+            flags.insert(name)
+        } else {
+            throw UsageError("unknown option '\(name)' for \(command)", command: command)
+        }
+    }
+    guard let store = positionals.first else { throw UsageError("missing STORE path", command: command) }
+    let rest = Array(positionals.dropFirst())
+    let required = spec.positionals.filter { !$0.hasSuffix("?") }.count
+    if rest.count < required {
+        throw UsageError("missing \(spec.positionals[rest.count].uppercased())", command: command)
+    }
+    if rest.count > spec.positionals.count {
+        throw UsageError("unexpected argument '\(rest[spec.positionals.count])'", command: command)
+    }
+    for numeric in ["--limit", "--offset", "--since", "--max", "--version"] {
+        if let text = options[numeric], UInt64(text) == nil {
+            throw UsageError("\(numeric) needs a non-negative whole number, not '\(text)'", command: command)
+        }
+    }
+    return .success(
+        Invocation(command: command, store: store, positionals: rest, options: options, flags: flags, format: format))
+}
+
+/// A help request, as the failure side of ``parseArguments(_:)``'s result.
+public struct HelpRequestBox: Error, Equatable, Sendable {
+    public var request: HelpRequest
+    init(_ request: HelpRequest) { self.request = request }
+}

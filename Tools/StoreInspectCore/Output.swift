@@ -1,0 +1,127 @@
+import EntityStore
+import Foundation
+
+/// An output format.
+public enum OutputFormat: String, Sendable {
+    case table, json, ndjson, csv
+}
+
+/// A cell of output.
+enum Cell {
+    case text(String)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+    case raw(String)  // JSON text written as is (decimals)
+    case null
+
+    init(_ value: Value) {
+        switch value {
+        case .null: self = .null
+        case .bool(let v): self = .bool(v)
+        case .int(let v): self = .int(v)
+        case .double(let v): self = v.isFinite ? .double(v) : .text("\(v)")
+        case .string(let v): self = .text(v)
+        case .date(let v): self = .text(v.formatted(.iso8601))
+        case .data(let v): self = .text(Data(v).base64EncodedString())
+        case .uuid(let v): self = .text(v.uuidString)
+        case .decimal(let v): self = .raw("\(v)")
+        }
+    }
+
+    var plain: String {
+        switch self {
+        case .text(let s): s
+        case .int(let v): "\(v)"
+        case .double(let v): "\(v)"
+        case .bool(let v): v ? "true" : "false"
+        case .raw(let s): s
+        case .null: ""
+        }
+    }
+
+    var json: String {
+        switch self {
+        case .text(let s): Cell.quote(s)
+        case .int(let v): "\(v)"
+        case .double(let v): "\(v)"
+        case .bool(let v): v ? "true" : "false"
+        case .raw(let s): s
+        case .null: "null"
+        }
+    }
+
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    out += String(format: "\\u%04x", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// Rows with named columns, rendered in any format.
+struct Table {
+    var columns: [String]
+    var rows: [[Cell]] = []
+    /// The transaction the snapshot read, shown with the table and in JSON.
+    var transaction: Int?
+
+    func render(_ format: OutputFormat, color: Bool) -> String {
+        switch format {
+        case .ndjson:
+            return rows.map { row in
+                "{" + zip(columns, row).map { Cell.quote($0) + ":" + $1.json }.joined(separator: ",") + "}\n"
+            }.joined()
+        case .json:
+            let objects = rows.map { row in
+                "  {" + zip(columns, row).map { Cell.quote($0) + ": " + $1.json }.joined(separator: ", ") + "}"
+            }
+            let array = objects.isEmpty ? "[]" : "[\n" + objects.joined(separator: ",\n") + "\n]"
+            if let transaction { return "{\"transaction\": \(transaction), \"rows\": \(array)}\n" }
+            return array + "\n"
+        case .csv:
+            func field(_ text: String) -> String {
+                text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+                    ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
+            }
+            return
+                ([columns.map(field).joined(separator: ",")]
+                + rows.map { $0.map { field($0.plain) }.joined(separator: ",") })
+                .joined(separator: "\n") + "\n"
+        case .table:
+            func shown(_ cell: Cell) -> String {
+                if case .null = cell { return "nil" }
+                return cell.plain.replacingOccurrences(of: "\n", with: "\\n")
+            }
+            let texts = rows.map { $0.map(shown) }
+            var widths = columns.map(\.count)
+            for row in texts { for (i, text) in row.enumerated() { widths[i] = max(widths[i], min(text.count, 60)) } }
+            func line(_ cells: [String]) -> String {
+                zip(cells, widths).map { text, width in
+                    let cut = text.count > 60 ? String(text.prefix(59)) + "…" : text
+                    return cut.padding(toLength: width, withPad: " ", startingAt: 0)
+                }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+            }
+            let header = line(columns)
+            var out = (color ? "\u{1B}[1m\(header)\u{1B}[0m" : header) + "\n"
+            for row in texts { out += line(row) + "\n" }
+            if let transaction {
+                out += "(\(rows.count) row\(rows.count == 1 ? "" : "s"), snapshot at transaction \(transaction))\n"
+            }
+            return out
+        }
+    }
+}

@@ -1,0 +1,277 @@
+import EntityStore
+import Foundation
+import LMDB
+
+extension Runner {
+    func info() throws {
+        let environment = store.environment
+        let info = environment.info()
+        let stats = try environment.statistics()
+        var table = Table(columns: ["property", "value"])
+        let history = try store.lastTransaction()
+        table.rows = [
+            [.text("path"), .text(invocation.store)],
+            [.text("format version"), .int(Int64(try store.storedFormatVersion()))],
+            [.text("schema version"), .int(Int64(store.schema.version))],
+            [.text("schema fingerprint"), .text(store.schema.fingerprint)],
+            [.text("store id"), .text(store.storeID.uuidString)],
+            [.text("entities"), .int(Int64(store.schema.entities.count))],
+            [.text("map size"), .int(Int64(info.mapSize))],
+            [.text("bytes used"), .int(Int64((info.lastPageNumber + 1) * stats.pageSize))],
+            [.text("page size"), .int(Int64(stats.pageSize))],
+            [.text("last LMDB transaction"), .int(Int64(info.lastTransactionID))],
+            [.text("last saved transaction"), .int(Int64(history))],
+            [.text("readers"), .text("\(info.readersUsed) of \(info.maxReaders)")],
+        ]
+        emit(table)
+    }
+
+    func schema() throws {
+        var schema = store.schema
+        let history = try store.schemaHistory()
+        if invocation.flags.contains("--history") {
+            var table = Table(columns: ["version", "entities", "fingerprint"])
+            table.rows = history.map {
+                [.int(Int64($0.version)), .int(Int64($0.entities.count)), .text($0.fingerprint)]
+            }
+            return emit(table)
+        }
+        if let text = invocation.options["--version"], let version = Int(text) {
+            guard let found = history.first(where: { $0.version == version }) else {
+                throw CommandFailure(
+                    code: ExitCode.usage,
+                    message:
+                        "the store has no schema version \(version) (it has \(history.map { String($0.version) }.joined(separator: ", ")))"
+                )
+            }
+            schema = found
+        }
+        var table = Table(columns: [
+            "entity", "kind", "name", "type", "optional", "default", "indexed", "unique", "inverse", "delete rule",
+        ])
+        for entity in schema.entities {
+            for a in entity.attributes {
+                table.rows.append([
+                    .text(entity.name), .text("attribute"), .text(a.name), .text(a.type.rawValue), .bool(a.isOptional),
+                    Cell(a.defaultValue), .bool(a.isIndexed), .bool(a.isUnique), .null, .null,
+                ])
+            }
+            for r in entity.relationships {
+                table.rows.append([
+                    .text(entity.name), .text("relationship"), .text(r.name),
+                    .text((r.isToMany ? "to-many " : "to-one ") + r.destination), .bool(r.isToMany || r.isOptional),
+                    .null,
+                    .null, .null, .text(r.inverse), .text(r.deleteRule.rawValue),
+                ])
+            }
+        }
+        emit(table)
+    }
+
+    func stats() throws {
+        var table = Table(columns: [
+            "database", "entries", "bytes", "leaf pages", "branch pages", "overflow pages", "largest records",
+        ])
+        let environment = store.environment
+        let names = try environment.read { try $0.databaseNames() }
+        for name in names {
+            let dupSort = name.hasPrefix("index.") || name.hasPrefix("rel.")
+            let database = try environment.openDatabase(name, dupSort: dupSort, create: false)
+            let stats = try environment.read { try $0.statistics(database) }
+            var largest: Cell = .null
+            if name.hasPrefix("records.") {
+                let entity = String(name.dropFirst("records.".count))
+                if store.schema.entity(entity) != nil {
+                    largest = .text(
+                        try store.largestRecords(entity, count: 3).map { "\($0.0) (\($0.1) B)" }.joined(separator: ", ")
+                    )
+                }
+            }
+            table.rows.append([
+                .text(name), .int(Int64(stats.entries)), .int(Int64(stats.bytes)), .int(Int64(stats.leafPages)),
+                .int(Int64(stats.branchPages)), .int(Int64(stats.overflowPages)), largest,
+            ])
+        }
+        emit(table)
+    }
+
+    func list() throws {
+        let entity = try entity(invocation.positionals[0])
+        let request = try request(for: entity)
+        let context = ObjectContext(store: store)
+        if invocation.flags.contains("--explain") {
+            out(try context.explain(request).description + "\n")
+            return
+        }
+        let fields = try fields(of: entity)
+        let (rows, transaction) = try context.fetchSnapshot(request)
+        var table = Table(columns: ["id"] + fields, transaction: transaction)
+        table.rows = rows.map { row(entity, $0.id, $0.values, $0.relationships, fields) }
+        emit(table)
+    }
+
+    func count() throws {
+        let entity = try entity(invocation.positionals[0])
+        let request = try request(for: entity)
+        let context = ObjectContext(store: store)
+        if invocation.flags.contains("--explain") {
+            out(try context.explain(request).description + "\n")
+            return
+        }
+        var table = Table(columns: ["entity", "count"])
+        table.rows = [[.text(entity.name), .int(Int64(try context.count(for: request)))]]
+        emit(table)
+    }
+
+    func get() throws {
+        let id = try store.objectID(from: invocation.positionals[0])
+        let entity = try entity(id.entityName)
+        let fields = try fields(of: entity)
+        guard let (values, relationships, transaction) = try store.readObject(id) else {
+            throw CommandFailure(code: ExitCode.findings, message: "\(id) does not exist")
+        }
+        var table = Table(columns: ["id"] + fields, transaction: transaction)
+        table.rows = [row(entity, id, values, relationships, fields)]
+        emit(table)
+    }
+
+    func check() throws -> Int32 {
+        let (findings, transaction) = try store.checkIntegrity()
+        var table = Table(columns: ["finding", "location", "detail"], transaction: transaction)
+        table.rows = findings.map { [.text($0.kind.rawValue), .text($0.location), .text($0.detail)] }
+        emit(table)
+        return findings.isEmpty ? ExitCode.ok : ExitCode.findings
+    }
+
+    static func changeRows(
+        _ record: ChangeRecord, entity: String? = nil, filter: (ObjectChange) -> Bool = { _ in true }
+    ) -> [[Cell]] {
+        record.changes.filter { entity == nil || $0.objectID.entityName == entity }.filter(filter).map { change in
+            [
+                .int(Int64(record.transaction ?? 0)), .text(record.date.formatted(.iso8601)),
+                record.author.map(Cell.text) ?? .null, .int(Int64(record.processID)), .text(change.kind.rawValue),
+                .text(change.objectID.description), .text(change.changedKeys.joined(separator: " ")),
+                .bool(change.isUserDriven),
+            ]
+        }
+    }
+
+    static let changeColumns = ["transaction", "date", "author", "process", "kind", "object", "keys", "user-driven"]
+
+    func history() throws {
+        let since = invocation.options["--since"].flatMap { UInt64($0) } ?? 0
+        let limit = invocation.options["--limit"].flatMap { Int($0) }
+        var table = Table(columns: Self.changeColumns)
+        for record in try store.history(since: since, limit: limit) { table.rows += Self.changeRows(record) }
+        emit(table)
+    }
+
+    func watch() throws {
+        let entityName = invocation.positionals.first
+        if let entityName { _ = try entity(entityName) }
+        let predicate = try invocation.options["--where"].map { try FetchPredicate($0) }
+        if predicate != nil && entityName == nil {
+            throw CommandFailure(code: ExitCode.usage, message: "--where needs an ENTITY")
+        }
+        let maximum = invocation.options["--max"].flatMap { Int($0) }
+        let since = try invocation.options["--since"].flatMap { UInt64($0) } ?? store.lastTransaction()
+        let done = DispatchSemaphore(value: 0)
+        let state = WatchState()
+        let store = self.store
+        let format = self.format
+        let out = self.out
+        let color = self.color
+        if format == .table { out(Table(columns: Self.changeColumns).render(.table, color: color)) }
+        let token = store.observeCommits(since: since) { record in
+            let rows = Self.changeRows(record, entity: entityName) { change in
+                guard let predicate, change.kind != .delete else { return true }
+                return (try? store.storedObject(change.objectID, matches: predicate)) ?? false
+            }
+            if !rows.isEmpty {
+                var table = Table(columns: Self.changeColumns, rows: rows)
+                table.transaction = nil
+                var text = table.render(format == .json ? .ndjson : format, color: color)
+                if format == .table || format == .csv {
+                    text = text.split(separator: "\n", maxSplits: 1).dropFirst().joined() + "\n"
+                }
+                out(text)
+            }
+            if let maximum, state.add() >= maximum { done.signal() }
+        }
+        done.wait()
+        token.cancel()
+    }
+
+    func export() throws {
+        let names: [String]
+        if invocation.flags.contains("--all") {
+            guard invocation.positionals.isEmpty else {
+                throw CommandFailure(code: ExitCode.usage, message: "give an ENTITY or --all, not both")
+            }
+            names = store.schema.entities.map(\.name)
+        } else {
+            guard let name = invocation.positionals.first else {
+                throw CommandFailure(code: ExitCode.usage, message: "give an ENTITY or --all")
+            }
+            names = [try entity(name).name]
+        }
+        let context = ObjectContext(store: store)
+        var tables: [Table] = []
+        for name in names {
+            let entity = try entity(name)
+            let fields = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+            let (rows, _) = try context.fetchSnapshot(FetchRequest(entity: name))
+            var table = Table(columns: (names.count > 1 ? ["entity"] : []) + ["id"] + fields)
+            table.rows = rows.map {
+                (names.count > 1 ? [.text(name)] : []) + row(entity, $0.id, $0.values, $0.relationships, fields)
+            }
+            tables.append(table)
+        }
+        switch format {
+        case .json:
+            // One array; objects of different entities have different keys.
+            let objects = tables.flatMap { table in
+                table.rows.map { row in
+                    "  {" + zip(table.columns, row).map { Cell.quote($0) + ": " + $1.json }.joined(separator: ", ")
+                        + "}"
+                }
+            }
+            out(objects.isEmpty ? "[]\n" : "[\n" + objects.joined(separator: ",\n") + "\n]\n")
+        case .ndjson:
+            out(tables.map { $0.render(.ndjson, color: color) }.joined())
+        case .csv, .table:
+            // One block per entity, each with its own header, separated by a blank line.
+            out(tables.map { $0.render(format, color: color) }.joined(separator: "\n"))
+        }
+    }
+
+    func backup() throws {
+        let destination = invocation.positionals[0]
+        if FileManager.default.fileExists(atPath: destination + "/data.mdb") {
+            throw CommandFailure(
+                code: ExitCode.usage, message: "\(destination) already holds a store; choose an empty directory")
+        }
+        do {
+            try store.environment.copy(to: destination, compact: true)
+        } catch {
+            throw CommandFailure(
+                code: ExitCode.ioError, message: "cannot write the backup to \(destination): \(error.message)")
+        }
+        var table = Table(columns: ["backup", "bytes"])
+        let size = (try? FileManager.default.attributesOfItem(atPath: destination + "/data.mdb")[.size] as? Int) ?? 0
+        table.rows = [[.text(destination), .int(Int64(size))]]
+        emit(table)
+    }
+}
+
+/// Counts watched transactions across the watcher's thread.
+final class WatchState: @unchecked Sendable {
+    // @unchecked Sendable: `count` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var count = 0
+    func add() -> Int {
+        lock.withLock {
+            count += 1; return count
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import EntityStore
+import Foundation
+import LMDB
+
+/// The exit codes of `store-inspect`.
+public enum ExitCode {
+    public static let ok: Int32 = 0
+    public static let findings: Int32 = 1
+    public static let usage: Int32 = 64
+    public static let corruptData: Int32 = 65
+    public static let storeUnavailable: Int32 = 66
+    public static let formatTooNew: Int32 = 69
+    public static let ioError: Int32 = 74
+}
+
+/// A failure with its exit code and one line for stderr.
+struct CommandFailure: Error {
+    var code: Int32
+    var message: String
+}
+
+/// `store-inspect`: everything but the process itself, so that tests can call it.
+public enum StoreInspect {
+    /// Runs the CLI. Output goes through `out` (stdout) and `err` (stderr); nothing reaches `out` when the command
+    /// fails.
+    ///
+    /// - Returns: The exit code.
+    public static func run(
+        _ arguments: [String], stdoutIsTerminal: Bool, environment: [String: String],
+        out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void
+    ) -> Int32 {
+        let invocation: Invocation
+        do {
+            switch try parseArguments(arguments) {
+            case .success(let parsed): invocation = parsed
+            case .failure(let help):
+                switch help.request {
+                case .general: out(Commands.generalHelp)
+                case .command(let name): out(Commands.spec(name)?.help ?? Commands.generalHelp)
+                }
+                return ExitCode.ok
+            }
+        } catch {
+            let prefix = error.command.map { "store-inspect \($0): " } ?? "store-inspect: "
+            err(prefix + error.message + "\n")
+            return ExitCode.usage
+        }
+        let format = invocation.format ?? (stdoutIsTerminal ? .table : .ndjson)
+        let color = stdoutIsTerminal && environment["NO_COLOR"].map(\.isEmpty) ?? true && environment["TERM"] != "dumb"
+        do {
+            let runner = try Runner(invocation: invocation, format: format, color: color, out: out)
+            let code = try runner.run()
+            return code
+        } catch let failure as CommandFailure {
+            err("store-inspect \(invocation.command): \(failure.message)\n")
+            return failure.code
+        } catch {
+            let failure = classify(error, store: invocation.store)
+            err("store-inspect \(invocation.command): \(failure.message)\n")
+            return failure.code
+        }
+    }
+
+    /// Maps an error to an exit code and a one-line message.
+    static func classify(_ error: any Error, store: String) -> CommandFailure {
+        if let error = error as? EntityStoreError {
+            let message = error.message.replacingOccurrences(of: "\n", with: " ")
+            switch error.code {
+            case .storage:
+                if let underlying = error.underlying { return classify(underlying, store: store) }
+                return CommandFailure(code: ExitCode.ioError, message: message)
+            case .notAStore, .corruptData: return CommandFailure(code: ExitCode.corruptData, message: message)
+            case .storeFormatTooNew: return CommandFailure(code: ExitCode.formatTooNew, message: message)
+            case .objectNotFound: return CommandFailure(code: ExitCode.findings, message: message)
+            default: return CommandFailure(code: ExitCode.usage, message: message)
+            }
+        }
+        if let error = error as? LMDBError {
+            let message = "\(error.message) (\(error.code.name), \(error.context))"
+            switch error.code {
+            case .noSuchFile, .permissionDenied:
+                return CommandFailure(code: ExitCode.storeUnavailable, message: message)
+            case .truncatedDataFile, .notAnEnvironment, .corrupted, .invalid, .pageNotFound, .unsafeFile,
+                .databaseNotFound:
+                return CommandFailure(code: ExitCode.corruptData, message: message)
+            case .versionMismatch: return CommandFailure(code: ExitCode.formatTooNew, message: message)
+            default:
+                if error.code.rawValue == ENOTDIR {
+                    return CommandFailure(code: ExitCode.storeUnavailable, message: message)
+                }
+                return CommandFailure(code: ExitCode.ioError, message: message)
+            }
+        }
+        return CommandFailure(code: ExitCode.ioError, message: "\(error)")
+    }
+}
+
+/// Runs one parsed command against a read-only store.
+struct Runner {
+    let invocation: Invocation
+    let format: OutputFormat
+    let color: Bool
+    let out: @Sendable (String) -> Void
+    let store: PersistentStore
+
+    init(invocation: Invocation, format: OutputFormat, color: Bool, out: @escaping @Sendable (String) -> Void) throws {
+        self.invocation = invocation
+        self.format = format
+        self.color = color
+        self.out = out
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: invocation.store, isDirectory: &isDirectory) else {
+            throw CommandFailure(code: ExitCode.storeUnavailable, message: "no store at \(invocation.store)")
+        }
+        guard isDirectory.boolValue else {
+            throw CommandFailure(
+                code: ExitCode.corruptData,
+                message: "\(invocation.store) is a file; a store is a directory holding data.mdb")
+        }
+        store = try PersistentStore.openReadOnly(path: invocation.store)
+    }
+
+    func emit(_ table: Table) { out(table.render(format, color: color)) }
+
+    func run() throws -> Int32 {
+        switch invocation.command {
+        case "info": try info()
+        case "schema": try schema()
+        case "stats": try stats()
+        case "ls": try list()
+        case "count": try count()
+        case "get": try get()
+        case "check": return try check()
+        case "history": try history()
+        case "watch": try watch()
+        case "export": try export()
+        case "backup": try backup()
+        default: throw CommandFailure(code: ExitCode.usage, message: "unknown subcommand")
+        }
+        return ExitCode.ok
+    }
+
+    func entity(_ name: String) throws -> Entity {
+        guard let entity = store.schema.entity(name) else {
+            let known = store.schema.entities.map(\.name).joined(separator: ", ")
+            throw CommandFailure(code: ExitCode.usage, message: "unknown entity '\(name)' (the store has \(known))")
+        }
+        return entity
+    }
+
+    func request(for entity: Entity) throws -> FetchRequest {
+        var request = FetchRequest(entity: entity.name)
+        if let condition = invocation.options["--where"] {
+            request.predicate = try FetchPredicate(condition)
+        }
+        if let sort = invocation.options["--sort"] {
+            request.sortKeys = try sort.split(separator: ",", omittingEmptySubsequences: false).map { text in
+                guard let key = SortKey(parsing: String(text)) else {
+                    throw CommandFailure(code: ExitCode.usage, message: "bad sort key '\(text)'")
+                }
+                return key
+            }
+        }
+        request.fetchLimit = invocation.options["--limit"].flatMap { Int($0) } ?? 0
+        request.fetchOffset = invocation.options["--offset"].flatMap { Int($0) } ?? 0
+        return request
+    }
+
+    func fields(of entity: Entity) throws -> [String] {
+        let all = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        guard let text = invocation.options["--fields"] else { return all }
+        let chosen = text.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
+        for field in chosen where !all.contains(field) {
+            throw CommandFailure(code: ExitCode.usage, message: "\(entity.name) has no field '\(field)'")
+        }
+        return chosen
+    }
+
+    func row(
+        _ entity: Entity, _ id: ObjectID, _ values: [Value], _ relationships: [String: [ObjectID]], _ fields: [String]
+    )
+        -> [Cell]
+    {
+        var cells: [Cell] = [.text(id.description)]
+        for field in fields {
+            if let index = entity.attributeIndex(field) {
+                cells.append(Cell(values[index]))
+            } else if let relationship = entity.relationship(field) {
+                let targets = relationships[field] ?? []
+                if relationship.isToMany {
+                    cells.append(.text(targets.map(\.description).joined(separator: " ")))
+                } else {
+                    cells.append(targets.first.map { .text($0.description) } ?? .null)
+                }
+            }
+        }
+        return cells
+    }
+}
