@@ -51,7 +51,8 @@ import Testing
         let windowed = try inspect([
             "ls", store.path, "Book", "--sort", "pages", "--offset", "1", "--limit", "2", "--fields", "pages",
         ])
-        #expect(windowed.stdout == "{\"id\":\"Book/p2\",\"pages\":150}\n{\"id\":\"Book/p3\",\"pages\":200}\n")  // NDJSON when piped
+        // NDJSON when piped.
+        #expect(windowed.stdout == "{\"id\":\"Book/p2\",\"pages\":150}\n{\"id\":\"Book/p3\",\"pages\":200}\n")
         let explained = try inspect(["ls", store.path, "Book", "--where", "pages == 200", "--explain"])
         #expect(
             explained.stdout
