@@ -38,6 +38,7 @@ let package = Package(
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport", "es-test-helper"]),
         .testTarget(name: "SectionedDiffTests", dependencies: ["SectionedDiff", "TestSupport"]),
         .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "LMDB", "TestSupport", "es-test-helper"]),
+        .testTarget(name: "DemoTests", dependencies: ["TestSupport", "store-demo"]),
         .testTarget(
             name: "StoreInspectTests",
             dependencies: ["StoreInspectCore", "EntityStore", "TestSupport", "store-inspect", "es-test-helper"]),

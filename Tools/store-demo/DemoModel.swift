@@ -1,0 +1,106 @@
+import EntityStore
+import Foundation
+
+/// The demo's schema and data: items in numbered groups (seed 002's RZCollectionList contents).
+enum DemoModel {
+    static func schema() throws -> Schema {
+        try Schema(version: 1) {
+            Entity("Item") {
+                Attribute("title", .string, unique: true)
+                Attribute("group", .string, indexed: true)
+                Attribute("rank", .int64, default: 0)
+            }
+        }
+    }
+
+    /// Seed 002's contents before its batch: "Jill [0]", "Jack [0]", "Garfunkel [1]", ...
+    static let seed: [(String, String, Int64)] = [
+        ("Jill", "0", 1), ("Jack", "0", 2), ("Garfunkel", "1", 1), ("Simon", "1", 2), ("Clyde", "2", 1),
+        ("Bonnie", "2", 2), ("Jerry", "2", 3), ("Ben", "2", 4), ("Nu:Tone", "4", 1), ("Technicolour", "4", 2),
+    ]
+
+    static func open(_ path: String) throws -> PersistentStore {
+        try PersistentStore.open(path: path, schema: schema())
+    }
+
+    /// The item with a title, if any.
+    static func item(_ title: String, in context: ObjectContext) throws -> ManagedObject? {
+        try context.fetch(
+            FetchRequest(entity: "Item", predicate: try FetchPredicate("title == %@", .value(.string(title))))
+        ).first
+    }
+
+    static func insert(_ title: String, group: String, rank: Int64, in context: ObjectContext) throws {
+        let item = try context.insert("Item")
+        try item.setValue(.string(title), forKey: "title")
+        try item.setValue(.string(group), forKey: "group")
+        try item.setValue(.int(rank), forKey: "rank")
+    }
+
+    static func controller(_ context: ObjectContext) -> FetchedResultsController {
+        FetchedResultsController(
+            fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("rank"), SortKey("title")]), context: context,
+            sectionNameKeyPath: "group")
+    }
+}
+
+/// Prints every batch a controller delivers, in the contract's order, with titles.
+final class BatchPrinter: FetchedResultsControllerDelegate {
+    let context: ObjectContext
+    var lines: [String] = []
+    var batches = 0
+    let output: (String) -> Void
+
+    init(context: ObjectContext, output: @escaping (String) -> Void) {
+        self.context = context
+        self.output = output
+    }
+
+    func title(_ id: ObjectID) -> String {
+        (try? context.object(with: id).value(forKey: "title")).flatMap {
+            if case .string(let s) = $0 { s } else { nil }
+        }
+            ?? id.description
+    }
+
+    func controllerWillChangeContent(_ controller: FetchedResultsController) {
+        lines = []
+        batches += 1
+    }
+
+    func controller(
+        _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
+        for type: ResultsChangeType, newIndexPath: ItemPath?
+    ) {
+        let name = title(objectID)
+        switch type {
+        case .delete: lines.append("  delete \(name) at \(indexPath!)")
+        case .insert: lines.append("  insert \(name) at \(newIndexPath!)")
+        case .move: lines.append("  move \(name) \(indexPath!) -> \(newIndexPath!)")
+        case .update: lines.append("  update \(name) \(indexPath!) -> \(newIndexPath!)")
+        }
+    }
+
+    func controller(
+        _ controller: FetchedResultsController, didChange section: SectionInfo, atSectionIndex index: Int,
+        for type: ResultsChangeType
+    ) {
+        lines.append("  \(type == .insert ? "insert" : "delete") section \(index) [\(section.name)]")
+    }
+
+    func controllerDidChangeContent(_ controller: FetchedResultsController) {
+        output(lines.joined(separator: "\n"))
+    }
+}
+
+/// The sections as one line: `[0] Jill Jack | [1] Garfunkel Simon`.
+func layout(_ controller: FetchedResultsController, _ context: ObjectContext) -> String {
+    controller.sections.map { section in
+        "[\(section.name)] "
+            + section.objectIDs.map { id in
+                (try? context.object(with: id).value(forKey: "title")).flatMap {
+                    if case .string(let s) = $0 { s } else { nil }
+                } ?? id.description
+            }.joined(separator: " ")
+    }.joined(separator: " | ")
+}

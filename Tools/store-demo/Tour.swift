@@ -1,0 +1,101 @@
+import EntityStore
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The tour: the situations of the seed documents, each printed as the batch the controller delivered.
+@MainActor
+func runTour(storePath: String, script: Bool) async throws {
+    let terminal = !script && isatty(STDOUT_FILENO) == 1
+    func say(_ text: String) {
+        print(text)
+        fflush(nil)
+    }
+    // A fresh store each run: the tour starts from seed 002's contents.
+    try? FileManager.default.removeItem(atPath: storePath)
+    let store = try DemoModel.open(storePath)
+    let context = ObjectContext(store: store, name: "demo")
+    for (title, group, rank) in DemoModel.seed { try DemoModel.insert(title, group: group, rank: rank, in: context) }
+    try context.save()
+
+    let controller = DemoModel.controller(context)
+    var step = 0
+    let printer = BatchPrinter(context: context) { lines in
+        say(lines)
+        say("  now: " + layout(controller, context))
+    }
+    controller.delegate = printer
+    try controller.performFetch()
+    say("EntityStore demo: a FetchedResultsController over \(storePath), sectioned by group")
+    say("  now: " + layout(controller, context))
+
+    func scene(_ title: String, _ body: () throws -> Void) rethrows {
+        step += 1
+        if terminal { usleep(1_200_000) }
+        say("\n\(step). \(title)")
+        let before = printer.batches
+        try body()
+        if printer.batches == before { say("  (no callbacks)") }
+    }
+
+    try scene("Seed 002, the RZCollectionList batch: four deletes, two inserts in a new group, two moves, an update") {
+        for title in ["Jill", "Jack", "Garfunkel", "Simon"] { try context.delete(DemoModel.item(title, in: context)!) }
+        try DemoModel.insert("Cheech", group: "420", rank: 1, in: context)
+        try DemoModel.insert("Chong", group: "420", rank: 2, in: context)
+        try DemoModel.item("Jerry", in: context)!.setValue(-2, forKey: "rank")
+        try DemoModel.item("Ben", in: context)!.setValue(-1, forKey: "rank")
+        try DemoModel.item("Technicolour", in: context)!.setValue(.string("Technicolour"), forKey: "title")  // equal: no change
+        try DemoModel.item("Technicolour", in: context)!.setValue(3, forKey: "rank")  // same place: an update
+        try context.save()
+    }
+    try scene("Seed 004: Nu:Tone moves to group 420 while group 2 empties: its path is [1,0] before and after") {
+        for title in ["Jerry", "Ben", "Clyde", "Bonnie"] { try context.delete(DemoModel.item(title, in: context)!) }
+        let nuTone = try DemoModel.item("Nu:Tone", in: context)!
+        try nuTone.setValue("420", forKey: "group")
+        try nuTone.setValue(0, forKey: "rank")
+        try context.save()
+    }
+    try scene(
+        "A user-driven reorder: the user drags Chong to the top of group 420; the UI shows it already, so nothing is delivered"
+    ) {
+        let from = controller.indexPath(for: try DemoModel.item("Chong", in: context)!)!
+        try controller.moveObject(from: from, to: ItemPath(section: from.section, item: 0), orderKey: "rank")
+        try context.save()
+        say("  now: " + layout(controller, context))
+    }
+    try await liveScene(
+        store: store, context: context, controller: controller, script: script, terminal: terminal, say: say)
+}
+
+/// Another process writes; the change arrives through the store's change stream and is merged here.
+@MainActor
+func liveScene(
+    store: PersistentStore, context: ObjectContext, controller: FetchedResultsController, script: Bool, terminal: Bool,
+    say: @escaping (String) -> Void
+) async throws {
+    let changes = store.changes()
+    say("\n4. Another process writes (store-demo add Moby 4 0 --store ...); the change arrives live")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    process.arguments = ["add", "Moby", "4", "0", "--store", store.environment.path]
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    for await record in changes {
+        context.merge(record)
+        if record.author == "store-demo add" { break }
+    }
+    guard !script, isatty(STDIN_FILENO) == 1 else {
+        say("\ndone: \(try store.lastTransaction()) transactions saved")
+        return
+    }
+    say("\nLive: run `swift run store-demo add TITLE GROUP` (or move TITLE GROUP, delete TITLE) in another terminal.")
+    say("Ctrl-C to quit.")
+    for await record in changes {
+        if terminal { print("\u{1B}[2J\u{1B}[H", terminator: "") }
+        say("\(record.author ?? "another process") saved transaction \(record.transaction ?? 0):")
+        context.merge(record)
+    }
+}
