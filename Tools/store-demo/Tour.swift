@@ -46,8 +46,9 @@ func runTour(storePath: String, script: Bool) async throws {
         try DemoModel.insert("Chong", group: "420", rank: 2, in: context)
         try DemoModel.item("Jerry", in: context)!.setValue(-2, forKey: "rank")
         try DemoModel.item("Ben", in: context)!.setValue(-1, forKey: "rank")
-        try DemoModel.item("Technicolour", in: context)!.setValue(.string("Technicolour"), forKey: "title")  // equal: no change
-        try DemoModel.item("Technicolour", in: context)!.setValue(3, forKey: "rank")  // same place: an update
+        // An equal write is no change; a new rank that keeps its place is an update.
+        try DemoModel.item("Technicolour", in: context)!.setValue(.string("Technicolour"), forKey: "title")
+        try DemoModel.item("Technicolour", in: context)!.setValue(3, forKey: "rank")
         try context.save()
     }
     try scene("Seed 004: Nu:Tone moves to group 420 while group 2 empties: its path is [1,0] before and after") {
