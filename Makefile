@@ -1,13 +1,14 @@
 # EntityStore: make demo | test | lint | bench | fuzz | docs
 #
-# `make demo` and `make test` install what they need (liblmdb-dev, and lmdb-utils for the tests that check that
-# Debian's own tools read our stores) with apt-get when it is missing, through sudo when not root.
+# `make demo`, `make test` and `make bench` install what they need (liblmdb-dev; lmdb-utils for the tests that
+# check that Debian's own tools read our stores; libsqlite3-dev for the benchmarks' SQLite side) with apt-get
+# when it is missing, through sudo when not root.
 
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := liblmdb-dev lmdb-utils
 
-.PHONY: all deps build demo test lint format bench fuzz docs stress tsan clean
+.PHONY: all deps build demo test lint format bench bench-quick fuzz docs stress tsan clean
 
 all: build
 
@@ -15,6 +16,7 @@ deps:
 	@missing=""; \
 	pkg-config --exists lmdb 2>/dev/null || missing="$$missing liblmdb-dev"; \
 	command -v mdb_stat >/dev/null 2>&1 || missing="$$missing lmdb-utils"; \
+	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -32,13 +34,16 @@ test: deps
 	$(SWIFT) test
 
 lint:
-	$(SWIFT) format lint --strict --recursive Package.swift Sources Tools Tests
+	$(SWIFT) format lint --strict --recursive Package.swift Sources Tools Tests Benchmarks/Package.swift Benchmarks/Sources
 
 format:
-	$(SWIFT) format --in-place --recursive Package.swift Sources Tools Tests
+	$(SWIFT) format --in-place --recursive Package.swift Sources Tools Tests Benchmarks/Package.swift Benchmarks/Sources
 
-bench:
-	@echo "make bench: the benchmark suite (issue 8) has not landed yet."
+bench: deps
+	cd Benchmarks && $(SWIFT) build -c release && .build/release/entitystore-bench $(BENCH_ARGS)
+
+bench-quick: deps
+	cd Benchmarks && $(SWIFT) build -c release && .build/release/entitystore-bench --quick
 
 fuzz:
 	@echo "make fuzz: the fuzz targets (issue 9) have not landed yet."

@@ -136,9 +136,10 @@ extension ObjectContext {
                     txn: txn, store: store, context: self, includesPending: request.includesPendingChanges)
                 var candidates: [Candidate] = []
 
+                let hasPending = !pendingIDs.isEmpty
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
-                    if pendingIDs.contains(id) { return }
+                    if hasPending && pendingIDs.contains(id) { return }
                     let values = try RecordCodec.decode(bytes, entity: entity, needed: needed)
                     let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
                     if let predicate, try !predicate.evaluate(subject) { return }

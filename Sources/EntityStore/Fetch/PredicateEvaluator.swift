@@ -209,11 +209,11 @@ final class CompiledPredicate {
 
     // MARK: Evaluation
 
-    func evaluate(_ subject: any PredicateSubject) throws -> Bool {
+    func evaluate<S: PredicateSubject>(_ subject: S) throws -> Bool {
         try evaluate(root, subject)
     }
 
-    private func evaluate(_ node: Node, _ subject: any PredicateSubject) throws -> Bool {
+    private func evaluate<S: PredicateSubject>(_ node: Node, _ subject: S) throws -> Bool {
         switch node {
         case .constant(let value): return value
         case .and(let nodes):
@@ -229,6 +229,10 @@ final class CompiledPredicate {
                 right = .value(try CompiledPredicate.values(of: other, subject).first ?? .null)
             } else {
                 right = c.operand
+            }
+            // The common case: an attribute of the object itself, read without building arrays.
+            if path.steps.isEmpty, case .attribute(let index, _) = path.terminal, c.quantifier == nil {
+                return try compare(try subject.attribute(index), c, right)
             }
             if case .relationship = path.terminal {
                 let ids = try CompiledPredicate.ids(of: path, subject)
@@ -258,7 +262,8 @@ final class CompiledPredicate {
     }
 
     /// The values a key path reaches from a subject: one (or none) for a to-one path, many for a to-many path.
-    static func values(of path: ResolvedKeyPath, _ subject: any PredicateSubject) throws -> [Value] {
+    static func values<S: PredicateSubject>(of path: ResolvedKeyPath, _ subject: S) throws -> [Value] {
+        if path.steps.isEmpty, case .attribute(let index, _) = path.terminal { return [try subject.attribute(index)] }
         var subjects: [any PredicateSubject] = [subject]
         let walk = path.terminal == .count ? Array(path.steps.dropLast()) : path.steps
         for step in walk {
@@ -275,7 +280,7 @@ final class CompiledPredicate {
         }
     }
 
-    static func ids(of path: ResolvedKeyPath, _ subject: any PredicateSubject) throws -> [ObjectID] {
+    static func ids<S: PredicateSubject>(of path: ResolvedKeyPath, _ subject: S) throws -> [ObjectID] {
         guard case .relationship(let relationship) = path.terminal else { return [] }
         var subjects: [any PredicateSubject] = [subject]
         for step in path.steps { subjects = try subjects.flatMap { try $0.related(step) } }

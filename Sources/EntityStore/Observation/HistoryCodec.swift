@@ -140,8 +140,8 @@ extension UUID {
 }
 
 extension ByteReader {
-    mutating func fixed64(_ what: String) throws -> UInt64 {
-        UInt64(littleEndian: try bytes(8, what).loadUnaligned(as: UInt64.self))
+    mutating func fixed64(_ what: @autoclosure () -> String) throws -> UInt64 {
+        UInt64(littleEndian: try bytes(8, what()).loadUnaligned(as: UInt64.self))
     }
 
     mutating func string(_ what: String) throws -> String {

@@ -173,37 +173,37 @@ struct ByteReader {
         EntityStoreError(.corruptData, "corrupt record of \(entity) at byte \(offset): \(message)", entity: entity)
     }
 
-    mutating func byte(_ what: String) throws -> UInt8 {
-        guard offset < bytes.count else { throw corrupt("the record ends before the \(what)") }
+    mutating func byte(_ what: @autoclosure () -> String) throws -> UInt8 {
+        guard offset < bytes.count else { throw corrupt("the record ends before the \(what())") }
         defer { offset += 1 }
         return bytes[offset]
     }
 
-    mutating func bytes(_ count: Int, _ what: String) throws -> UnsafeRawBufferPointer {
+    mutating func bytes(_ count: Int, _ what: @autoclosure () -> String) throws -> UnsafeRawBufferPointer {
         guard count >= 0, count <= bytes.count - offset else {
-            throw corrupt("the \(what) needs \(count) bytes, \(bytes.count - offset) remain")
+            throw corrupt("the \(what()) needs \(count) bytes, \(bytes.count - offset) remain")
         }
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
     }
 
-    mutating func varint(_ what: String) throws -> UInt64 {
+    mutating func varint(_ what: @autoclosure () -> String) throws -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
-            let next = try byte(what)
-            if shift == 63 && next > 1 { throw corrupt("the \(what) overflows 64 bits") }
+            let next = try byte(what())
+            if shift == 63 && next > 1 { throw corrupt("the \(what()) overflows 64 bits") }
             result |= UInt64(next & 0x7F) << shift
             if next & 0x80 == 0 { return result }
             shift += 7
-            if shift > 63 { throw corrupt("the \(what) overflows 64 bits") }
+            if shift > 63 { throw corrupt("the \(what()) overflows 64 bits") }
         }
     }
 
-    mutating func length(_ what: String) throws -> Int {
-        let length = try varint("length of \(what)")
+    mutating func length(_ what: @autoclosure () -> String) throws -> Int {
+        let length = try varint("length of \(what())")
         guard length <= UInt64(bytes.count - offset) else {
-            throw corrupt("the length of \(what) is \(length), \(bytes.count - offset) bytes remain")
+            throw corrupt("the length of \(what()) is \(length), \(bytes.count - offset) bytes remain")
         }
         return Int(length)
     }

@@ -1,0 +1,163 @@
+import EntityStore
+import Foundation
+
+/// Counts the moves a controller delivers.
+final class CountingDelegate: FetchedResultsControllerDelegate {
+    var moves = 0
+    var batches = 0
+    func controllerWillChangeContent(_ controller: FetchedResultsController) { batches += 1 }
+    func controller(
+        _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
+        for type: ResultsChangeType, newIndexPath: ItemPath?
+    ) {
+        if type == .move { moves += 1 }
+    }
+}
+
+/// S6: the controller's change computation after 1% of rows change (half of them their order), flat and with
+/// 100 sections, against the standard library's diff of the same lists.
+func s6(_ report: Report, _ n: Int) throws {
+    let items = (0..<n).map(ItemData.make)
+    let path = temporaryDirectory("s6")
+    let store = try entityStore(path, items)
+    for sectioned in [false, true] {
+        let name = "S6 controller after 1% of \(n) rows change" + (sectioned ? ", 100 sections" : ", flat")
+        for repetition in 0..<3 {
+            let context = ObjectContext(store: store)
+            let controller = FetchedResultsController(
+                fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("score")]), context: context,
+                sectionNameKeyPath: sectioned ? "group" : nil)
+            let delegate = CountingDelegate()
+            controller.delegate = delegate
+            try controller.performFetch()
+            let before = controller.fetchedObjectIDs
+            var generator = SystemRandomNumberGenerator()
+            let changed = (0..<(n / 100)).map { _ in Int.random(in: 0..<n, using: &generator) }
+            var reordered = 0
+            for (i, index) in Set(changed).enumerated() {
+                let object = try context.object(with: ObjectID(entityName: "Item", primaryKey: UInt64(index + 1)))
+                if i % 2 == 0 {
+                    try object.setValue(.int(Int64.random(in: 0..<10_000, using: &generator)), forKey: "score")
+                    reordered += 1
+                } else {
+                    try object.setValue(.string("changed \(repetition) \(i)"), forKey: "title")
+                }
+            }
+            var start = now()
+            context.processPendingChanges()
+            report.record(name, "EntityStore controller", "s", now() - start)
+            let after = controller.fetchedObjectIDs
+            start = now()
+            let difference = after.difference(from: before).inferringMoves()
+            report.record(name, "stdlib inferringMoves", "s", now() - start)
+            consume(difference.count)
+            if repetition == 0 {
+                report.target(
+                    "S6", "\(name): moves minimal (at most the \(reordered) reordered objects)",
+                    delegate.moves <= reordered, "\(delegate.moves) moves")
+            }
+        }
+        let es = report.median(name, "EntityStore controller")
+        let stdlib = report.median(name, "stdlib inferringMoves")
+        report.target("S6", "\(name): at most 2 ms", es <= 0.002, String(format: "%.2f ms", es * 1e3))
+        report.target(
+            "S6", "\(name): at least 50x faster than inferringMoves", es * 50 <= stdlib,
+            String(format: "%.1fx", stdlib / es))
+    }
+    try? FileManager.default.removeItem(atPath: path)
+}
+
+/// S7: the controller's performFetch over n rows sectioned by an indexed key, and its resident memory per row.
+func s7(_ report: Report, _ n: Int) throws {
+    let items = (0..<n).map(ItemData.make)
+    let path = temporaryDirectory("s7")
+    let store = try entityStore(path, items)
+    let name = "S7 controller performFetch, \(n) rows, sectioned"
+    for _ in 0..<3 {
+        let context = ObjectContext(store: store)
+        // Touch every page first so that the memory map's resident pages are not counted as the controller's.
+        consume(try context.count(for: FetchRequest(entity: "Item", predicate: try FetchPredicate("date < 0"))))
+        let baseline = residentBytes()
+        let start = now()
+        let controller = FetchedResultsController(
+            fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("score")]), context: context,
+            sectionNameKeyPath: "group")
+        try controller.performFetch()
+        report.record(name, "EntityStore", "s", now() - start)
+        report.record(name + " (memory)", "EntityStore", "bytes/row", Double(residentBytes() - baseline) / Double(n))
+        consume(controller.sections.count)
+    }
+    let perRow = report.median(name + " (memory)", "EntityStore")
+    report.target("S7", "at most 100 bytes per row", perRow <= 100, String(format: "%.0f bytes/row", perRow))
+    try? FileManager.default.removeItem(atPath: path)
+}
+
+/// S8: from a save in this process to the delegate call of a controller in another process.
+func s8(_ report: Report, _ saves: Int) throws {
+    let path = temporaryDirectory("s8")
+    let store = try entityStore(path, (0..<100).map(ItemData.make))
+    let observer = Process()
+    observer.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    observer.arguments = ["s8-observer", path, "\(saves)"]
+    let pipe = Pipe()
+    observer.standardOutput = pipe
+    try observer.run()
+    // Wait for the observer to be ready.
+    let handle = pipe.fileHandleForReading
+    var ready = Data()
+    while !String(decoding: ready, as: UTF8.self).contains("ready\n") {
+        let chunk = handle.availableData
+        if chunk.isEmpty { break }
+        ready.append(chunk)
+    }
+    let context = ObjectContext(store: store)
+    let object = try context.fetch(FetchRequest(entity: "Item", predicate: try FetchPredicate("id == 1")))[0]
+    var saved: [Double] = []
+    for i in 0..<saves {
+        try object.setValue(.int(Int64(i)), forKey: "score")
+        try context.save()
+        saved.append(Date().timeIntervalSince1970)
+        usleep(5_000)
+    }
+    // The observer stops after `saves` deliveries; never wait for it longer than 30 s.
+    let deadline = Date().addingTimeInterval(30)
+    while observer.isRunning && Date() < deadline { usleep(10_000) }
+    if observer.isRunning { observer.terminate() }
+    let output = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+    observer.waitUntilExit()
+    let received = output.split(separator: "\n").compactMap { Double($0) }
+    let latencies = zip(saved, received).map { $1 - $0 }.sorted()
+    guard !latencies.isEmpty else { return }
+    report.record("S8 save-to-delegate across processes (median)", "EntityStore", "s", latencies[latencies.count / 2])
+    report.record(
+        "S8 save-to-delegate across processes (p99)", "EntityStore", "s",
+        latencies[min(latencies.count - 1, latencies.count * 99 / 100)])
+    try? FileManager.default.removeItem(atPath: path)
+}
+
+/// The other process of S8: a controller on a merging context, printing the wall time of each delegate call.
+@MainActor
+func s8Observer(path: String, saves: Int) async throws {
+    let store = try PersistentStore.open(path: path, schema: benchSchema())
+    let context = ObjectContext(store: store)
+    final class Printer: FetchedResultsControllerDelegate {
+        var count = 0
+        func controllerDidChangeContent(_ controller: FetchedResultsController) {
+            count += 1
+            print(Date().timeIntervalSince1970)
+            fflush(nil)
+        }
+    }
+    let printer = Printer()
+    let controller = FetchedResultsController(
+        fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("score")]), context: context)
+    controller.delegate = printer
+    try controller.performFetch()
+    let changes = store.changes()
+    print("ready")
+    fflush(nil)
+    for await record in changes {
+        context.merge(record)
+        if printer.count >= saves { break }
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Wall-clock seconds from a monotonic clock.
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// Resident memory of this process in bytes (from /proc/self/statm).
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    return fields.count > 1 ? (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE))) : 0
+}
+
+/// Work results fold into this so that nothing is optimised away.
+nonisolated(unsafe) var checksum: UInt64 = 0
+
+func consume(_ value: Int) { checksum &+= UInt64(truncatingIfNeeded: value) }
+
+/// One measured quantity of one system in one scenario; the median of the repetitions is reported.
+struct Measurement: Codable {
+    var scenario: String
+    var system: String
+    var unit: String
+    var samples: [Double]
+    var median: Double {
+        let sorted = samples.sorted()
+        return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+    }
+}
+
+/// A target checked from the same run's medians.
+struct Target: Codable {
+    var scenario: String
+    var description: String
+    var met: Bool
+    var detail: String
+}
+
+final class Report {
+    var measurements: [Measurement] = []
+    var targets: [Target] = []
+
+    func record(_ scenario: String, _ system: String, _ unit: String, _ value: Double) {
+        if let index = measurements.firstIndex(where: { $0.scenario == scenario && $0.system == system }) {
+            measurements[index].samples.append(value)
+        } else {
+            measurements.append(Measurement(scenario: scenario, system: system, unit: unit, samples: [value]))
+        }
+    }
+
+    func median(_ scenario: String, _ system: String) -> Double {
+        measurements.first { $0.scenario == scenario && $0.system == system }?.median ?? .nan
+    }
+
+    func target(_ scenario: String, _ description: String, _ met: Bool, _ detail: String) {
+        targets.append(Target(scenario: scenario, description: description, met: met, detail: detail))
+    }
+
+    func printTable() {
+        print("\nMedians of 3 interleaved repetitions:\n")
+        print(
+            "scenario".padding(toLength: 44, withPad: " ", startingAt: 0)
+                + "system".padding(toLength: 22, withPad: " ", startingAt: 0) + "median")
+        for m in measurements {
+            print(
+                m.scenario.padding(toLength: 44, withPad: " ", startingAt: 0)
+                    + m.system.padding(toLength: 22, withPad: " ", startingAt: 0)
+                    + format(m.median, m.unit))
+        }
+        print("\nTargets (ratios from this run):\n")
+        for t in targets {
+            print("\(t.met ? "met   " : "MISSED") \(t.scenario): \(t.description) — \(t.detail)")
+        }
+        print("\nchecksum \(checksum)")
+    }
+
+    func format(_ value: Double, _ unit: String) -> String {
+        switch unit {
+        case "s/op":
+            if value < 1e-6 { return String(format: "%.0f ns/op", value * 1e9) }
+            if value < 1e-3 { return String(format: "%.2f µs/op", value * 1e6) }
+            return String(format: "%.2f ms/op", value * 1e3)
+        case "s": return value < 1e-3 ? String(format: "%.1f µs", value * 1e6) : String(format: "%.2f ms", value * 1e3)
+        case "bytes/row": return String(format: "%.0f bytes/row", value)
+        default: return "\(value) \(unit)"
+        }
+    }
+
+    func json() -> String {
+        struct Output: Codable {
+            var measurements: [Measurement]
+            var targets: [Target]
+            var checksum: UInt64
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data =
+            (try? encoder.encode(Output(measurements: measurements, targets: targets, checksum: checksum))) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// The benchmark data: an Item with an int64 id, a ~40-byte title, an indexed int score, a double date and a
+/// ~50-byte blob.
+struct ItemData {
+    var id: Int64
+    var title: String
+    var score: Int64
+    var date: Double
+    var blob: [UInt8]
+
+    static func make(_ i: Int) -> ItemData {
+        var state = UInt64(i) &* 0x9E37_79B9_7F4A_7C15
+        state ^= state >> 29
+        return ItemData(
+            id: Int64(i),
+            title: "Item number \(i) with a forty-byte title…".padding(toLength: 40, withPad: "x", startingAt: 0),
+            score: Int64(state % 10_000), date: 700_000_000 + Double(i),
+            blob: [UInt8](repeating: UInt8(i & 0xFF), count: 50))
+    }
+}
+
+/// A fresh temporary directory.
+func temporaryDirectory(_ name: String) -> String {
+    let path = NSTemporaryDirectory() + "entitystore-bench-\(getpid())-\(name)"
+    try? FileManager.default.removeItem(atPath: path)
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}

@@ -1,0 +1,249 @@
+import CSQLite
+import EntityStore
+import Foundation
+import LMDB
+
+func benchSchema() throws -> Schema {
+    try Schema(version: 1) {
+        Entity("Item") {
+            Attribute("id", .int64)
+            Attribute("title", .string)
+            Attribute("score", .int64, indexed: true)
+            Attribute("date", .double)
+            Attribute("blob", .binary)
+            Attribute("group", .int64, default: 0, indexed: true)
+        }
+    }
+}
+
+/// Loads `count` items into a new EntityStore store and returns it.
+func entityStore(_ path: String, _ items: [ItemData]) throws -> PersistentStore {
+    let store = try PersistentStore.open(path: path, schema: benchSchema(), options: .init(mapSize: 1 << 30))
+    let context = ObjectContext(store: store)
+    for item in items { try insert(item, context) }
+    try context.save()
+    return store
+}
+
+func insert(_ item: ItemData, _ context: ObjectContext) throws {
+    let object = try context.insert("Item")
+    try object.setValue(.int(item.id), forKey: "id")
+    try object.setValue(.string(item.title), forKey: "title")
+    try object.setValue(.int(item.score), forKey: "score")
+    try object.setValue(.double(item.date), forKey: "date")
+    try object.setValue(.data(item.blob), forKey: "blob")
+    try object.setValue(.int(item.id % 100), forKey: "group")
+}
+
+struct Sizes {
+    var insert: Int
+    var fetch: [Int]
+    var query: Int
+    var scan: Int
+    var controller: Int
+    var controllerMemory: Int
+    var saves: Int
+    var crossProcessSaves: Int
+}
+
+/// S1: insert N objects with one index in one save.
+func s1(_ report: Report, _ n: Int) throws {
+    let items = (0..<n).map(ItemData.make)
+    let name = "S1 insert \(n) with one index, one save"
+    for _ in 0..<3 {
+        var path = temporaryDirectory("s1-es")
+        var start = now()
+        _ = try entityStore(path, items)
+        report.record(name, "EntityStore", "s/op", (now() - start) / Double(n))
+        try? FileManager.default.removeItem(atPath: path)
+
+        path = temporaryDirectory("s1-lmdb")
+        start = now()
+        try RawSwiftLMDB(path: path).insert(items)
+        report.record(name, "raw LMDB (Swift)", "s/op", (now() - start) / Double(n))
+        try? FileManager.default.removeItem(atPath: path)
+
+        path = temporaryDirectory("s1-c")
+        start = now()
+        RawCLMDB(path: path).insert(items)
+        report.record(name, "raw LMDB (C)", "s/op", (now() - start) / Double(n))
+        try? FileManager.default.removeItem(atPath: path)
+
+        path = temporaryDirectory("s1-sqlite")
+        start = now()
+        SQLiteItems(path: path + "/db.sqlite").insert(items)
+        report.record(name, "SQLite", "s/op", (now() - start) / Double(n))
+        try? FileManager.default.removeItem(atPath: path)
+    }
+    let es = report.median(name, "EntityStore")
+    let raw = report.median(name, "raw LMDB (C)")
+    let sqlite = report.median(name, "SQLite")
+    report.target(
+        "S1", "at least 50% of raw LMDB's put+index throughput", es <= 2 * raw, String(format: "%.0f%%", 100 * raw / es)
+    )
+    report.target("S1", "at least 2x SQLite's throughput", es * 2 <= sqlite, String(format: "%.2fx", sqlite / es))
+}
+
+/// S2: durable saves of one changed object.
+func s2(_ report: Report, _ saves: Int) throws {
+    let items = (0..<1000).map(ItemData.make)
+    let name = "S2 durable save of one changed object"
+    let esPath = temporaryDirectory("s2-es")
+    let store = try entityStore(esPath, items)
+    let context = ObjectContext(store: store)
+    let object = try context.fetch(FetchRequest(entity: "Item", predicate: try FetchPredicate("id == 7")))[0]
+    let rawPath = temporaryDirectory("s2-c")
+    let raw = RawCLMDB(path: rawPath)
+    raw.insert(items)
+    var buffer: [UInt8] = []
+    RawRecord.encode(items[7], into: &buffer)
+    for _ in 0..<3 {
+        var times: [Double] = []
+        for i in 0..<saves {
+            try object.setValue(.int(Int64(i)), forKey: "score")
+            let start = now()
+            try context.save()
+            times.append(now() - start)
+        }
+        report.record(name, "EntityStore", "s/op", times.sorted()[times.count / 2])
+        times = []
+        for _ in 0..<saves {
+            let start = now()
+            raw.putOne(7, buffer)
+            times.append(now() - start)
+        }
+        report.record(name, "raw LMDB (C) one put", "s/op", times.sorted()[times.count / 2])
+    }
+    let es = report.median(name, "EntityStore")
+    let rawMedian = report.median(name, "raw LMDB (C) one put")
+    report.target(
+        "S2", "median at most raw LMDB's one-put commit + 20 µs", es <= rawMedian + 20e-6,
+        String(format: "+%.1f µs", (es - rawMedian) * 1e6))
+    try? FileManager.default.removeItem(atPath: esPath)
+    try? FileManager.default.removeItem(atPath: rawPath)
+}
+
+/// S3: fetch by object ID at random (fault in).
+func s3(_ report: Report, _ n: Int) throws {
+    let items = (0..<n).map(ItemData.make)
+    let name = "S3 fetch by ID at random, \(n) objects"
+    let esPath = temporaryDirectory("s3-es")
+    let store = try entityStore(esPath, items)
+    let rawPath = temporaryDirectory("s3-c")
+    let raw = RawCLMDB(path: rawPath)
+    raw.insert(items)
+    let sqlitePath = temporaryDirectory("s3-sqlite")
+    let sqlite = SQLiteItems(path: sqlitePath + "/db.sqlite")
+    sqlite.insert(items)
+    let statement = sqlite.prepare("SELECT id, title, score, date, blob FROM items WHERE id = ?")
+    let lookups = 20_000
+    var generator = SystemRandomNumberGenerator()
+    let keys = (0..<lookups).map { _ in Int64.random(in: 0..<Int64(n), using: &generator) }
+    for _ in 0..<3 {
+        var context = ObjectContext(store: store)
+        var start = now()
+        for (i, key) in keys.enumerated() {
+            if i % 1000 == 0 { context = ObjectContext(store: store) }
+            let object = try context.existingObject(with: ObjectID(entityName: "Item", primaryKey: UInt64(key + 1)))
+            if case .int(let score) = try object.value(forKey: "score") { consume(Int(score)) }
+        }
+        report.record(name, "EntityStore", "s/op", (now() - start) / Double(lookups))
+
+        start = now()
+        for key in keys { consume(Int(raw.get(key)?.score ?? 0)) }
+        report.record(name, "raw LMDB (C) get+decode", "s/op", (now() - start) / Double(lookups))
+
+        start = now()
+        for key in keys {
+            sqlite3_bind_int64(statement, 1, key)
+            consume(Int(sqlite.readRows(statement).first?.score ?? 0))
+        }
+        report.record(name, "SQLite", "s/op", (now() - start) / Double(lookups))
+    }
+    sqlite3_finalize(statement)
+    let es = report.median(name, "EntityStore")
+    report.target(
+        "S3", "\(n): at most 2x raw get + decode", es <= 2 * report.median(name, "raw LMDB (C) get+decode"),
+        String(format: "%.2fx", es / report.median(name, "raw LMDB (C) get+decode")))
+    report.target(
+        "S3", "\(n): at least 1.5x faster than SQLite", es * 1.5 <= report.median(name, "SQLite"),
+        String(format: "%.2fx", report.median(name, "SQLite") / es))
+    for path in [esPath, rawPath, sqlitePath] { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// S4 and S5: indexed queries sorted on the index, and an unindexed scan.
+func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
+    for (n, scenarios) in [(queryN, ["S4"]), (scanN, ["S5"])] where n > 0 {
+        let items = (0..<n).map(ItemData.make)
+        let esPath = temporaryDirectory("s4-es")
+        let store = try entityStore(esPath, items)
+        let sqlitePath = temporaryDirectory("s4-sqlite")
+        let sqlite = SQLiteItems(path: sqlitePath + "/db.sqlite")
+        sqlite.insert(items)
+        let rawPath = temporaryDirectory("s5-c")
+        let raw = RawCLMDB(path: rawPath)
+        if scenarios == ["S5"] { raw.insert(items) }
+        // Scores are uniform in 0..<10000: equality finds n/10000 objects; a range of 10^7/n scores about 1000.
+        let rangeWidth = max(1, Int64(10_000_000 / n))
+        var cases: [(String, String, String, [PredicateArgument], (OpaquePointer?) -> Void, Int)] = []
+        if scenarios == ["S4"] {
+            cases = [
+                (
+                    "S4 indexed equality (~\(max(1, n / 10_000)) hits), \(n)", "score == %d",
+                    "SELECT id, title, score, date, blob FROM items WHERE score = ? ORDER BY score", [4242],
+                    { sqlite3_bind_int64($0, 1, 4242) }, 200
+                ),
+                (
+                    "S4 indexed range (~1000 hits), \(n)", "score BETWEEN {%d, %d}",
+                    "SELECT id, title, score, date, blob FROM items WHERE score BETWEEN ? AND ? ORDER BY score",
+                    [.value(.int(5000)), .value(.int(5000 + rangeWidth))],
+                    {
+                        sqlite3_bind_int64($0, 1, 5000); sqlite3_bind_int64($0, 2, 5000 + rangeWidth)
+                    }, 20
+                ),
+            ]
+        } else {
+            let threshold = 700_000_000 + Double(n) * 0.99
+            cases = [
+                (
+                    "S5 unindexed predicate (1% hits), \(n)", "date >= %f",
+                    "SELECT id, title, score, date, blob FROM items WHERE date >= ?", [.value(.double(threshold))],
+                    { sqlite3_bind_double($0, 1, threshold) }, 3
+                )
+            ]
+        }
+        for (name, format, sql, arguments, bind, repeats) in cases {
+            var request = FetchRequest(
+                entity: "Item", predicate: try FetchPredicate(format: format, arguments: arguments))
+            if scenarios == ["S4"] { request.sortKeys = [SortKey("score")] }
+            let statement = sqlite.prepare(sql)
+            for _ in 0..<3 {
+                var start = now()
+                for _ in 0..<repeats {
+                    let context = ObjectContext(store: store)
+                    consume(try context.fetch(request).count)
+                }
+                report.record(name, "EntityStore", "s", (now() - start) / Double(repeats))
+                start = now()
+                for _ in 0..<repeats {
+                    bind(statement)
+                    consume(sqlite.readRows(statement).count)
+                }
+                report.record(name, "SQLite", "s", (now() - start) / Double(repeats))
+                if scenarios == ["S5"] {
+                    start = now()
+                    consume(raw.scanDates(atLeast: 700_000_000 + Double(n) * 0.99))
+                    report.record(name, "raw LMDB (C) scan", "s", now() - start)
+                }
+            }
+            sqlite3_finalize(statement)
+            let es = report.median(name, "EntityStore")
+            let lite = report.median(name, "SQLite")
+            let factor = scenarios == ["S4"] ? 1.3 : 1.25
+            report.target(
+                scenarios[0], "\(name): at least \(factor)x faster than SQLite", es * factor <= lite,
+                String(format: "%.2fx", lite / es))
+        }
+        for path in [esPath, sqlitePath, rawPath] { try? FileManager.default.removeItem(atPath: path) }
+    }
+}

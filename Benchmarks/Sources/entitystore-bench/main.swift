@@ -1,0 +1,47 @@
+// entitystore-bench: EntityStore side by side with raw LMDB and SQLite.
+//
+//   entitystore-bench [--quick] [--json] [--only S1,S3,...]
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "s8-observer", arguments.count == 3, let saves = Int(arguments[2]) {
+    try await s8Observer(path: arguments[1], saves: saves)
+    exit(0)
+}
+let quick = arguments.contains("--quick")
+let json = arguments.contains("--json")
+let only: Set<String>? = arguments.firstIndex(of: "--only").flatMap { i in
+    i + 1 < arguments.count ? Set(arguments[i + 1].split(separator: ",").map(String.init)) : nil
+}
+func runs(_ scenario: String) -> Bool { only?.contains(scenario) ?? true }
+
+#if DEBUG
+print("WARNING: a debug build; numbers mean nothing. Build with -c release (make bench does).")
+#endif
+
+let sizes =
+    quick
+    ? Sizes(
+        insert: 10_000, fetch: [10_000], query: 10_000, scan: 10_000, controller: 10_000, controllerMemory: 10_000,
+        saves: 100, crossProcessSaves: 30)
+    : Sizes(
+        insert: 1_000_000, fetch: [100_000, 1_000_000], query: 100_000, scan: 1_000_000, controller: 100_000,
+        controllerMemory: 1_000_000, saves: 1000, crossProcessSaves: 300)
+
+let report = Report()
+if !json { print("EntityStore benchmarks (\(quick ? "quick" : "full") sizes), 3 repetitions, interleaved") }
+do {
+    if runs("S1") { try s1(report, sizes.insert) }
+    if runs("S2") { try s2(report, sizes.saves) }
+    if runs("S3") { for n in sizes.fetch { try s3(report, n) } }
+    if runs("S4") || runs("S5") {
+        try s4s5(report, queryN: runs("S4") ? sizes.query : 0, scanN: runs("S5") ? sizes.scan : 0)
+    }
+    if runs("S6") { try s6(report, sizes.controller) }
+    if runs("S7") { try s7(report, sizes.controllerMemory) }
+    if runs("S8") { try s8(report, sizes.crossProcessSaves) }
+} catch {
+    FileHandle.standardError.write(Data("entitystore-bench: \(error)\n".utf8))
+    exit(1)
+}
+if json { print(report.json()) } else { report.printTable() }
