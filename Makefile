@@ -48,11 +48,12 @@ bench-quick: deps
 fuzz:
 	@echo "make fuzz: the fuzz targets (issue 9) have not landed yet."
 
-stress:
-	@echo "make stress: the full-size reliability runs (issue 9) have not landed yet."
+stress: deps
+	ENTITYSTORE_STRESS=1 $(SWIFT) test --filter 'CrashTests|FaultInjectionTests|MalformedFileTests|MultiProcessReliabilityTests'
 
-tsan:
-	@echo "make tsan: the ThreadSanitizer run (issue 9) has not landed yet."
+# The concurrency, multi-context and multi-process tests under ThreadSanitizer.
+tsan: deps
+	$(SWIFT) test --sanitize=thread --filter 'EnvironmentTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|ControllerTests'
 
 docs:
 	@echo "make docs: the DocC catalogs (issue 10) have not landed yet."

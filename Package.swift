@@ -40,6 +40,9 @@ let package = Package(
         .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "LMDB", "TestSupport", "es-test-helper"]),
         .testTarget(name: "DemoTests", dependencies: ["TestSupport", "store-demo"]),
         .testTarget(
+            name: "ReliabilityTests",
+            dependencies: ["EntityStore", "LMDB", "TestSupport", "es-test-helper", "store-inspect"]),
+        .testTarget(
             name: "StoreInspectTests",
             dependencies: ["StoreInspectCore", "EntityStore", "TestSupport", "store-inspect", "es-test-helper"]),
     ]

@@ -62,6 +62,10 @@ extension Environment {
         while true {
             let outcome: Outcome<R> = try gate.withTransaction(write: true) {
                 var pointer: OpaquePointer?
+                if let injected = injectedFault() {
+                    if injected == MDB_MAP_FULL { return .mapFull }
+                    try check(injected, "mdb_txn_begin (write) at \(path)")
+                }
                 let rc = mdb_txn_begin(handle, nil, 0, &pointer)
                 if rc == MDB_MAP_RESIZED { return .mapResized }
                 if rc == MDB_READERS_FULL && !triedReaderCheck { return .readersFull }
@@ -78,7 +82,13 @@ extension Environment {
                     throw error
                 }
                 transaction.end()
-                let commit = mdb_txn_commit(pointer)
+                let commit: Int32
+                if let injected = injectedFault() {
+                    mdb_txn_abort(pointer)
+                    commit = injected
+                } else {
+                    commit = mdb_txn_commit(pointer)
+                }
                 if commit != MDB_SUCCESS { transaction.forgetDroppedDatabases() }
                 if commit == MDB_MAP_FULL { return .mapFull }
                 try check(commit, "mdb_txn_commit at \(path)")

@@ -76,6 +76,8 @@ public final class Environment: @unchecked Sendable {
     let identity: FileIdentity
     let gate = TransactionGate()
     let databases = Mutex<[String: Database]>([:])
+    /// A fault to inject (tests): the write-path call that brings the count to zero fails with the code.
+    let faultPlan = Mutex<(remaining: Int, code: Int32)?>(nil)
     /// LMDB's largest key (and DUPSORT value) in bytes: 511 with the default build.
     public let maxKeySize: Int
 
@@ -192,6 +194,37 @@ public final class Environment: @unchecked Sendable {
         } catch {
             mdb_env_close(handle)
             throw error
+        }
+    }
+
+    // MARK: - Fault injection
+
+    /// For reliability tests: makes the `calls`-th write-path LMDB call from now (transaction begin, put, delete,
+    /// drop, commit) fail with `code` (an `MDB_*` code or an errno such as `EIO`), once.
+    package func injectFault(afterCalls calls: Int, code: Int32) {
+        faultPlan.withLock { $0 = (calls, code) }
+    }
+
+    /// Removes an injected fault that has not fired.
+    package func clearInjectedFault() {
+        faultPlan.withLock { $0 = nil }
+    }
+
+    /// Whether a fault is still waiting to fire.
+    package var hasPendingFault: Bool { faultPlan.withLock { $0 != nil } }
+
+    /// Counts one write-path call; returns the injected code when it is this call's turn.
+    @usableFromInline
+    func injectedFault() -> Int32? {
+        faultPlan.withLock { plan -> Int32? in
+            guard var current = plan else { return nil }
+            current.remaining -= 1
+            if current.remaining <= 0 {
+                plan = nil
+                return current.code
+            }
+            plan = current
+            return nil
         }
     }
 

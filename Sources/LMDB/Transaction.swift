@@ -240,7 +240,8 @@ public final class WriteTransaction: ReadTransaction {
         }
         var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-        try fail(mdb_put(pointer, database.dbi, &keyValue, &data, flags.rawValue), "mdb_put in database \(database)")
+        let rc = environment.injectedFault() ?? mdb_put(pointer, database.dbi, &keyValue, &data, flags.rawValue)
+        try fail(rc, "mdb_put in database \(database)")
     }
 
     /// Stores `value` under `key`.
@@ -276,7 +277,8 @@ public final class WriteTransaction: ReadTransaction {
         var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var data = MDB_val(mv_size: count, mv_data: nil)
         try fail(
-            mdb_put(pointer, database.dbi, &keyValue, &data, flags.rawValue | UInt32(MDB_RESERVE)),
+            environment.injectedFault()
+                ?? mdb_put(pointer, database.dbi, &keyValue, &data, flags.rawValue | UInt32(MDB_RESERVE)),
             "mdb_put (reserve) in database \(database)")
         try body(UnsafeMutableRawBufferPointer(start: data.mv_data, count: count))
     }
@@ -300,7 +302,9 @@ public final class WriteTransaction: ReadTransaction {
         try environment.checkKey(key, "delete in database \(database)")
         var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         let rc: Int32
-        if let value {
+        if let injected = environment.injectedFault() {
+            rc = injected
+        } else if let value {
             var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
             rc = mdb_del(pointer, database.dbi, &keyValue, &data)
         } else {
@@ -332,7 +336,9 @@ public final class WriteTransaction: ReadTransaction {
     /// Deletes `database` and everything in it. The handle is closed when the transaction commits.
     public func drop(_ database: Database) throws {
         try requireLive("dropping database \(database)")
-        try fail(mdb_drop(pointer, database.dbi, 1), "mdb_drop (delete) of database \(database)")
+        try fail(
+            environment.injectedFault() ?? mdb_drop(pointer, database.dbi, 1),
+            "mdb_drop (delete) of database \(database)")
         openedDatabases.removeAll { $0.name == database.name }
         droppedDatabases.append(database)
     }
@@ -340,7 +346,9 @@ public final class WriteTransaction: ReadTransaction {
     /// Removes every entry of `database`, keeping the database.
     public func empty(_ database: Database) throws {
         try requireLive("emptying database \(database)")
-        try fail(mdb_drop(pointer, database.dbi, 0), "mdb_drop (empty) of database \(database)")
+        try fail(
+            environment.injectedFault() ?? mdb_drop(pointer, database.dbi, 0),
+            "mdb_drop (empty) of database \(database)")
     }
 }
 

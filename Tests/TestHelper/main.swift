@@ -107,6 +107,20 @@ do {
         try context.save()
         print("created")
 
+    case "bank-saver":
+        // bank-saver PATH FIRST-SERIAL: transfers in a loop, printing "acked N" after each committed save, until
+        // killed.
+        guard arguments.count == 3, var serial = Int64(arguments[2]) else { fail("usage: bank-saver PATH SERIAL") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.bankSchema())
+        let context = ObjectContext(store: store, name: "bank-saver")
+        var generator = SystemRandomNumberGenerator()
+        while true {
+            try Fixtures.transfer(context, serial: serial, using: &generator)
+            print("acked \(serial)")
+            fflush(nil)
+            serial += 1
+        }
+
     case "tag-saver":
         // tag-saver PATH COUNT: COUNT saves on the fixture library store, each inserting one Tag "t<i>".
         guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: tag-saver PATH N") }

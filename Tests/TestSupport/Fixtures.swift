@@ -87,3 +87,69 @@ public func entityStoreError(_ body: () throws -> Void) -> EntityStoreError? {
         return nil
     }
 }
+
+extension Fixtures {
+    /// A bank: accounts whose balances always sum to the same total, and transfers between them (an index and
+    /// two to-one relationships with inverses), for crash and fault-injection tests.
+    public static func bankSchema() throws -> Schema {
+        try Schema(version: 1) {
+            Entity("Account") {
+                Attribute("name", .string, unique: true)
+                Attribute("balance", .int64, default: 0)
+                Relationship("outgoing", to: "Transfer", inverse: "from", toMany: true, deleteRule: .deny)
+                Relationship("incoming", to: "Transfer", inverse: "to", toMany: true, deleteRule: .deny)
+            }
+            Entity("Transfer") {
+                Attribute("amount", .int64, indexed: true)
+                Attribute("serial", .int64, unique: true)
+                Relationship("from", to: "Account", inverse: "outgoing")
+                Relationship("to", to: "Account", inverse: "incoming")
+            }
+        }
+    }
+
+    /// The total of all balances in a bank made by ``makeBank(at:)``.
+    public static let bankTotal: Int64 = 10 * 1000
+
+    /// Creates a bank of ten accounts of 1000 each.
+    public static func makeBank(at path: String) throws {
+        let store = try PersistentStore.open(path: path, schema: bankSchema())
+        let context = ObjectContext(store: store)
+        for i in 0..<10 {
+            let account = try context.insert("Account")
+            try account.setValue(.string("a\(i)"), forKey: "name")
+            try account.setValue(1000, forKey: "balance")
+        }
+        try context.save()
+    }
+
+    /// One transfer in one save: two balances, a new Transfer with its relationships, index entries and history.
+    public static func transfer(
+        _ context: ObjectContext, serial: Int64, using generator: inout some RandomNumberGenerator
+    ) throws {
+        let accounts = try context.fetch(FetchRequest(entity: "Account", sortKeys: [SortKey("name")]))
+        let from = accounts.randomElement(using: &generator)!
+        let to = accounts.randomElement(using: &generator)!
+        let amount = Int64.random(in: 1...50, using: &generator)
+        guard case .int(let fromBalance) = try from["balance"] else { return }
+        try from.setValue(.int(fromBalance - amount), forKey: "balance")
+        guard case .int(let toBalance) = try to["balance"] else { return }
+        try to.setValue(.int(toBalance + amount), forKey: "balance")
+        let transfer = try context.insert("Transfer")
+        try transfer.setValue(.int(amount), forKey: "amount")
+        try transfer.setValue(.int(serial), forKey: "serial")
+        try transfer.setObject(from, forKey: "from")
+        try transfer.setObject(to, forKey: "to")
+        try context.save()
+    }
+
+    /// The sum of all balances and the number of transfers.
+    public static func bankState(_ store: PersistentStore) throws -> (total: Int64, transfers: Int) {
+        let context = ObjectContext(store: store)
+        var total: Int64 = 0
+        for account in try context.fetch(FetchRequest(entity: "Account")) {
+            if case .int(let balance) = try account["balance"] { total += balance }
+        }
+        return (total, try context.count(for: FetchRequest(entity: "Transfer")))
+    }
+}
