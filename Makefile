@@ -53,7 +53,7 @@ stress: deps
 
 # The concurrency, multi-context and multi-process tests under ThreadSanitizer.
 tsan: deps
-	$(SWIFT) test --sanitize=thread --filter 'EnvironmentTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|ControllerTests'
+	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|ControllerTests'
 
 docs:
 	@echo "make docs: the DocC catalogs (issue 10) have not landed yet."
