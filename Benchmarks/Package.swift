@@ -9,10 +9,11 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLMDBRaw", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
+        .target(name: "CHeapStats"),
         .executableTarget(
             name: "entitystore-bench",
             dependencies: [
-                "CSQLite", "CLMDBRaw",
+                "CSQLite", "CLMDBRaw", "CHeapStats",
                 .product(name: "EntityStore", package: "EntityStore"),
                 .product(name: "LMDB", package: "EntityStore"),
             ],

@@ -121,6 +121,19 @@ do {
             serial += 1
         }
 
+    case "bank-reader":
+        // bank-reader PATH SECONDS: reads the bank's snapshot in a loop, checking that balances keep their total.
+        guard arguments.count == 3, let seconds = Double(arguments[2]) else { fail("usage: bank-reader PATH SECONDS") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.bankSchema())
+        let end = Date().addingTimeInterval(seconds)
+        var reads = 0
+        while Date() < end {
+            let (total, _) = try Fixtures.bankState(store)
+            if total != Fixtures.bankTotal { fail("violation: total \(total)") }
+            reads += 1
+        }
+        print("reads \(reads)")
+
     case "tag-saver":
         // tag-saver PATH COUNT: COUNT saves on the fixture library store, each inserting one Tag "t<i>".
         guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: tag-saver PATH N") }

@@ -77,15 +77,16 @@ func s7(_ report: Report, _ n: Int) throws {
         let context = ObjectContext(store: store)
         // Touch every page first so that the memory map's resident pages are not counted as the controller's.
         consume(try context.count(for: FetchRequest(entity: "Item", predicate: try FetchPredicate("date < 0"))))
-        let baseline = residentBytes()
+        let baseline = heapBytesInUse()
         let start = now()
         let controller = FetchedResultsController(
             fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("score")]), context: context,
             sectionNameKeyPath: "group")
         try controller.performFetch()
         report.record(name, "EntityStore", "s", now() - start)
-        report.record(name + " (memory)", "EntityStore", "bytes/row", Double(residentBytes() - baseline) / Double(n))
+        report.record(name + " (memory)", "EntityStore", "bytes/row", Double(heapBytesInUse() - baseline) / Double(n))
         consume(controller.sections.count)
+        withExtendedLifetime(controller) {}
     }
     let perRow = report.median(name + " (memory)", "EntityStore")
     report.target("S7", "at most 100 bytes per row", perRow <= 100, String(format: "%.0f bytes/row", perRow))

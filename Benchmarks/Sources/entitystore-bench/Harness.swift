@@ -1,3 +1,4 @@
+import CHeapStats
 import Foundation
 
 #if canImport(Glibc)
@@ -11,11 +12,9 @@ func now() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
-/// Resident memory of this process in bytes (from /proc/self/statm).
-func residentBytes() -> Int {
-    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
-    let fields = text.split(separator: " ")
-    return fields.count > 1 ? (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE))) : 0
+/// Heap bytes in use (glibc's mallinfo): what a data structure holds, without the memory map's file pages.
+func heapBytesInUse() -> Int {
+    Int(entitystore_heap_in_use())
 }
 
 /// Work results fold into this so that nothing is optimised away.

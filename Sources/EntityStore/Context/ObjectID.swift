@@ -24,6 +24,17 @@ public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible 
         self.init(entityName: String(entity), primaryKey: number)
     }
 
+    /// Equal IDs have equal primary keys and entities; the key is compared first, the name only on a tie.
+    public static func == (lhs: ObjectID, rhs: ObjectID) -> Bool {
+        lhs.primaryKey == rhs.primaryKey && lhs.entityName == rhs.entityName
+    }
+
+    /// Hashes the primary key only: IDs of several entities that share a key just compare their names, and the
+    /// sets and dictionaries of the controller and the diff do not hash a string per object.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(primaryKey)
+    }
+
     /// The string form: `Entity/p42`.
     public var description: String { "\(entityName)/p\(primaryKey)" }
 
