@@ -56,7 +56,7 @@ tsan: deps
 	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|ControllerTests'
 
 docs:
-	@echo "make docs: the DocC catalogs (issue 10) have not landed yet."
+	bash scripts/docs.sh
 
 clean:
 	$(SWIFT) package clean

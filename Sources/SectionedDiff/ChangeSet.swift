@@ -70,7 +70,7 @@ public struct ChangeSet<SectionKey: Hashable, Item: Hashable> {
         self.old = old
         self.new = new
         let oldSections = try Self.sectionIndex(old, "old")
-        let newSections = try Self.sectionIndex(new, "new")
+        _ = try Self.sectionIndex(new, "new")  // duplicates in the new lists are an error too
         let oldPaths = try Self.itemPaths(old, "old")
         let newPaths = try Self.itemPaths(new, "new")
         let itemCount = oldPaths.count + newPaths.count + 1

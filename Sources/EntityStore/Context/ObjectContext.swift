@@ -197,8 +197,10 @@ public final class ObjectContext {
 
     /// Reloads `object` from the store.
     ///
-    /// - Parameter mergeChanges: Keep the object's unsaved changes on top of the fresh stored values (`true`), or
-    ///   discard them and turn the object into a fault (`false`).
+    /// - Parameters:
+    ///   - object: An object registered in this context.
+    ///   - mergeChanges: Keep the object's unsaved changes on top of the fresh stored values (`true`), or discard
+    ///     them and turn the object into a fault (`false`).
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard object.context === self, !object.isInserted else { return }
         if !mergeChanges || !object.hasChanges {
