@@ -26,6 +26,13 @@ extension ChangeSet {
         /// Updates with their old and new paths (apply them after the structural changes, at the new path).
         public var updatedItems: [ItemChange] = []
 
+        /// Creates an empty batch over the given section changes.
+        @inlinable
+        public init(deletedSections: [Int] = [], insertedSections: [Int] = []) {
+            self.deletedSections = deletedSections
+            self.insertedSections = insertedSections
+        }
+
         /// Whether the batch has no callback at all.
         public var isEmpty: Bool {
             deletedSections.isEmpty && insertedSections.isEmpty && deletedItems.isEmpty && insertedItems.isEmpty
@@ -34,6 +41,7 @@ extension ChangeSet {
 
         /// The callbacks in causal order (seed 002): item deletes (descending), section deletes (descending),
         /// section inserts (ascending), item inserts (ascending), moves (ascending by new path), updates.
+        @inlinable
         public var callbacks: [Callback] {
             var result: [Callback] = []
             for change in deletedItems.reversed() { result.append(.deleteItem(change.item, at: change.from!)) }
@@ -53,6 +61,7 @@ extension ChangeSet {
     }
 
     /// The strict batch form.
+    @inlinable
     public var batch: Batch {
         var batch = Batch(deletedSections: deletedSections, insertedSections: insertedSections)
         for change in deletedItems where oldSurvives[change.from!.section] {

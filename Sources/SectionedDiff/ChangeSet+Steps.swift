@@ -9,6 +9,7 @@ extension ChangeSet {
 
     /// The sequential form: moves split into a remove and an insert. Item removals (descending old path), section
     /// removals (descending), section insertions (ascending, empty), item insertions (ascending new path).
+    @inlinable
     public var steps: [Step] {
         var removals: [(ItemPath, Item)] = []
         for change in deletedItems where oldSurvives[change.from!.section] {
@@ -74,10 +75,19 @@ extension ChangeSet {
         public var offset: Int
         public var removed: Int
         public var inserted: [Item]
+
+        /// Creates a splice.
+        @inlinable
+        public init(offset: Int, removed: Int, inserted: [Item]) {
+            self.offset = offset
+            self.removed = removed
+            self.inserted = inserted
+        }
     }
 
     /// The steps as splices of the flattened list (all sections' items in order), for list models without
     /// sections. Applied in order to the old flat list, they give the new one.
+    @inlinable
     public var splices: [Splice] {
         var counts = old.sections.map(\.items.count)
         func offset(_ path: ItemPath) -> Int { counts[..<path.section].reduce(0, +) + path.item }
@@ -121,6 +131,7 @@ extension ChangeSet {
 
     /// The change of the flattened list as a standard `CollectionDifference` (moves associated), for consumers
     /// without sections; `nil` if the standard library refuses it.
+    @inlinable
     public var flatDifference: CollectionDifference<Item>? {
         var oldOffset: [Item: Int] = [:]
         for (offset, item) in old.sections.flatMap(\.items).enumerated() { oldOffset[item] = offset }

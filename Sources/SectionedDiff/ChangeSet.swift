@@ -29,6 +29,15 @@ public struct ChangeSet<SectionKey: Hashable, Item: Hashable> {
         public var to: ItemPath?
         /// The keys whose values changed (empty when none were reported).
         public var changedKeys: Set<String>
+
+        /// Creates an item's fate.
+        @inlinable
+        public init(item: Item, from: ItemPath?, to: ItemPath?, changedKeys: Set<String>) {
+            self.item = item
+            self.from = from
+            self.to = to
+            self.changedKeys = changedKeys
+        }
     }
 
     /// The old lists.
@@ -63,12 +72,17 @@ public struct ChangeSet<SectionKey: Hashable, Item: Hashable> {
     ///   - changedKeys: The items whose values changed, with the keys that changed. An item in both lists and not
     ///     moved is an update when it has keys here.
     /// - Throws: ``SectionedDiffError`` when a section key or an item appears twice in one of the lists.
+    @inlinable
     public init(
         from old: SectionedList<SectionKey, Item>, to new: SectionedList<SectionKey, Item>,
         changedKeys: [Item: Set<String>] = [:]
     ) throws(SectionedDiffError) {
-        self.old = old
-        self.new = new
+        var deletedSections: [Int] = []
+        var insertedSections: [Int] = []
+        var deletedItems: [ItemChange] = []
+        var insertedItems: [ItemChange] = []
+        var movedItems: [ItemChange] = []
+        var updatedItems: [ItemChange] = []
         let oldSections = try Self.sectionIndex(old, "old")
         _ = try Self.sectionIndex(new, "new")  // duplicates in the new lists are an error too
         let oldPaths = try Self.itemPaths(old, "old")
@@ -148,13 +162,36 @@ public struct ChangeSet<SectionKey: Hashable, Item: Hashable> {
         insertedItems.sort { $0.to! < $1.to! }
         movedItems.sort { $0.to! < $1.to! }
         updatedItems.sort { $0.to! < $1.to! }
+        self.init(
+            old: old, new: new, deletedSections: deletedSections, insertedSections: insertedSections,
+            deletedItems: deletedItems, insertedItems: insertedItems, movedItems: movedItems,
+            updatedItems: updatedItems, oldSurvives: oldSurvives, newSurvives: newSurvives)
+    }
+
+    @usableFromInline
+    init(
+        old: SectionedList<SectionKey, Item>, new: SectionedList<SectionKey, Item>, deletedSections: [Int],
+        insertedSections: [Int], deletedItems: [ItemChange], insertedItems: [ItemChange], movedItems: [ItemChange],
+        updatedItems: [ItemChange], oldSurvives: [Bool], newSurvives: [Bool]
+    ) {
+        self.old = old
+        self.new = new
+        self.deletedSections = deletedSections
+        self.insertedSections = insertedSections
+        self.deletedItems = deletedItems
+        self.insertedItems = insertedItems
+        self.movedItems = movedItems
+        self.updatedItems = updatedItems
         self.oldSurvives = oldSurvives
         self.newSurvives = newSurvives
     }
 
-    let oldSurvives: [Bool]
-    let newSurvives: [Bool]
+    /// Whether each old section survives (is neither deleted nor deleted and inserted again).
+    @usableFromInline let oldSurvives: [Bool]
+    /// Whether each new section survived from the old lists.
+    @usableFromInline let newSurvives: [Bool]
 
+    @inlinable
     static func sectionIndex(
         _ list: SectionedList<SectionKey, Item>, _ which: String
     ) throws(SectionedDiffError)
@@ -170,6 +207,7 @@ public struct ChangeSet<SectionKey: Hashable, Item: Hashable> {
         return index
     }
 
+    @inlinable
     static func itemPaths(
         _ list: SectionedList<SectionKey, Item>, _ which: String
     ) throws(SectionedDiffError)

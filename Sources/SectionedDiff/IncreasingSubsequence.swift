@@ -4,6 +4,7 @@
 ///   - keys: Distinct keys, in sequence order.
 ///   - weights: A positive weight per element.
 /// - Returns: For each element, whether it belongs to the chosen subsequence.
+@inlinable
 func heaviestIncreasingSubsequence(keys: [Int], weights: [Int]) -> [Bool] {
     let count = keys.count
     guard count > 0 else { return [] }

@@ -7,11 +7,13 @@ public struct ItemPath: Hashable, Comparable, Sendable, CustomStringConvertible 
     /// The item's row within the section.
     public var item: Int
 
+    @inlinable
     public init(section: Int, item: Int) {
         self.section = section
         self.item = item
     }
 
+    @inlinable
     public static func < (lhs: ItemPath, rhs: ItemPath) -> Bool {
         lhs.section == rhs.section ? lhs.item < rhs.item : lhs.section < rhs.section
     }
@@ -23,6 +25,10 @@ public struct ItemPath: Hashable, Comparable, Sendable, CustomStringConvertible 
 public struct SectionedDiffError: Error, Equatable, Sendable, CustomStringConvertible {
     /// What is wrong, naming the duplicate.
     public var message: String
+
+    /// Creates an error with its message.
+    @inlinable
+    public init(message: String) { self.message = message }
 
     public var description: String { message }
 }

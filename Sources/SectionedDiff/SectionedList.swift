@@ -10,6 +10,7 @@ public struct SectionedList<SectionKey: Hashable, Item: Hashable>: Equatable {
         /// The items, in order.
         public var items: [Item]
 
+        @inlinable
         public init(key: SectionKey, items: [Item]) {
             self.key = key
             self.items = items
@@ -19,11 +20,13 @@ public struct SectionedList<SectionKey: Hashable, Item: Hashable>: Equatable {
     /// The sections, in order.
     public var sections: [Section]
 
+    @inlinable
     public init(_ sections: [Section] = []) {
         self.sections = sections
     }
 
     /// The number of items in all sections.
+    @inlinable
     public var itemCount: Int { sections.reduce(0) { $0 + $1.items.count } }
 }
 
