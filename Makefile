@@ -45,8 +45,10 @@ bench: deps
 bench-quick: deps
 	cd Benchmarks && $(SWIFT) build -c release && .build/release/entitystore-bench --quick
 
-fuzz:
-	@echo "make fuzz: the fuzz targets (issue 9) have not landed yet."
+# libFuzzer on the record decoder, the history decoder, the predicate parser and the CLI's argument parser:
+# RUNS executions each (1,000,000 by default); crashing inputs are kept in Fuzz/crashers and replayed by the tests.
+fuzz: deps
+	bash scripts/fuzz.sh
 
 stress: deps
 	ENTITYSTORE_STRESS=1 $(SWIFT) test --filter 'CrashTests|FaultInjectionTests|MalformedFileTests|MultiProcessReliabilityTests'

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets against fuzzer-instrumented library modules and runs each for RUNS executions
+# (default 1,000,000). Crashing inputs land in Fuzz/crashers/TARGET/ (commit them: the tests replay them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${RUNS:-1000000}"
+scratch=.build-fuzz
+swift build -c release --scratch-path "$scratch" --target StoreInspectCore \
+    -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing
+objects=$(ls "$scratch"/release/{LMDB,SectionedDiff,EntityStore,StoreInspectCore}.build/*.o)
+export SWIFT_BACKTRACE=enable=no
+for target in RecordDecoder HistoryDecoder PredicateParser ArgumentParser; do
+    binary="$scratch/fuzz-$target"
+    swiftc -O -sanitize=fuzzer -parse-as-library -module-name "Fuzz$target" \
+        -I "$scratch/release/Modules" -I Sources/CLMDB -Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap \
+        "Fuzz/$target.swift" $objects -llmdb -o "$binary"
+    mkdir -p "Fuzz/corpus/$target" "Fuzz/crashers/$target" "$scratch/corpus-$target"
+    echo "fuzzing $target for $RUNS runs"
+    "$binary" -runs="$RUNS" -max_len=4096 -timeout=10 -artifact_prefix="Fuzz/crashers/$target/" \
+        "$scratch/corpus-$target" "Fuzz/corpus/$target" 2>&1 | grep -E "^(#[0-9]+.*DONE|Done|==|SUMMARY|INFO: -max)" || true
+    if ls "Fuzz/crashers/$target"/crash-* "Fuzz/crashers/$target"/timeout-* >/dev/null 2>&1; then
+        echo "fuzz: $target found crashing inputs in Fuzz/crashers/$target" >&2
+        exit 1
+    fi
+done
