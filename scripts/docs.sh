@@ -17,6 +17,8 @@ for module in LMDB SectionedDiff EntityStore; do
     done
     docc convert "Sources/$module/$module.docc" --additional-symbol-graph-dir "$dir" \
         --output-path "docs-out/$module.doccarchive" --fallback-display-name "$module" \
-        --fallback-bundle-identifier "org.entitystore.$module" --warnings-as-errors
+        --fallback-bundle-identifier "org.entitystore.$module" --warnings-as-errors \
+        --experimental-documentation-coverage --coverage-summary-level detailed > /dev/null
+    python3 scripts/doc-coverage.py "$module" "docs-out/$module.doccarchive/documentation-coverage.json"
 done
 echo "documentation in docs-out/"

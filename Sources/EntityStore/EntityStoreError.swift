@@ -68,11 +68,16 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
 
     /// One failure of several, with its own location.
     public struct Failure: Sendable, Equatable, CustomStringConvertible {
+        /// The entity involved.
         public var entity: String?
+        /// The attribute or relationship involved.
         public var key: String?
+        /// The object involved.
         public var objectID: ObjectID?
+        /// What is wrong.
         public var message: String
 
+        /// Creates a failure.
         public init(entity: String? = nil, key: String? = nil, objectID: ObjectID? = nil, message: String) {
             self.entity = entity
             self.key = key
@@ -88,6 +93,7 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
         }
     }
 
+    /// Creates an error.
     public init(
         _ code: Code, _ message: String, entity: String? = nil, key: String? = nil, objectID: ObjectID? = nil,
         failures: [Failure] = [], underlying: LMDBError? = nil

@@ -124,6 +124,7 @@ public struct KeyRange: Sendable, Equatable {
         /// Whether the key itself is in the range.
         public var inclusive: Bool
 
+        /// A bound at `bytes`, inclusive by default.
         public init(_ bytes: [UInt8], inclusive: Bool = true) {
             self.bytes = bytes
             self.inclusive = inclusive
@@ -135,6 +136,7 @@ public struct KeyRange: Sendable, Equatable {
     /// The largest keys in the range; `nil` for no upper end.
     public var upper: Bound?
 
+    /// A range between two optional bounds.
     public init(lower: Bound? = nil, upper: Bound? = nil) {
         self.lower = lower
         self.upper = upper

@@ -21,35 +21,64 @@ public struct LMDBError: Error, Equatable, CustomStringConvertible, Sendable {
         /// Wraps a raw code.
         public init(rawValue: Int32) { self.rawValue = rawValue }
 
+        /// `MDB_KEYEXIST`: the key (or key/value pair) is already there.
         public static let keyExists = Code(rawValue: MDB_KEYEXIST)
+        /// `MDB_NOTFOUND`: no such key.
         public static let notFound = Code(rawValue: MDB_NOTFOUND)
+        /// `MDB_PAGE_NOTFOUND`: a requested page was not found: the file is damaged.
         public static let pageNotFound = Code(rawValue: MDB_PAGE_NOTFOUND)
+        /// `MDB_CORRUPTED`: a page has the wrong type: the file is damaged.
         public static let corrupted = Code(rawValue: MDB_CORRUPTED)
+        /// `MDB_PANIC`: an earlier fatal error; the environment must be closed.
         public static let panic = Code(rawValue: MDB_PANIC)
+        /// `MDB_VERSION_MISMATCH`: the data file was written by another LMDB version.
         public static let versionMismatch = Code(rawValue: MDB_VERSION_MISMATCH)
+        /// `MDB_INVALID`: the file is not an LMDB file.
         public static let invalid = Code(rawValue: MDB_INVALID)
+        /// `MDB_MAP_FULL`: the map is full (this layer grows it by itself).
         public static let mapFull = Code(rawValue: MDB_MAP_FULL)
+        /// `MDB_DBS_FULL`: more named databases than the environment allows.
         public static let dbsFull = Code(rawValue: MDB_DBS_FULL)
+        /// `MDB_READERS_FULL`: the reader table is full.
         public static let readersFull = Code(rawValue: MDB_READERS_FULL)
+        /// `MDB_TLS_FULL`: too many thread-local slots (not used: environments are MDB_NOTLS).
         public static let tlsFull = Code(rawValue: MDB_TLS_FULL)
+        /// `MDB_TXN_FULL`: the transaction has too many dirty pages.
         public static let txnFull = Code(rawValue: MDB_TXN_FULL)
+        /// `MDB_CURSOR_FULL`: the cursor stack is too deep.
         public static let cursorFull = Code(rawValue: MDB_CURSOR_FULL)
+        /// `MDB_PAGE_FULL`: a page has no room.
         public static let pageFull = Code(rawValue: MDB_PAGE_FULL)
+        /// `MDB_MAP_RESIZED`: another process grew the map (this layer adopts the new size).
         public static let mapResized = Code(rawValue: MDB_MAP_RESIZED)
+        /// `MDB_INCOMPATIBLE`: the database exists with other flags.
         public static let incompatible = Code(rawValue: MDB_INCOMPATIBLE)
+        /// `MDB_BAD_RSLOT`: a reader slot was reused wrongly.
         public static let badReaderSlot = Code(rawValue: MDB_BAD_RSLOT)
+        /// `MDB_BAD_TXN`: the transaction cannot be used any more.
         public static let badTransaction = Code(rawValue: MDB_BAD_TXN)
+        /// `MDB_BAD_VALSIZE`: a key or DUPSORT value is empty or too long.
         public static let badValueSize = Code(rawValue: MDB_BAD_VALSIZE)
+        /// `MDB_BAD_DBI`: the database handle is not valid.
         public static let badDatabase = Code(rawValue: MDB_BAD_DBI)
 
+        /// `EACCES`: the file or directory may not be read or written.
         public static let permissionDenied = Code(rawValue: EACCES)
+        /// `ENOENT`: the file or directory does not exist.
         public static let noSuchFile = Code(rawValue: ENOENT)
+        /// `EINVAL`: an argument is not valid.
         public static let invalidArgument = Code(rawValue: EINVAL)
+        /// `ENOSPC`: the disk is full.
         public static let noSpace = Code(rawValue: ENOSPC)
+        /// `EIO`: the disk reported an I/O error.
         public static let ioError = Code(rawValue: EIO)
+        /// `ENOMEM`: out of memory.
         public static let outOfMemory = Code(rawValue: ENOMEM)
+        /// `EBUSY`: the resource is busy.
         public static let busy = Code(rawValue: EBUSY)
+        /// `EROFS`: the file system is read-only.
         public static let readOnlyFileSystem = Code(rawValue: EROFS)
+        /// `EAGAIN`: try again.
         public static let tryAgain = Code(rawValue: EAGAIN)
 
         /// The data file is shorter than its own meta page says: opening it would crash inside LMDB.

@@ -167,7 +167,9 @@ public class ReadTransaction {
 
 /// Whether an iteration goes on.
 public enum IterationControl: Sendable {
+    /// Visit the next entry.
     case `continue`
+    /// Stop the iteration.
     case stop
 }
 
@@ -177,6 +179,7 @@ public final class WriteTransaction: ReadTransaction {
     var openedDatabases: [Database] = []
     var droppedDatabases: [Database] = []
 
+    /// Always `false`.
     override public var isReadOnly: Bool { false }
 
     override func remember(_ database: Database, in cache: inout [String: Database]) {

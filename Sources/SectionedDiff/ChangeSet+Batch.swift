@@ -1,11 +1,17 @@
 extension ChangeSet {
     /// One delegate callback of a batch.
     public enum Callback: Hashable {
+        /// Delete the item at its old path.
         case deleteItem(Item, at: ItemPath)
+        /// Delete the section at its old index.
         case deleteSection(at: Int)
+        /// Insert a section at its new index.
         case insertSection(at: Int)
+        /// Insert the item at its new path.
         case insertItem(Item, at: ItemPath)
+        /// Move the item from its old path to its new path.
         case moveItem(Item, from: ItemPath, to: ItemPath, changedKeys: Set<String>)
+        /// Reload the item: its old path before the batch, its new path after it.
         case updateItem(Item, from: ItemPath, to: ItemPath, changedKeys: Set<String>)
     }
 

@@ -1,9 +1,13 @@
 extension ChangeSet {
     /// One step of the sequential form: applied in order to the old lists, the steps give the new lists.
     public enum Step: Hashable {
+        /// Remove the item at a path of the current lists.
         case removeItem(Item, at: ItemPath)
+        /// Remove the section at an index of the current lists, with what it still holds.
         case removeSection(at: Int)
+        /// Insert an empty section with this key.
         case insertSection(SectionKey, at: Int)
+        /// Insert the item at a path of the current lists.
         case insertItem(Item, at: ItemPath)
     }
 
@@ -72,8 +76,11 @@ extension ChangeSet {
 
     /// One splice of a flat list: remove `removed` items at `offset`, then insert `inserted` there.
     public struct Splice: Hashable {
+        /// Where the splice starts in the flat list.
         public var offset: Int
+        /// How many items it removes there.
         public var removed: Int
+        /// The items it inserts there.
         public var inserted: [Item]
 
         /// Creates a splice.

@@ -7,6 +7,7 @@ public struct ItemPath: Hashable, Comparable, Sendable, CustomStringConvertible 
     /// The item's row within the section.
     public var item: Int
 
+    /// A path to row `item` of section `section`.
     @inlinable
     public init(section: Int, item: Int) {
         self.section = section

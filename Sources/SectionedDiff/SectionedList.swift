@@ -10,6 +10,7 @@ public struct SectionedList<SectionKey: Hashable, Item: Hashable>: Equatable {
         /// The items, in order.
         public var items: [Item]
 
+        /// A section with its key and items.
         @inlinable
         public init(key: SectionKey, items: [Item]) {
             self.key = key
@@ -20,6 +21,7 @@ public struct SectionedList<SectionKey: Hashable, Item: Hashable>: Equatable {
     /// The sections, in order.
     public var sections: [Section]
 
+    /// Lists made of these sections.
     @inlinable
     public init(_ sections: [Section] = []) {
         self.sections = sections

@@ -15,6 +15,7 @@ public protocol ValueConvertible {
 }
 
 extension ValueConvertible {
+    /// Non-optional by default.
     public static var isOptional: Bool { false }
 }
 

@@ -33,6 +33,7 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
         /// `ANY`, `ALL` or `NONE` over a to-many key path; `nil` for a direct comparison.
         public var quantifier: Quantifier?
 
+        /// Creates a comparison.
         public init(
             keyPath: [String], op: Operator, operand: Operand, options: StringOptions = [],
             quantifier: Quantifier? = nil
@@ -47,18 +48,31 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
 
     /// A comparison operator.
     public enum Operator: String, Hashable, Sendable {
+        /// `==`
         case equal = "=="
+        /// `!=`
         case notEqual = "!="
+        /// `<`
         case less = "<"
+        /// `<=`
         case lessOrEqual = "<="
+        /// `>`
         case greater = ">"
+        /// `>=`
         case greaterOrEqual = ">="
+        /// `BEGINSWITH`: the string starts with the operand.
         case beginsWith = "BEGINSWITH"
+        /// `ENDSWITH`: the string ends with the operand.
         case endsWith = "ENDSWITH"
+        /// `CONTAINS`: the string contains the operand.
         case contains = "CONTAINS"
+        /// `LIKE`: the string matches a pattern with `*` and `?`.
         case like = "LIKE"
+        /// `MATCHES`: the whole string matches a regular expression.
         case matches = "MATCHES"
+        /// `IN`: the value is in the list.
         case `in` = "IN"
+        /// `BETWEEN`: the value lies between the two values of the list, inclusive.
         case between = "BETWEEN"
     }
 
@@ -85,8 +99,11 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
 
     /// `ANY`, `ALL`, `NONE`.
     public enum Quantifier: String, Hashable, Sendable {
+        /// `ANY`: some object of the to-many key path matches.
         case any = "ANY"
+        /// `ALL`: every object of the to-many key path matches.
         case all = "ALL"
+        /// `NONE`: no object of the to-many key path matches.
         case none = "NONE"
     }
 
@@ -166,8 +183,11 @@ extension FetchPredicate {
         KeyExpression(path: key(path).path, quantifier: FetchPredicate.Quantifier.none)
     }
 
+    /// Both predicates.
     public static func && (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate { .and([lhs, rhs]) }
+    /// Either predicate.
     public static func || (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate { .or([lhs, rhs]) }
+    /// The negation.
     public static prefix func ! (operand: FetchPredicate) -> FetchPredicate { .not(operand) }
 }
 
@@ -187,39 +207,54 @@ public struct KeyExpression: Sendable {
     /// `path.@count`
     public var count: KeyExpression { KeyExpression(path: path + ["@count"], quantifier: quantifier) }
 
+    /// `path == value`
     public static func == (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.equal, .value(rhs)) }
+    /// `path != value`
     public static func != (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.notEqual, .value(rhs)) }
+    /// `path < value`
     public static func < (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.less, .value(rhs)) }
+    /// `path <= value`
     public static func <= (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.lessOrEqual, .value(rhs)) }
+    /// `path > value`
     public static func > (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.greater, .value(rhs)) }
+    /// `path >= value`
     public static func >= (lhs: KeyExpression, rhs: Value) -> FetchPredicate {
         lhs.compare(.greaterOrEqual, .value(rhs))
     }
+    /// `relationship == object`
     public static func == (lhs: KeyExpression, rhs: ObjectID) -> FetchPredicate { lhs.compare(.equal, .object(rhs)) }
 
     /// `path == [options] value`
     public func equals(_ value: Value, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
         compare(.equal, .value(value), options)
     }
+    /// `path BEGINSWITH prefix`
     public func beginsWith(_ prefix: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
         compare(.beginsWith, .value(.string(prefix)), options)
     }
+    /// `path ENDSWITH suffix`
     public func endsWith(_ suffix: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
         compare(.endsWith, .value(.string(suffix)), options)
     }
+    /// `path CONTAINS text`
     public func contains(_ text: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
         compare(.contains, .value(.string(text)), options)
     }
+    /// `path LIKE pattern` (`*` and `?` wildcards)
     public func like(_ pattern: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
         compare(.like, .value(.string(pattern)), options)
     }
+    /// `path MATCHES regex` (the whole string)
     public func matches(_ regex: String, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
         compare(.matches, .value(.string(regex)), options)
     }
+    /// `path IN {values}`
     public func isIn(_ values: [Value], options: FetchPredicate.StringOptions = []) -> FetchPredicate {
         compare(.in, .list(values), options)
     }
+    /// `path BETWEEN {lower, upper}`
     public func between(_ lower: Value, _ upper: Value) -> FetchPredicate { compare(.between, .list([lower, upper])) }
+    /// `path == nil`
     public var isNil: FetchPredicate { compare(.equal, .value(.null)) }
 }
 

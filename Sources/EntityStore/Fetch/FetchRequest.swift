@@ -25,6 +25,7 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
     /// How strings compare.
     public var comparison: Comparison
 
+    /// A sort key on `keyPath`.
     public init(_ keyPath: String, ascending: Bool = true, comparison: Comparison = .binary) {
         self.keyPath = keyPath
         self.ascending = ascending
@@ -83,8 +84,11 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
 public struct FetchRequest: Hashable, Sendable {
     /// The shape of a fetch's result.
     public enum ResultType: Hashable, Sendable {
+        /// Managed objects.
         case objects
+        /// Object IDs.
         case objectIDs
+        /// The number of matches.
         case count
         /// Dictionaries of the named attributes (key paths through to-one relationships allowed).
         case dictionaries([String])
@@ -110,6 +114,7 @@ public struct FetchRequest: Hashable, Sendable {
     /// Relationship key paths whose objects are loaded with the results (`"author"`, `"chapters.notes"`).
     public var relationshipKeyPathsForPrefetching: [String] = []
 
+    /// A request for objects of `entity`.
     public init(entity: String, predicate: FetchPredicate? = nil, sortKeys: [SortKey] = []) {
         self.entity = entity
         self.predicate = predicate
@@ -119,8 +124,12 @@ public struct FetchRequest: Hashable, Sendable {
 
 /// The result of ``ObjectContext/execute(_:)``, shaped by the request's result type.
 public enum FetchResult {
+    /// Managed objects.
     case objects([ManagedObject])
+    /// Object IDs.
     case objectIDs([ObjectID])
+    /// The number of matches.
     case count(Int)
+    /// Dictionaries of the requested attributes.
     case dictionaries([[String: Value]])
 }

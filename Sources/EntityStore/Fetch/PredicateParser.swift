@@ -4,16 +4,26 @@ import Foundation
 public enum PredicateArgument: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByFloatLiteral, ExpressibleByBooleanLiteral, ExpressibleByNilLiteral, ExpressibleByArrayLiteral
 {
+    /// A value for `%@`, `%d` or `%f`.
     case value(Value)
+    /// A list for `IN %@`.
     case values([Value])
+    /// An object, for `relationship == %@`.
     case object(ObjectID)
+    /// A key path for `%K`.
     case keyPath(String)
 
+    /// A string value.
     public init(stringLiteral value: String) { self = .value(.string(value)) }
+    /// An integer value.
     public init(integerLiteral value: Int64) { self = .value(.int(value)) }
+    /// A double value.
     public init(floatLiteral value: Double) { self = .value(.double(value)) }
+    /// A boolean value.
     public init(booleanLiteral value: Bool) { self = .value(.bool(value)) }
+    /// nil.
     public init(nilLiteral: ()) { self = .value(.null) }
+    /// A list of values.
     public init(arrayLiteral elements: Value...) { self = .values(elements) }
 }
 

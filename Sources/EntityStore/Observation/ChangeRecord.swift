@@ -5,8 +5,11 @@ import Foundation
 public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     /// The kind of change.
     public enum Kind: String, Sendable, Hashable, Codable {
+        /// The object was inserted (or appeared, as when a delete is undone).
         case insert
+        /// Values or relationships of the object changed.
         case update
+        /// The object was deleted.
         case delete
     }
 
@@ -25,6 +28,7 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     /// Whether the change was made inside a user-driven scope (``ObjectContext/performUserDrivenChanges(_:)``).
     public var isUserDriven: Bool
 
+    /// Creates a change.
     public init(
         objectID: ObjectID, kind: Kind, changedKeys: [String], oldValues: [String: Value] = [:],
         newValues: [String: Value] = [:], oldRelationships: [String: [ObjectID]] = [:], isUserDriven: Bool = false
@@ -81,6 +85,7 @@ public struct ChangeRecord: Sendable, Hashable, CustomStringConvertible {
     /// The context instance that made the changes (to recognise one's own saves).
     public var contextID: UUID?
 
+    /// Creates a record.
     public init(
         kind: Kind, changes: [ObjectChange], transaction: UInt64? = nil, author: String? = nil, date: Date = Date(),
         processID: Int32 = getpid(), contextID: UUID? = nil

@@ -2,9 +2,13 @@ import SectionedDiff
 
 /// The kind of a change reported to a delegate.
 public enum ResultsChangeType: String, Sendable, Hashable {
+    /// An object or section arrived.
     case insert
+    /// An object or section went away.
     case delete
+    /// An object moved (changed section or place).
     case move
+    /// An object's values changed in place.
     case update
 }
 
@@ -60,28 +64,37 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
 }
 
 extension FetchedResultsControllerDelegate {
+    /// Does nothing by default.
     public func controllerWillChangeContent(_ controller: FetchedResultsController) {}
+    /// Does nothing by default.
     public func controller(
         _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
         for type: ResultsChangeType, newIndexPath: ItemPath?
     ) {}
+    /// Does nothing by default.
     public func controller(
         _ controller: FetchedResultsController, didChange section: SectionInfo, atSectionIndex index: Int,
         for type: ResultsChangeType
     ) {}
+    /// Does nothing by default.
     public func controllerDidChangeContent(_ controller: FetchedResultsController) {}
+    /// Does nothing by default.
     public func controller(
         _ controller: FetchedResultsController, sectionIndexTitleForSectionName name: String
     )
         -> String?
     { nil }
+    /// Does nothing by default.
     public func controller(
         _ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>
     ) {}
+    /// Does nothing by default.
     public func controller(_ controller: FetchedResultsController, didChangeContentWith snapshot: ResultsSnapshot) {}
+    /// Does nothing by default.
     public func controller(
         _ controller: FetchedResultsController, didChangeContentWith difference: CollectionDifference<ObjectID>
     ) {}
+    /// `false` by default: user-driven changes apply silently.
     public var deliversUserDrivenChanges: Bool { false }
 }
 

@@ -1,5 +1,6 @@
 /// The type of an attribute's values.
 public enum AttributeType: String, Codable, Sendable, CaseIterable {
+    /// Booleans, 64-bit integers, doubles, strings, dates, binary data, UUIDs and decimals.
     case bool, int64, double, string, date, binary, uuid, decimal
 }
 

@@ -44,29 +44,44 @@ public struct Entity: Codable, Sendable, Equatable {
 
 /// A property in an entity declaration.
 public enum Property: Sendable {
+    /// An attribute.
     case attribute(Attribute)
+    /// A relationship.
     case relationship(Relationship)
 }
 
 /// Builds an entity's property list from `Attribute` and `Relationship` declarations.
 @resultBuilder
 public enum PropertyBuilder {
+    /// An attribute declaration.
     public static func buildExpression(_ attribute: Attribute) -> [Property] { [.attribute(attribute)] }
+    /// A relationship declaration.
     public static func buildExpression(_ relationship: Relationship) -> [Property] { [.relationship(relationship)] }
+    /// Declarations in sequence.
     public static func buildBlock(_ parts: [Property]...) -> [Property] { parts.flatMap { $0 } }
+    /// Declarations under an `if`.
     public static func buildOptional(_ part: [Property]?) -> [Property] { part ?? [] }
+    /// The first branch of an `if`/`else`.
     public static func buildEither(first part: [Property]) -> [Property] { part }
+    /// The second branch of an `if`/`else`.
     public static func buildEither(second part: [Property]) -> [Property] { part }
+    /// Declarations from a `for` loop.
     public static func buildArray(_ parts: [[Property]]) -> [Property] { parts.flatMap { $0 } }
 }
 
 /// Builds a schema's entity list.
 @resultBuilder
 public enum EntityBuilder {
+    /// An entity declaration.
     public static func buildExpression(_ entity: Entity) -> [Entity] { [entity] }
+    /// Declarations in sequence.
     public static func buildBlock(_ parts: [Entity]...) -> [Entity] { parts.flatMap { $0 } }
+    /// Declarations under an `if`.
     public static func buildOptional(_ part: [Entity]?) -> [Entity] { part ?? [] }
+    /// The first branch of an `if`/`else`.
     public static func buildEither(first part: [Entity]) -> [Entity] { part }
+    /// The second branch of an `if`/`else`.
     public static func buildEither(second part: [Entity]) -> [Entity] { part }
+    /// Declarations from a `for` loop.
     public static func buildArray(_ parts: [[Entity]]) -> [Entity] { parts.flatMap { $0 } }
 }

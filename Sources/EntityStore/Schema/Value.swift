@@ -5,14 +5,23 @@ import Foundation
 /// Two values are equal when they hold the same type and the same value; `.double(.nan)` equals itself, so writing
 /// NaN over NaN is no change.
 public enum Value: Hashable, Sendable, CustomStringConvertible {
+    /// No value (an optional attribute that is nil).
     case null
+    /// A boolean.
     case bool(Bool)
+    /// A 64-bit integer.
     case int(Int64)
+    /// A double.
     case double(Double)
+    /// A string.
     case string(String)
+    /// A date.
     case date(Date)
+    /// Binary data.
     case data([UInt8])
+    /// A UUID.
     case uuid(UUID)
+    /// A decimal number.
     case decimal(Decimal)
 
     /// The attribute type this value belongs to; `nil` for `.null`.
@@ -80,10 +89,15 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
 extension Value: ExpressibleByStringInterpolation, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByNilLiteral
 {
+    /// A string value.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// An integer value.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// A double value.
     public init(floatLiteral value: Double) { self = .double(value) }
+    /// A boolean value.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// No value.
     public init(nilLiteral: ()) { self = .null }
 }
 

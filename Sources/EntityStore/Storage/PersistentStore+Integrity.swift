@@ -5,18 +5,29 @@ import LMDB
 public struct IntegrityFinding: Sendable, Hashable, CustomStringConvertible {
     /// The kind of problem.
     public enum Kind: String, Sendable, Hashable {
+        /// A record does not decode against its entity.
         case undecodableRecord = "undecodable record"
+        /// An index entry that no record implies.
         case staleIndexEntry = "stale index entry"
+        /// A record whose index entry is missing.
         case missingIndexEntry = "missing index entry"
+        /// Two objects share the value of a unique attribute.
         case duplicateUniqueValue = "duplicate unique value"
+        /// A relationship entry names an object that does not exist.
         case danglingReference = "dangling reference"
+        /// A relationship entry has no entry back in the inverse.
         case missingInverse = "missing inverse"
+        /// A to-one relationship holds several objects.
         case toOneWithSeveralTargets = "to-one with several targets"
+        /// History entries are missing between two others, or after the last.
         case historyGap = "history gap"
+        /// A history entry does not decode.
         case undecodableHistory = "undecodable history entry"
+        /// A reader slot belongs to a process that is gone.
         case staleReader = "stale reader"
     }
 
+    /// The kind of problem.
     public var kind: Kind
     /// Where: a database, an object, a transaction.
     public var location: String

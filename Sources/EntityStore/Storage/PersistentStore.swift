@@ -25,6 +25,7 @@ public final class PersistentStore: Sendable {
         /// Open without writing: no migration; the schema is read from the store.
         public var readOnly = false
 
+        /// Options with the given fields changed.
         public init(sync: Environment.SyncMode = .durable, mapSize: Int = 8 << 20, readOnly: Bool = false) {
             self.sync = sync
             self.mapSize = mapSize
