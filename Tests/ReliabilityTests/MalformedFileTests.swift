@@ -72,3 +72,19 @@ import Glibc
         #expect(codes.values.reduce(0, +) > 0)
     }
 }
+
+@Suite struct SchemaMismatchTests {
+    @Test func aStoreOpenedWithAnIncompatibleSchemaInAChildProcessIsRefusedAndUntouched() throws {
+        let dir = try TemporaryDirectory(prefix: "mismatch-test")
+        defer { dir.remove() }
+        let path = dir.path("lib.store")
+        #expect(try ChildProcess.helper(["library-store", path]).status == 0)
+        let before = FileManager.default.contents(atPath: path + "/data.mdb")
+        let output = try ChildProcess.helper(["open-mismatched", path])
+        #expect(output.terminationReason == .exit)
+        #expect(output.status == 1)
+        #expect(output.stderr.contains("migrationRefused"))
+        #expect(output.stderr.contains("the type changed from int64 to string"))
+        #expect(FileManager.default.contents(atPath: path + "/data.mdb") == before)
+    }
+}

@@ -134,6 +134,18 @@ do {
         }
         print("reads \(reads)")
 
+    case "open-mismatched":
+        // open-mismatched PATH: opens a library store with a schema whose Book.pages changed type.
+        guard arguments.count == 2 else { fail("usage: open-mismatched PATH") }
+        var schema = try Fixtures.librarySchema(version: 2)
+        if let book = schema.entities.firstIndex(where: { $0.name == "Book" }),
+            let pages = schema.entities[book].attributes.firstIndex(where: { $0.name == "pages" })
+        {
+            schema.entities[book].attributes[pages] = Attribute("pages", .string, optional: true)
+        }
+        _ = try PersistentStore.open(path: arguments[1], schema: schema)
+        print("opened")
+
     case "tag-saver":
         // tag-saver PATH COUNT: COUNT saves on the fixture library store, each inserting one Tag "t<i>".
         guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: tag-saver PATH N") }
