@@ -11,12 +11,12 @@ extension Environment {
         var triedReaderCheck = false
         while true {
             let outcome: Outcome<R> = try gate.withTransaction(write: false) {
-                var pointer: OpaquePointer?
-                let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &pointer)
-                if rc == MDB_MAP_RESIZED { return .mapResized }
-                if rc == MDB_READERS_FULL && !triedReaderCheck { return .readersFull }
-                try check(rc, "mdb_txn_begin (read) at \(path)")
-                let transaction = ReadTransaction(environment: self, pointer: pointer!)
+                let pointer: OpaquePointer
+                switch try begin(write: false, triedReaderCheck: triedReaderCheck) {
+                case .began(let began): pointer = began
+                case .retry(let reason): return reason.outcome()
+                }
+                let transaction = ReadTransaction(environment: self, pointer: pointer)
                 let result: R
                 do {
                     result = try body(transaction)
@@ -61,16 +61,12 @@ extension Environment {
         var growths = 0
         while true {
             let outcome: Outcome<R> = try gate.withTransaction(write: true) {
-                var pointer: OpaquePointer?
-                if let injected = injectedFault() {
-                    if injected == MDB_MAP_FULL { return .mapFull }
-                    try check(injected, "mdb_txn_begin (write) at \(path)")
+                let pointer: OpaquePointer
+                switch try begin(write: true, triedReaderCheck: triedReaderCheck) {
+                case .began(let began): pointer = began
+                case .retry(let reason): return reason.outcome()
                 }
-                let rc = mdb_txn_begin(handle, nil, 0, &pointer)
-                if rc == MDB_MAP_RESIZED { return .mapResized }
-                if rc == MDB_READERS_FULL && !triedReaderCheck { return .readersFull }
-                try check(rc, "mdb_txn_begin (write) at \(path)")
-                let transaction = WriteTransaction(environment: self, pointer: pointer!)
+                let transaction = WriteTransaction(environment: self, pointer: pointer)
                 let result: R
                 do {
                     result = try body(transaction)
@@ -106,6 +102,42 @@ extension Environment {
                 try growMap(attempt: growths)
             }
         }
+    }
+
+    enum Begin {
+        case began(OpaquePointer)
+        case retry(RetryReason)
+    }
+
+    enum RetryReason {
+        case mapResized, readersFull, mapFull
+
+        func outcome<R>() -> Outcome<R> {
+            switch self {
+            case .mapResized: .mapResized
+            case .readersFull: .readersFull
+            case .mapFull: .mapFull
+            }
+        }
+    }
+
+    /// Begins a transaction, or says why the caller should retry after adopting the map size, clearing stale
+    /// readers or growing the map.
+    func begin(write: Bool, triedReaderCheck: Bool) throws(LMDBError) -> Begin {
+        let what = write ? "mdb_txn_begin (write) at \(path)" : "mdb_txn_begin (read) at \(path)"
+        if write, let injected = injectedFault() {
+            if injected == MDB_MAP_FULL { return .retry(.mapFull) }
+            try check(injected, what)
+        }
+        var pointer: OpaquePointer?
+        let rc = mdb_txn_begin(handle, nil, write ? 0 : UInt32(MDB_RDONLY), &pointer)
+        if rc == MDB_MAP_RESIZED { return .retry(.mapResized) }
+        if rc == MDB_READERS_FULL && !triedReaderCheck { return .retry(.readersFull) }
+        try check(rc, what)
+        guard let pointer else {
+            throw LMDBError(code: .badTransaction, message: "mdb_txn_begin returned no transaction", context: what)
+        }
+        return .began(pointer)
     }
 
     /// Adopts the map size another process set (`MDB_MAP_RESIZED`).

@@ -26,7 +26,7 @@ import Testing
         let path = dir.path("bank.store")
         try Fixtures.makeBank(at: path)
         let store = try PersistentStore.open(path: path, schema: try Fixtures.bankSchema())
-        var generator = SeededRandom(seed: 7)
+        var generator = SeededGenerator(seed: 7)
         var serial: Int64 = 1
         var faultsThatFired = 0
         for call in 1...400 {
@@ -80,18 +80,5 @@ import Testing
         print(
             "fault injection \(name): \(faultsThatFired) calls of a save failed in turn; store and context unchanged each time"
         )
-    }
-}
-
-/// SplitMix64, for reproducible choices.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -59,7 +59,7 @@ import Glibc
     }
 
     @Test func randomByteFlipsNeverCrashOurChecksAndWriteNothing() throws {
-        var generator = SeededRandom(seed: 99)
+        var generator = SeededGenerator(seed: 99)
         let (codes, _) = try openDamaged(
             { path, _ in
                 guard var data = FileManager.default.contents(atPath: path) else { return }

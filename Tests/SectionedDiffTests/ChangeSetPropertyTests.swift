@@ -3,20 +3,9 @@ import TestSupport
 import Testing
 
 @Suite struct ChangeSetPropertyTests {
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// A random batch over a random sectioned layout: items with a section key and a sort rank; some are deleted,
     /// inserted, or change section or rank; the lists are the items grouped by section and sorted by rank.
-    func randomCase(_ g: inout Generator) -> (Lists, Lists, [String: Set<String>]) {
+    func randomCase(_ g: inout SeededGenerator) -> (Lists, Lists, [String: Set<String>]) {
         let sectionCount = Int.random(in: 1...6, using: &g)
         var items: [String: (section: Int, rank: Int)] = [:]
         for i in 0..<Int.random(in: 0...30, using: &g) {
@@ -65,7 +54,7 @@ import Testing
     }
 
     @Test func thousandsOfRandomBatchesApplyValidateAndMoveMinimally() throws {
-        var g = Generator(state: 0xC0FFEE)
+        var g = SeededGenerator(seed: 0xC0FFEE)
         for round in 0..<3000 {
             let (old, new, changed) = randomCase(&g)
             let changes = try ChangeSet(from: old, to: new, changedKeys: changed)

@@ -95,14 +95,20 @@ extension Runner {
         emit(table)
     }
 
-    func list() throws {
+    /// The entity, request and context of `ls` and `count`; `nil` when `--explain` printed the plan instead.
+    func query() throws -> (Entity, FetchRequest, ObjectContext)? {
         let entity = try entity(invocation.positionals[0])
         let request = try request(for: entity)
         let context = ObjectContext(store: store)
         if invocation.flags.contains("--explain") {
             out(try context.explain(request).description + "\n")
-            return
+            return nil
         }
+        return (entity, request, context)
+    }
+
+    func list() throws {
+        guard let (entity, request, context) = try query() else { return }
         let fields = try fields(of: entity)
         let (rows, transaction) = try context.fetchSnapshot(request)
         var table = Table(columns: ["id"] + fields, transaction: transaction)
@@ -111,13 +117,7 @@ extension Runner {
     }
 
     func count() throws {
-        let entity = try entity(invocation.positionals[0])
-        let request = try request(for: entity)
-        let context = ObjectContext(store: store)
-        if invocation.flags.contains("--explain") {
-            out(try context.explain(request).description + "\n")
-            return
-        }
+        guard let (entity, request, context) = try query() else { return }
         var table = Table(columns: ["entity", "count"])
         table.rows = [[.text(entity.name), .int(Int64(try context.count(for: request)))]]
         emit(table)

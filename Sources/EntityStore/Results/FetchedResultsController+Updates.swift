@@ -120,21 +120,11 @@ extension FetchedResultsController {
             case .deleteItem(let id, let at):
                 delegate.controller(self, didChange: id, at: at, for: .delete, newIndexPath: nil)
             case .deleteSection(let index):
-                let section = changes.old.sections[index]
-                let name = Self.name(of: section.key)
                 delegate.controller(
-                    self,
-                    didChange: SectionInfo(
-                        name: name, indexTitle: indexTitle(for: name), value: section.key, objectIDs: section.items),
-                    atSectionIndex: index, for: .delete)
+                    self, didChange: sectionInfo(changes.old.sections[index]), atSectionIndex: index, for: .delete)
             case .insertSection(let index):
-                let section = changes.new.sections[index]
-                let name = Self.name(of: section.key)
                 delegate.controller(
-                    self,
-                    didChange: SectionInfo(
-                        name: name, indexTitle: indexTitle(for: name), value: section.key, objectIDs: section.items),
-                    atSectionIndex: index, for: .insert)
+                    self, didChange: sectionInfo(changes.new.sections[index]), atSectionIndex: index, for: .insert)
             case .insertItem(let id, let at):
                 delegate.controller(self, didChange: id, at: nil, for: .insert, newIndexPath: at)
             case .moveItem(let id, let from, let to, _):

@@ -63,12 +63,11 @@ public final class FetchedResultsController {
     // MARK: - Results
 
     /// The sections, in order.
-    public var sections: [SectionInfo] {
-        displayed.sections.map { section in
-            let name = Self.name(of: section.key)
-            return SectionInfo(
-                name: name, indexTitle: indexTitle(for: name), value: section.key, objectIDs: section.items)
-        }
+    public var sections: [SectionInfo] { displayed.sections.map(sectionInfo) }
+
+    func sectionInfo(_ section: SectionedList<Value, ObjectID>.Section) -> SectionInfo {
+        let name = Self.name(of: section.key)
+        return SectionInfo(name: name, indexTitle: indexTitle(for: name), value: section.key, objectIDs: section.items)
     }
 
     /// The IDs of the fetched objects, in order.
