@@ -5,7 +5,7 @@
 ///   - weights: A positive weight per element.
 /// - Returns: For each element, whether it belongs to the chosen subsequence.
 @inlinable
-func heaviestIncreasingSubsequence(keys: [Int], weights: [Int]) -> [Bool] {
+package func heaviestIncreasingSubsequence(keys: [Int], weights: [Int]) -> [Bool] {
     let count = keys.count
     guard count > 0 else { return [] }
     // Ranks of the keys, 1-based, for the tree.

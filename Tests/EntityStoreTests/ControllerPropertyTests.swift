@@ -9,20 +9,27 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
     var problems: [String] = []
     var batches = 0
     var updates: [ObjectID] = []
+    /// Every callback, for comparing the incremental and the whole-list computations.
+    var log: [String] = []
+    let deliversWholeBatches: Bool
 
-    init(_ controller: FetchedResultsController) {
+    init(_ controller: FetchedResultsController, wholeBatches: Bool = true) {
         replica = CallbackReplica(controller.sections.map(\.objectIDs))
+        deliversWholeBatches = wholeBatches
     }
 
     func controllerWillChangeContent(_ controller: FetchedResultsController) {
         replica.begin()
         updates = []
         batches += 1
+        log.append("will")
     }
     func controller(
         _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
         for type: ResultsChangeType, newIndexPath: ItemPath?
     ) {
+        log.append(
+            "\(type) \(objectID) \(indexPath.map(\.description) ?? "-") \(newIndexPath.map(\.description) ?? "-")")
         switch type {
         case .delete: replica.delete(at: indexPath!.section, indexPath!.item)
         case .insert: replica.insert(objectID, at: newIndexPath!.section, newIndexPath!.item)
@@ -36,6 +43,7 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
         _ controller: FetchedResultsController, didChange section: SectionInfo, atSectionIndex index: Int,
         for type: ResultsChangeType
     ) {
+        log.append("section \(type) \(index) \(section.name) \(section.objectIDs)")
         if type == .insert { replica.insertSection(index) } else { replica.deleteSection(index) }
     }
     func controller(_ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>) {
@@ -81,8 +89,18 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
             try makeController(
                 { $0.sortKeys = [SortKey("group", ascending: false), SortKey("title")] }, section: "group"),
         ]
-        let delegates = controllers.map(ReplicaDelegate.init)
-        for (controller, delegate) in zip(controllers, delegates) { controller.delegate = delegate }
+        // Twins of the unwindowed controllers whose delegates do not want whole batches: they take the incremental
+        // path, and must deliver exactly what the whole-list computation delivers.
+        let twins = [
+            try makeController({ $0.predicate = try FetchPredicate("rank < 70") }, section: "group"),
+            try makeController(
+                { $0.sortKeys = [SortKey("group", ascending: false), SortKey("title")] }, section: "group"),
+        ]
+        let delegates = controllers.map { ReplicaDelegate($0) }
+        let twinDelegates = twins.map { ReplicaDelegate($0, wholeBatches: false) }
+        for (controller, delegate) in zip(controllers + twins, delegates + twinDelegates) {
+            controller.delegate = delegate
+        }
 
         var next = 25
         for round in 0..<1000 {
@@ -118,7 +136,7 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
             if userDriven {
                 try world.context.performUserDrivenChanges(mutate)
                 // The UI made these changes itself (a user's drag): it shows the new state already.
-                for (controller, delegate) in zip(controllers, delegates) {
+                for (controller, delegate) in zip(controllers + twins, delegates + twinDelegates) {
                     delegate.replica.sections = controller.sections.map(\.objectIDs)
                 }
             } else {
@@ -129,6 +147,20 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
             case 1: world.context.rollback()
             default: world.context.processPendingChanges()
             }
+            for (twin, original) in [(0, 0), (1, 2)] {
+                #expect(twinDelegates[twin].log == delegates[original].log, "round \(round) twin \(twin)")
+                #expect(twins[twin].sections.map(\.objectIDs) == controllers[original].sections.map(\.objectIDs))
+                #expect(twinDelegates[twin].replica.sections == twins[twin].sections.map(\.objectIDs), "round \(round)")
+                for (section, info) in twins[twin].sections.enumerated() {
+                    for (item, id) in info.objectIDs.enumerated()
+                    where twins[twin].indexPath(for: id) != ItemPath(section: section, item: item) {
+                        Issue.record("round \(round): indexPath(for:) disagrees")
+                    }
+                }
+                twinDelegates[twin].log = []
+                delegates[original].log = []
+            }
+            delegates[1].log = []
             for (index, controller) in controllers.enumerated() {
                 let fresh = FetchedResultsController(
                     fetchRequest: controller.fetchRequest, context: world.context,
@@ -144,7 +176,7 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
                     "round \(round) controller \(index)")
             }
         }
-        for delegate in delegates {
+        for delegate in delegates + twinDelegates {
             #expect(delegate.problems.isEmpty, "\(delegate.problems.prefix(5))")
             #expect(delegate.batches > 100)
         }

@@ -28,6 +28,7 @@ final class RecordingDelegate: FetchedResultsControllerDelegate {
     var differences: [CollectionDifference<ObjectID>] = []
     var userDrivenFlags: [Bool] = []
     var deliversUserDrivenChanges = false
+    var deliversWholeBatches = false
     var names: [ObjectID: String] = [:]
 
     func label(_ id: ObjectID) -> String { names[id].map { " " + $0 } ?? "" }

@@ -297,6 +297,7 @@ import Testing
         for i in 1...5 { try world.add("i\(i)", group: nil, rank: Int64(i * 10)) }
         try world.context.save()
         let delegate = RecordingDelegate()
+        delegate.deliversWholeBatches = true
         var request = FetchRequest(entity: "Item", sortKeys: [SortKey("rank")])
         request.fetchOffset = 1
         request.fetchLimit = 2

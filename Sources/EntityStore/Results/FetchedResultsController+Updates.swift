@@ -22,6 +22,15 @@ extension FetchedResultsController {
         guard !affected.isEmpty else { return }
         let userIDs = affected.keys.filter { userDriven[$0] == true }
         let otherIDs = affected.keys.filter { userDriven[$0] != true }
+        if fetchRequest.fetchLimit == 0 && fetchRequest.fetchOffset == 0 && delegate?.deliversWholeBatches != true {
+            // O(k log n): no window to shift, no whole-list forms to build.
+            if !userIDs.isEmpty {
+                let batch = applyIncrementally(Set(userIDs), affected, plan)
+                if delegate?.deliversUserDrivenChanges == true { deliver(batch, userDriven: true) }
+            }
+            if !otherIDs.isEmpty { deliver(applyIncrementally(Set(otherIDs), affected, plan), userDriven: false) }
+            return
+        }
         if !userIDs.isEmpty {
             let before = displayed
             apply(Set(userIDs), plan)
@@ -89,6 +98,7 @@ extension FetchedResultsController {
             rowByID[row.id] = row
         }
         display()
+        rebuildSectionStarts()
     }
 
     /// The rows `ids` have now: those that exist and match, with their keys.
@@ -133,14 +143,16 @@ extension FetchedResultsController {
                 delegate.controller(self, didChange: id, at: from, for: .update, newIndexPath: to)
             }
         }
-        delegate.controller(self, didChangeContentWith: changes)
-        delegate.controller(
-            self,
-            didChangeContentWith: ResultsSnapshot(
-                sectionIdentifiers: displayed.sections.map { Self.name(of: $0.key) },
-                itemIdentifiers: displayed.sections.map(\.items)))
-        if sectionNameKeyPath == nil, let difference = changes.flatDifference {
-            delegate.controller(self, didChangeContentWith: difference)
+        if delegate.deliversWholeBatches {
+            delegate.controller(self, didChangeContentWith: changes)
+            delegate.controller(
+                self,
+                didChangeContentWith: ResultsSnapshot(
+                    sectionIdentifiers: displayed.sections.map { Self.name(of: $0.key) },
+                    itemIdentifiers: displayed.sections.map(\.items)))
+            if sectionNameKeyPath == nil, let difference = changes.flatDifference {
+                delegate.controller(self, didChangeContentWith: difference)
+            }
         }
         delegate.controllerDidChangeContent(self)
     }

@@ -47,9 +47,21 @@ public final class FetchedResultsController {
     /// Every matching row in order (before the fetch window).
     var rows: [Row] = []
     var rowByID: [ObjectID: Row] = [:]
-    /// What the delegate sees: the window of rows, grouped into sections.
-    var displayed = SectionedList<Value, ObjectID>()
-    var displayedPaths: [ObjectID: ItemPath] = [:]
+    /// What the delegate sees: the window of rows, grouped into sections (built when first needed after a change).
+    var displayed: SectionedList<Value, ObjectID> {
+        if let cached = displayedCache { return cached }
+        display()
+        return displayedCache ?? SectionedList()
+    }
+    var displayedCache: SectionedList<Value, ObjectID>?
+    var displayedPathsCache: [ObjectID: ItemPath]?
+    var displayedPaths: [ObjectID: ItemPath] {
+        if let cached = displayedPathsCache { return cached }
+        display()
+        return displayedPathsCache ?? [:]
+    }
+    /// The sections of all rows (unwindowed): each key and the index of its first row, kept in step with `rows`.
+    var sectionStarts: [(key: Value, start: Int)] = []
     var observation: ObservationToken?
     var hasFetched = false
 
@@ -142,12 +154,15 @@ public final class FetchedResultsController {
         unwindowed.fetchLimit = 0
         unwindowed.fetchOffset = 0
         let candidates = try context.run(unwindowed, shape: .objectIDs)
+        let wasFetched = hasFetched
+        // What the delegate saw, built before the rows change (the display is built lazily).
+        let old = wasFetched && delegate != nil ? displayed : SectionedList()
         self.plan = plan
         rows = candidates.map { Row(id: $0.id, keys: $0.sortValues) }
         rowByID = Dictionary(uniqueKeysWithValues: rows.map { ($0.id, $0) })
-        let old = displayed
-        let wasFetched = hasFetched
-        display()
+        displayedCache = nil
+        displayedPathsCache = nil
+        rebuildSectionStarts()
         hasFetched = true
         if observation == nil {
             observation = context.addObserver { [weak self] record in self?.handle(record) }
@@ -206,8 +221,8 @@ public final class FetchedResultsController {
                 sections[sections.count - 1].items.append(row.id)
             }
         }
-        displayed = SectionedList(sections)
-        displayedPaths = paths
+        displayedCache = SectionedList(sections)
+        displayedPathsCache = paths
     }
 
     /// Whether `a` comes before `b`: sections, sort keys, then object ID.

@@ -31,7 +31,8 @@ public struct ResultsSnapshot: Sendable, Hashable {
 /// For one batch the calls come in this order: ``controllerWillChangeContent(_:)``; the object deletes (descending
 /// old path), section deletes (descending), section inserts (ascending), object inserts (ascending new path), moves
 /// (ascending new path) and updates (with old and new path); then the whole-batch calls (the change set, the
-/// snapshot, and the `CollectionDifference` when the controller has no sections); then
+/// snapshot, and the `CollectionDifference` when the controller has no sections, for a delegate whose
+/// ``deliversWholeBatches`` is `true`); then
 /// ``controllerDidChangeContent(_:)``. An empty change sends nothing at all. Every method has a default that does
 /// nothing: implement the ones you need.
 public protocol FetchedResultsControllerDelegate: AnyObject {
@@ -61,6 +62,10 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
     /// Whether user-driven changes should be delivered (flagged by ``FetchedResultsController/isUserDrivenBatch``)
     /// rather than applied silently. `false` by default, as seed 000 recommends.
     var deliversUserDrivenChanges: Bool { get }
+    /// Whether the whole-batch calls (change set, snapshot, `CollectionDifference`) are wanted. They describe all
+    /// the results, so they cost O(n) per batch; without them an unwindowed controller delivers a batch of k
+    /// changes in O(k log n). `false` by default.
+    var deliversWholeBatches: Bool { get }
 }
 
 extension FetchedResultsControllerDelegate {
@@ -96,6 +101,8 @@ extension FetchedResultsControllerDelegate {
     ) {}
     /// `false` by default: user-driven changes apply silently.
     public var deliversUserDrivenChanges: Bool { false }
+    /// `false` by default: only the per-object and per-section calls.
+    public var deliversWholeBatches: Bool { false }
 }
 
 /// A section of a controller's results.

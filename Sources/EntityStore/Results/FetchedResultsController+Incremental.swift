@@ -1,0 +1,321 @@
+import SectionedDiff
+
+/// The incremental change computation of an unwindowed controller: a batch of k changes costs O(k log n) plus one
+/// pass over the affected positions of the touched sections, with no per-row hashing.
+///
+/// It computes exactly the batch that ``ChangeSet`` computes from the whole lists (the tests run both on the same
+/// random batches and compare the callbacks): rows that did not change keep their relative order, so the stayers
+/// of a section are known from the affected positions alone, and runs of unaffected rows enter the heaviest
+/// increasing subsequence as single weighted elements.
+extension FetchedResultsController {
+    /// One batch in the contract's causal order, ready for the delegate.
+    struct IncrementalBatch {
+        var deletes: [(ObjectID, ItemPath)] = []
+        var sectionDeletes: [(Int, SectionInfo)] = []
+        var sectionInserts: [(Int, SectionInfo)] = []
+        var inserts: [(ObjectID, ItemPath)] = []
+        var moves: [(ObjectID, ItemPath, ItemPath)] = []
+        var updates: [(ObjectID, ItemPath, ItemPath)] = []
+
+        var isEmpty: Bool {
+            deletes.isEmpty && sectionDeletes.isEmpty && sectionInserts.isEmpty && inserts.isEmpty && moves.isEmpty
+                && updates.isEmpty
+        }
+    }
+
+    func sectionKey(of row: Row) -> Value { sectionNameKeyPath == nil ? .null : row.keys[0] }
+
+    /// The section holding the row at `index` in `starts`.
+    func section(ofRowAt index: Int, in starts: [(key: Value, start: Int)]) -> Int {
+        var low = 0
+        var high = starts.count - 1
+        while low < high {
+            let mid = (low + high + 1) / 2
+            if starts[mid].start <= index { low = mid } else { high = mid - 1 }
+        }
+        return low
+    }
+
+    func path(ofRowAt index: Int, in starts: [(key: Value, start: Int)]) -> ItemPath {
+        let section = section(ofRowAt: index, in: starts)
+        return ItemPath(section: section, item: index - starts[section].start)
+    }
+
+    /// The index of `id`'s row in `rows`, found by binary search on its keys.
+    func rowIndex(of id: ObjectID, _ plan: Plan) -> Int? {
+        guard let row = rowByID[id] else { return nil }
+        let index = insertionIndex(row, plan.sortKeys)
+        if index < rows.count, rows[index].id == id { return index }
+        return rows.firstIndex { $0.id == id }
+    }
+
+    /// Rebuilds `sectionStarts` from `rows` (after a full fetch or a windowed update).
+    func rebuildSectionStarts() {
+        if sectionNameKeyPath == nil {
+            sectionStarts = [(.null, 0)]
+            return
+        }
+        sectionStarts = []
+        for (index, row) in rows.enumerated() where sectionStarts.last?.key != row.keys[0] {
+            sectionStarts.append((row.keys[0], index))
+        }
+    }
+
+    func removeRow(at index: Int) {
+        let section = section(ofRowAt: index, in: sectionStarts)
+        rows.remove(at: index)
+        for later in (section + 1)..<sectionStarts.count { sectionStarts[later].start -= 1 }
+        let end = section + 1 < sectionStarts.count ? sectionStarts[section + 1].start : rows.count
+        if sectionNameKeyPath != nil && end == sectionStarts[section].start { sectionStarts.remove(at: section) }
+    }
+
+    func insertRow(_ row: Row, at index: Int, _ plan: Plan) {
+        rows.insert(row, at: index)
+        let key = sectionKey(of: row)
+        // The first section whose key is not before the row's.
+        var low = 0
+        var high = sectionStarts.count
+        while low < high {
+            let mid = (low + high) / 2
+            if sectionNameKeyPath != nil && plan.sortKeys[0].order(sectionStarts[mid].key, key) == .orderedAscending {
+                low = mid + 1
+            } else {
+                high = mid
+            }
+        }
+        if sectionNameKeyPath == nil || (low < sectionStarts.count && sectionStarts[low].key == key) {
+            for later in (low + 1)..<sectionStarts.count { sectionStarts[later].start += 1 }
+        } else {
+            sectionStarts.insert((key, index), at: low)
+            for later in (low + 1)..<sectionStarts.count { sectionStarts[later].start += 1 }
+        }
+    }
+
+    /// Applies the changes of `ids` and computes the batch incrementally.
+    func applyIncrementally(
+        _ ids: Set<ObjectID>, _ changedKeys: [ObjectID: Set<String>], _ plan: Plan
+    )
+        -> IncrementalBatch
+    {
+        let oldStarts = sectionStarts
+        let oldCount = rows.count
+        var oldIndex: [ObjectID: Int] = [:]
+        for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
+        for (id, index) in oldIndex.sorted(by: { $0.value > $1.value }) {
+            removeRow(at: index)
+            rowByID[id] = nil
+        }
+        let fresh = (try? newRows(for: ids, plan)) ?? []
+        for row in fresh.sorted(by: { precedes($0, $1, plan.sortKeys) }) {
+            insertRow(row, at: insertionIndex(row, plan.sortKeys), plan)
+            rowByID[row.id] = row
+        }
+        displayedCache = nil
+        displayedPathsCache = nil
+        var newIndex: [ObjectID: Int] = [:]
+        for row in fresh { if let index = rowIndex(of: row.id, plan) { newIndex[row.id] = index } }
+
+        let itemCount = oldCount + rows.count + 1
+        var oldSectionOf: [Value: Int] = [:]
+        for (i, entry) in oldStarts.enumerated() { oldSectionOf[entry.key] = i }
+        var newSectionOf: [Value: Int] = [:]
+        for (i, entry) in sectionStarts.enumerated() { newSectionOf[entry.key] = i }
+        func oldEnd(_ s: Int) -> Int { s + 1 < oldStarts.count ? oldStarts[s + 1].start : oldCount }
+        func newEnd(_ s: Int) -> Int { s + 1 < sectionStarts.count ? sectionStarts[s + 1].start : rows.count }
+        func oldKey(_ index: Int) -> Value { oldStarts[section(ofRowAt: index, in: oldStarts)].key }
+        func newKey(_ index: Int) -> Value { sectionStarts[section(ofRowAt: index, in: sectionStarts)].key }
+
+        var batch = IncrementalBatch()
+        for (i, entry) in oldStarts.enumerated() where newSectionOf[entry.key] == nil {
+            let items = (entry.start..<oldEnd(i)).compactMap { position in oldIndex.first { $0.value == position }?.key
+            }
+            let name = Self.name(of: entry.key)
+            batch.sectionDeletes.append(
+                (i, SectionInfo(name: name, indexTitle: indexTitle(for: name), value: entry.key, objectIDs: items)))
+        }
+        for (i, entry) in sectionStarts.enumerated() where oldSectionOf[entry.key] == nil {
+            let name = Self.name(of: entry.key)
+            batch.sectionInserts.append(
+                (
+                    i,
+                    SectionInfo(
+                        name: name, indexTitle: indexTitle(for: name), value: entry.key,
+                        objectIDs: rows[entry.start..<newEnd(i)].map(\.id))
+                ))
+        }
+
+        // Stayers per surviving section, and the moves among them.
+        var moved = Set<ObjectID>()
+        var movedUnaffected: [(ObjectID, ItemPath, ItemPath)] = []
+        var touched = Set<Value>()
+        for (id, index) in oldIndex where newIndex[id] != nil {
+            let key = oldKey(index)
+            if key == newKey(newIndex[id]!) { touched.insert(key) }
+        }
+        for key in touched {
+            guard let oldS = oldSectionOf[key], let newS = newSectionOf[key] else { continue }
+            // Old walk: ranks of affected stayers, and blocks of unaffected rows (rank, old position, length).
+            let affectedOld = oldIndex.filter { $0.value >= oldStarts[oldS].start && $0.value < oldEnd(oldS) }
+                .sorted { $0.value < $1.value }
+            var rank: [ObjectID: Int] = [:]
+            var blocks: [(rank: Int, position: Int, length: Int)] = []
+            var position = oldStarts[oldS].start
+            var next = 0
+            for (id, index) in affectedOld {
+                if index > position { blocks.append((next, position, index - position)) }
+                next += index - position
+                if let n = newIndex[id], newKey(n) == key {
+                    rank[id] = next
+                    next += 1
+                }
+                position = index + 1
+            }
+            if oldEnd(oldS) > position { blocks.append((next, position, oldEnd(oldS) - position)) }
+
+            // New walk: unaffected rows in the same order, affected rows at their new positions.
+            enum Element {
+                case unaffected(rank: Int, oldPosition: Int, newPosition: Int, length: Int)
+                case stayer(ObjectID, rank: Int)
+            }
+            var elements: [Element] = []
+            let affectedNew = newIndex.filter { $0.value >= sectionStarts[newS].start && $0.value < newEnd(newS) }
+                .sorted { $0.value < $1.value }
+            var block = 0
+            var usedInBlock = 0
+            func take(_ length: Int, at newPosition: Int) {
+                var remaining = length
+                var at = newPosition
+                while remaining > 0 && block < blocks.count {
+                    let available = blocks[block].length - usedInBlock
+                    let piece = min(available, remaining)
+                    elements.append(
+                        .unaffected(
+                            rank: blocks[block].rank + usedInBlock, oldPosition: blocks[block].position + usedInBlock,
+                            newPosition: at, length: piece))
+                    remaining -= piece
+                    at += piece
+                    usedInBlock += piece
+                    if usedInBlock == blocks[block].length {
+                        block += 1
+                        usedInBlock = 0
+                    }
+                }
+            }
+            position = sectionStarts[newS].start
+            for (id, index) in affectedNew {
+                take(index - position, at: position)
+                if let r = rank[id] { elements.append(.stayer(id, rank: r)) }
+                position = index + 1
+            }
+            take(newEnd(newS) - position, at: position)
+
+            // Runs of consecutive ranks, weighted as ChangeSet weighs them.
+            var keys: [Int] = []
+            var weights: [Int] = []
+            var members: [[Element]] = []
+            var previous = -2
+            for element in elements {
+                switch element {
+                case .unaffected(let r, _, _, let length):
+                    if r == previous + 1, !members.isEmpty {
+                        weights[weights.count - 1] += length * (itemCount + 1)
+                        members[members.count - 1].append(element)
+                    } else {
+                        keys.append(r)
+                        weights.append(length * (itemCount + 1))
+                        members.append([element])
+                    }
+                    previous = r + length - 1
+                case .stayer(let id, let r):
+                    let unchanged = changedKeys[id]?.isEmpty ?? true ? 1 : 0
+                    if r == previous + 1, !members.isEmpty {
+                        weights[weights.count - 1] += itemCount + unchanged
+                        members[members.count - 1].append(element)
+                    } else {
+                        keys.append(r)
+                        weights.append(itemCount + unchanged)
+                        members.append([element])
+                    }
+                    previous = r
+                }
+            }
+            let kept = heaviestIncreasingSubsequence(keys: keys, weights: weights)
+            for (k, run) in members.enumerated() where !kept[k] {
+                for element in run {
+                    switch element {
+                    case .stayer(let id, _): moved.insert(id)
+                    case .unaffected(_, let oldPosition, let newPosition, let length):
+                        for offset in 0..<length {
+                            movedUnaffected.append(
+                                (
+                                    rows[newPosition + offset].id, path(ofRowAt: oldPosition + offset, in: oldStarts),
+                                    path(ofRowAt: newPosition + offset, in: sectionStarts)
+                                ))
+                        }
+                    }
+                }
+            }
+        }
+
+        // Fates of the affected rows, lowered to the strict batch.
+        for (id, index) in oldIndex where newIndex[id] == nil {
+            if newSectionOf[oldKey(index)] != nil { batch.deletes.append((id, path(ofRowAt: index, in: oldStarts))) }
+        }
+        for (id, index) in newIndex {
+            let to = path(ofRowAt: index, in: sectionStarts)
+            guard let old = oldIndex[id] else {
+                if oldSectionOf[newKey(index)] != nil { batch.inserts.append((id, to)) }
+                continue
+            }
+            let from = path(ofRowAt: old, in: oldStarts)
+            let (fromKey, toKey) = (oldKey(old), newKey(index))
+            let oldSurvives = newSectionOf[fromKey] != nil
+            let newSurvives = oldSectionOf[toKey] != nil
+            if fromKey != toKey || moved.contains(id) {
+                switch (oldSurvives, newSurvives) {
+                case (true, true): batch.moves.append((id, from, to))
+                case (true, false): batch.deletes.append((id, from))
+                case (false, true): batch.inserts.append((id, to))
+                case (false, false): break
+                }
+            } else if !(changedKeys[id]?.isEmpty ?? true) && oldSurvives && newSurvives {
+                batch.updates.append((id, from, to))
+            }
+        }
+        batch.moves += movedUnaffected
+        batch.deletes.sort { $0.1 > $1.1 }
+        batch.sectionDeletes.sort { $0.0 > $1.0 }
+        batch.sectionInserts.sort { $0.0 < $1.0 }
+        batch.inserts.sort { $0.1 < $1.1 }
+        batch.moves.sort { $0.2 < $1.2 }
+        batch.updates.sort { $0.2 < $1.2 }
+        return batch
+    }
+
+    /// Delivers an incremental batch in the contract's causal order.
+    func deliver(_ batch: IncrementalBatch, userDriven: Bool) {
+        guard !batch.isEmpty, let delegate else { return }
+        isUserDrivenBatch = userDriven
+        defer { isUserDrivenBatch = false }
+        delegate.controllerWillChangeContent(self)
+        for (id, at) in batch.deletes {
+            delegate.controller(self, didChange: id, at: at, for: .delete, newIndexPath: nil)
+        }
+        for (index, info) in batch.sectionDeletes {
+            delegate.controller(self, didChange: info, atSectionIndex: index, for: .delete)
+        }
+        for (index, info) in batch.sectionInserts {
+            delegate.controller(self, didChange: info, atSectionIndex: index, for: .insert)
+        }
+        for (id, at) in batch.inserts {
+            delegate.controller(self, didChange: id, at: nil, for: .insert, newIndexPath: at)
+        }
+        for (id, from, to) in batch.moves {
+            delegate.controller(self, didChange: id, at: from, for: .move, newIndexPath: to)
+        }
+        for (id, from, to) in batch.updates {
+            delegate.controller(self, didChange: id, at: from, for: .update, newIndexPath: to)
+        }
+        delegate.controllerDidChangeContent(self)
+    }
+}
