@@ -91,6 +91,36 @@ extension FetchedResultsController {
         }
     }
 
+    /// Replaces `rows` in one pass: the old rows but those at `removed` (ascending), with `inserted` (in order)
+    /// at their binary-searched places; slices are copied, no keys compared per row.
+    func mergeRows(removing removed: [Int], inserting inserted: [Row], _ plan: Plan) {
+        let points = inserted.map { insertionIndex($0, plan.sortKeys) }
+        var merged: [Row] = []
+        merged.reserveCapacity(rows.count - removed.count + inserted.count)
+        var start = 0
+        var nextRemoved = 0
+        func copy(upTo end: Int) {
+            while start < end {
+                let removal = nextRemoved < removed.count ? removed[nextRemoved] : Int.max
+                if removal < end {
+                    merged.append(contentsOf: rows[start..<removal])
+                    start = removal + 1
+                    nextRemoved += 1
+                } else {
+                    merged.append(contentsOf: rows[start..<end])
+                    start = end
+                }
+            }
+        }
+        for (row, point) in zip(inserted, points) {
+            copy(upTo: point)
+            merged.append(row)
+        }
+        copy(upTo: rows.count)
+        rows = merged
+        rebuildSectionStarts()
+    }
+
     /// Applies the changes of `ids` and computes the batch incrementally.
     func applyIncrementally(
         _ ids: Set<ObjectID>, _ changedKeys: [ObjectID: Set<String>], _ plan: Plan
@@ -101,14 +131,21 @@ extension FetchedResultsController {
         let oldCount = rows.count
         var oldIndex: [ObjectID: Int] = [:]
         for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
-        for (id, index) in oldIndex.sorted(by: { $0.value > $1.value }) {
-            removeRow(at: index)
-            rowByID[id] = nil
-        }
-        let fresh = (try? newRows(for: ids, plan)) ?? []
-        for row in fresh.sorted(by: { precedes($0, $1, plan.sortKeys) }) {
-            insertRow(row, at: insertionIndex(row, plan.sortKeys), plan)
-            rowByID[row.id] = row
+        let fresh = ((try? newRows(for: ids, plan)) ?? []).sorted { precedes($0, $1, plan.sortKeys) }
+        if ids.count < mergeThreshold {
+            // A few rows: move them one by one (each a memmove of the rows after them).
+            for (id, index) in oldIndex.sorted(by: { $0.value > $1.value }) {
+                removeRow(at: index)
+                rowByID[id] = nil
+            }
+            for row in fresh {
+                insertRow(row, at: insertionIndex(row, plan.sortKeys), plan)
+                rowByID[row.id] = row
+            }
+        } else {
+            mergeRows(removing: oldIndex.values.sorted(), inserting: fresh, plan)
+            for id in oldIndex.keys { rowByID[id] = nil }
+            for row in fresh { rowByID[row.id] = row }
         }
         displayedCache = nil
         displayedPathsCache = nil

@@ -62,6 +62,8 @@ public final class FetchedResultsController {
     }
     /// The sections of all rows (unwindowed): each key and the index of its first row, kept in step with `rows`.
     var sectionStarts: [(key: Value, start: Int)] = []
+    /// From this many changed rows on, a batch rebuilds `rows` in one pass instead of moving rows one by one.
+    var mergeThreshold = 16
     var observation: ObservationToken?
     var hasFetched = false
 
