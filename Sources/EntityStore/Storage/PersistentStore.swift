@@ -84,8 +84,16 @@ public final class PersistentStore: Sendable {
             }
             return store
         }
+        // LMDB zeroes a per-database table at every transaction begin, so size it to the schema: its databases,
+        // twice over for a migration that holds old and new ones, with room to spare.
+        let databases = schema.entities.reduce(2) { count, entity in
+            count + 1 + entity.attributes.filter(\.isIndexed).count + entity.relationships.count
+        }
         let environment = try mappingStorageErrors("opening the store at \(path)") {
-            try Environment.open(path: path, options: .init(mapSize: options.mapSize, sync: options.sync))
+            try Environment.open(
+                path: path,
+                options: .init(
+                    mapSize: options.mapSize, maxDatabases: max(32, 2 * databases + 16), sync: options.sync))
         }
         let (storeID, meta, history, storages) = try mappingStorageErrors("opening the store at \(path)") {
             try environment.write { txn -> (UUID, Database, Database, [String: EntityStorage]) in
