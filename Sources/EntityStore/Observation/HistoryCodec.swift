@@ -13,6 +13,8 @@ import Foundation
 /// string = varint length + UTF-8; value = type tag (0 nil, else the record codec's tag) + the record payload
 /// ```
 ///
+/// New values are kept for updates only: an insert's values are in its record.
+///
 /// The decoder checks every length and tag and throws ``EntityStoreError/Code/corruptData``; it never traps.
 enum HistoryCodec {
     static let formatVersion: UInt8 = 1
@@ -32,7 +34,8 @@ enum HistoryCodec {
             out.append(change.isUserDriven ? 1 : 0)
             RecordCodec.appendVarint(UInt64(change.changedKeys.count), &out)
             for key in change.changedKeys { appendString(key, &out) }
-            for values in [change.oldValues, change.newValues] {
+            // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
+            for values in [change.oldValues, change.kind == .insert ? [:] : change.newValues] {
                 RecordCodec.appendVarint(UInt64(values.count), &out)
                 for (key, value) in values.sorted(by: { $0.key < $1.key }) {
                     appendString(key, &out)
