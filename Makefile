@@ -34,10 +34,10 @@ test: deps
 	$(SWIFT) test
 
 lint:
-	$(SWIFT) format lint --strict --recursive Package.swift Sources Tools Tests Benchmarks/Package.swift Benchmarks/Sources
+	$(SWIFT) format lint --strict --recursive Package.swift Sources Tools Tests Fuzz Benchmarks/Package.swift Benchmarks/Sources
 
 format:
-	$(SWIFT) format --in-place --recursive Package.swift Sources Tools Tests Benchmarks/Package.swift Benchmarks/Sources
+	$(SWIFT) format --in-place --recursive Package.swift Sources Tools Tests Fuzz Benchmarks/Package.swift Benchmarks/Sources
 
 bench: deps
 	cd Benchmarks && $(SWIFT) build -c release && .build/release/entitystore-bench $(BENCH_ARGS)

@@ -18,6 +18,7 @@ let fixtureEntity = try! Schema(version: 1) {
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = UnsafeRawBufferPointer(start: data, count: size)
     _ = try? RecordCodec.decode(bytes, entity: fixtureEntity)
-    _ = try? RecordCodec.decode(bytes, entity: fixtureEntity, needed: [true, false, true, false, true, false, true, false])
+    let needed = [true, false, true, false, true, false, true, false]
+    _ = try? RecordCodec.decode(bytes, entity: fixtureEntity, needed: needed)
     return 0
 }

@@ -122,25 +122,12 @@ public struct ChangeSet<SectionKey: Hashable, Item: Hashable> {
                 rank += 1
             }
             // Runs of stayers adjacent in both orders: kept or moved as a whole.
-            var runKeys: [Int] = []
-            var runWeights: [Int] = []
-            var runItems: [[Item]] = []
-            var previousRank = -2
+            var runs = WeightedRuns<Item>(itemCount: itemCount)
             for item in section.items {
                 guard let r = oldRank[item] else { continue }
-                let unchanged = changedKeys[item]?.isEmpty ?? true ? 1 : 0
-                if r == previousRank + 1, !runItems.isEmpty {
-                    runWeights[runWeights.count - 1] += itemCount + unchanged
-                    runItems[runItems.count - 1].append(item)
-                } else {
-                    runKeys.append(r)
-                    runWeights.append(itemCount + unchanged)
-                    runItems.append([item])
-                }
-                previousRank = r
+                runs.append(rank: r, unchanged: changedKeys[item]?.isEmpty ?? true ? 1 : 0, member: item)
             }
-            let kept = heaviestIncreasingSubsequence(keys: runKeys, weights: runWeights)
-            for (k, items) in runItems.enumerated() where !kept[k] { moved.formUnion(items) }
+            moved.formUnion(runs.movedMembers())
         }
 
         for (item, from) in oldPaths where newPaths[item] == nil {

@@ -47,3 +47,46 @@ package func heaviestIncreasingSubsequence(keys: [Int], weights: [Int]) -> [Bool
     }
     return kept
 }
+
+/// Stayers of a section in new order, grouped into runs of consecutive old ranks, each weighted by its items:
+/// `itemCount` per item (so that more stayers always win) plus one per item whose keys did not change (so that,
+/// among minimal move sets, the one moving changed items wins). A run is kept or moved as a whole.
+///
+/// ``ChangeSet`` and EntityStore's incremental controller both build their runs here, so they weigh alike.
+@usableFromInline
+package struct WeightedRuns<Member> {
+    /// The first old rank of each run.
+    @usableFromInline package var keys: [Int] = []
+    /// Each run's weight.
+    @usableFromInline package var weights: [Int] = []
+    /// Each run's members.
+    @usableFromInline package var members: [[Member]] = []
+    @usableFromInline var previous = -2
+    @usableFromInline let itemCount: Int
+
+    /// Runs weighted for lists holding `itemCount` items in all (old plus new, plus one).
+    @inlinable
+    package init(itemCount: Int) { self.itemCount = itemCount }
+
+    /// Appends `count` stayers with consecutive old ranks from `rank`, of which `unchanged` kept their keys.
+    @inlinable
+    package mutating func append(rank: Int, count: Int = 1, unchanged: Int, member: Member) {
+        let weight = count * itemCount + unchanged
+        if rank == previous + 1, !members.isEmpty {
+            weights[weights.count - 1] += weight
+            members[members.count - 1].append(member)
+        } else {
+            keys.append(rank)
+            weights.append(weight)
+            members.append([member])
+        }
+        previous = rank + count - 1
+    }
+
+    /// The members of the runs a heaviest increasing subsequence does not keep: the ones to move.
+    @inlinable
+    package func movedMembers() -> [Member] {
+        let kept = heaviestIncreasingSubsequence(keys: keys, weights: weights)
+        return members.indices.filter { !kept[$0] }.flatMap { members[$0] }
+    }
+}

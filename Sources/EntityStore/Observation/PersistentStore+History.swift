@@ -15,6 +15,11 @@ extension PersistentStore {
     ///   - since: Return transactions numbered above this.
     ///   - limit: At most this many.
     public func history(since: UInt64 = 0, limit: Int? = nil) throws -> [ChangeRecord] {
+        try historySnapshot(since: since, limit: limit).records
+    }
+
+    /// The saves after `since`, and the LMDB transaction of the snapshot they were read from.
+    func historySnapshot(since: UInt64, limit: Int? = nil) throws -> (records: [ChangeRecord], snapshot: Int) {
         try mappingStorageErrors("reading the history") {
             try environment.read { txn in
                 var records: [ChangeRecord] = []
@@ -24,7 +29,7 @@ extension PersistentStore {
                     records.append(try HistoryCodec.decode(value).0)
                     return limit.map { records.count >= $0 ? .stop : .continue } ?? .continue
                 }
-                return records
+                return (records, txn.id)
             }
         }
     }

@@ -41,11 +41,14 @@ final class StorePublisher: Sendable {
     func catchUp(_ store: PersistentStore, force: Bool = false) {
         state.withLock { state in
             guard !state.subscribers.isEmpty else { return }
+            // The meta page (env info) can show a commit of another process before a new read transaction sees it
+            // (LMDB publishes the reader table's snapshot after the meta page): remember the snapshot actually read,
+            // not the meta page's transaction, or that last commit would wait for the next one to be delivered.
             let lmdbTransaction = store.environment.info().lastTransactionID
             if !force && lmdbTransaction == state.lastSeenLMDBTransaction { return }
-            state.lastSeenLMDBTransaction = lmdbTransaction
             let oldest = state.subscribers.values.map(\.lastDelivered).min() ?? 0
-            guard let records = try? store.history(since: oldest) else { return }
+            guard let (records, snapshot) = try? store.historySnapshot(since: oldest) else { return }
+            state.lastSeenLMDBTransaction = snapshot
             for record in records {
                 guard let number = record.transaction else { continue }
                 for (id, subscriber) in state.subscribers where subscriber.lastDelivered < number {

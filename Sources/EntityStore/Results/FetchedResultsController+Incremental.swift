@@ -246,49 +246,26 @@ extension FetchedResultsController {
             }
             take(newEnd(newS) - position, at: position)
 
-            // Runs of consecutive ranks, weighted as ChangeSet weighs them.
-            var keys: [Int] = []
-            var weights: [Int] = []
-            var members: [[Element]] = []
-            var previous = -2
+            // Runs of consecutive ranks, weighted exactly as ChangeSet weighs them (the same builder).
+            var runs = WeightedRuns<Element>(itemCount: itemCount)
             for element in elements {
                 switch element {
                 case .unaffected(let r, _, _, let length):
-                    if r == previous + 1, !members.isEmpty {
-                        weights[weights.count - 1] += length * (itemCount + 1)
-                        members[members.count - 1].append(element)
-                    } else {
-                        keys.append(r)
-                        weights.append(length * (itemCount + 1))
-                        members.append([element])
-                    }
-                    previous = r + length - 1
+                    runs.append(rank: r, count: length, unchanged: length, member: element)
                 case .stayer(let id, let r):
-                    let unchanged = changedKeys[id]?.isEmpty ?? true ? 1 : 0
-                    if r == previous + 1, !members.isEmpty {
-                        weights[weights.count - 1] += itemCount + unchanged
-                        members[members.count - 1].append(element)
-                    } else {
-                        keys.append(r)
-                        weights.append(itemCount + unchanged)
-                        members.append([element])
-                    }
-                    previous = r
+                    runs.append(rank: r, unchanged: changedKeys[id]?.isEmpty ?? true ? 1 : 0, member: element)
                 }
             }
-            let kept = heaviestIncreasingSubsequence(keys: keys, weights: weights)
-            for (k, run) in members.enumerated() where !kept[k] {
-                for element in run {
-                    switch element {
-                    case .stayer(let id, _): moved.insert(id)
-                    case .unaffected(_, let oldPosition, let newPosition, let length):
-                        for offset in 0..<length {
-                            movedUnaffected.append(
-                                (
-                                    rows[newPosition + offset].id, path(ofRowAt: oldPosition + offset, in: oldStarts),
-                                    path(ofRowAt: newPosition + offset, in: sectionStarts)
-                                ))
-                        }
+            for element in runs.movedMembers() {
+                switch element {
+                case .stayer(let id, _): moved.insert(id)
+                case .unaffected(_, let oldPosition, let newPosition, let length):
+                    for offset in 0..<length {
+                        movedUnaffected.append(
+                            (
+                                rows[newPosition + offset].id, path(ofRowAt: oldPosition + offset, in: oldStarts),
+                                path(ofRowAt: newPosition + offset, in: sectionStarts)
+                            ))
                     }
                 }
             }
