@@ -150,6 +150,15 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
             default: world.context.processPendingChanges()
             }
             for (twin, original) in [(0, 0), (1, 2)] {
+                // Before anything builds the display: the lookups answer from the rows by binary search.
+                for (section, ids) in twinDelegates[twin].replica.sections.enumerated() {
+                    for (item, id) in ids.enumerated() {
+                        let path = ItemPath(section: section, item: item)
+                        if twins[twin].indexPath(for: id) != path || twins[twin].objectID(at: path) != id {
+                            Issue.record("round \(round) twin \(twin): lookups disagree at \(path)")
+                        }
+                    }
+                }
                 #expect(twinDelegates[twin].log == delegates[original].log, "round \(round) twin \(twin)")
                 #expect(twins[twin].sections.map(\.objectIDs) == controllers[original].sections.map(\.objectIDs))
                 #expect(twinDelegates[twin].replica.sections == twins[twin].sections.map(\.objectIDs), "round \(round)")

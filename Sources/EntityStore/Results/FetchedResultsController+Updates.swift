@@ -22,7 +22,7 @@ extension FetchedResultsController {
         guard !affected.isEmpty else { return }
         let userIDs = affected.keys.filter { userDriven[$0] == true }
         let otherIDs = affected.keys.filter { userDriven[$0] != true }
-        if fetchRequest.fetchLimit == 0 && fetchRequest.fetchOffset == 0 && delegate?.deliversWholeBatches != true {
+        if isUnwindowed && delegate?.deliversWholeBatches != true {
             // O(k log n): no window to shift, no whole-list forms to build.
             if !userIDs.isEmpty {
                 let batch = applyIncrementally(Set(userIDs), affected, plan)

@@ -101,6 +101,13 @@ public final class FetchedResultsController {
 
     /// The ID of the object at `path`, or `nil` when the path is out of range.
     public func objectID(at path: ItemPath) -> ObjectID? {
+        if isUnwindowed, plan != nil, displayedCache == nil {
+            // O(1) from the section boundaries, without building the display.
+            guard sectionStarts.indices.contains(path.section), path.item >= 0 else { return nil }
+            let end = path.section + 1 < sectionStarts.count ? sectionStarts[path.section + 1].start : rows.count
+            let index = sectionStarts[path.section].start + path.item
+            return index < end ? rows[index].id : nil
+        }
         guard displayed.sections.indices.contains(path.section),
             displayed.sections[path.section].items.indices.contains(path.item)
         else { return nil }
@@ -108,10 +115,19 @@ public final class FetchedResultsController {
     }
 
     /// Where an object is, or `nil` when it is not in the results.
-    public func indexPath(for id: ObjectID) -> ItemPath? { displayedPaths[id] }
+    public func indexPath(for id: ObjectID) -> ItemPath? {
+        if isUnwindowed, let plan, displayedPathsCache == nil {
+            // O(log n) by binary search on the row's keys, without building the display.
+            return rowIndex(of: id, plan).map { path(ofRowAt: $0, in: sectionStarts) }
+        }
+        return displayedPaths[id]
+    }
+
+    /// Whether the controller shows all its rows (no fetch window): rows and display positions coincide.
+    var isUnwindowed: Bool { fetchRequest.fetchLimit == 0 && fetchRequest.fetchOffset == 0 }
 
     /// Where an object is, or `nil` when it is not in the results.
-    public func indexPath(for object: ManagedObject) -> ItemPath? { displayedPaths[object.objectID] }
+    public func indexPath(for object: ManagedObject) -> ItemPath? { indexPath(for: object.objectID) }
 
     /// The sections' index titles, each once, in order.
     public var sectionIndexTitles: [String] {
