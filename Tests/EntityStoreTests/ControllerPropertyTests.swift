@@ -97,7 +97,9 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
             try makeController(
                 { $0.sortKeys = [SortKey("group", ascending: false), SortKey("title")] }, section: "group"),
         ]
-        twins[1].mergeThreshold = 0  // one twin always rebuilds its rows in one pass, the other moves them one by one
+        // One twin always rebuilds its rows in one pass, the other always moves them one by one.
+        twins[0].mergeThreshold = .max
+        twins[1].mergeThreshold = 0
         let delegates = controllers.map { ReplicaDelegate($0) }
         let twinDelegates = twins.map { ReplicaDelegate($0, wholeBatches: false) }
         for (controller, delegate) in zip(controllers + twins, delegates + twinDelegates) {

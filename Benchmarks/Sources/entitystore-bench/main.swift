@@ -8,6 +8,31 @@ if arguments.first == "s8-observer", arguments.count == 3, let saves = Int(argum
     try await s8Observer(path: arguments[1], saves: saves)
     exit(0)
 }
+let usage = "usage: entitystore-bench [--quick] [--json] [--only S1,S3,...]"
+if arguments.contains("-h") || arguments.contains("--help") {
+    print(usage)
+    exit(0)
+}
+let scenarios = Set((1...8).map { "S\($0)" })
+var argumentIndex = 0
+while argumentIndex < arguments.count {
+    let argument = arguments[argumentIndex]
+    argumentIndex += 1
+    switch argument {
+    case "--quick", "--json": continue
+    case "--only" where argumentIndex < arguments.count:
+        let names = arguments[argumentIndex].split(separator: ",").map(String.init)
+        argumentIndex += 1
+        if let unknown = names.first(where: { !scenarios.contains($0) }) {
+            FileHandle.standardError.write(
+                Data("entitystore-bench: no scenario '\(unknown)' (S1...S8)\n\(usage)\n".utf8))
+            exit(64)
+        }
+    default:
+        FileHandle.standardError.write(Data("entitystore-bench: unknown argument '\(argument)'\n\(usage)\n".utf8))
+        exit(64)
+    }
+}
 let quick = arguments.contains("--quick")
 let json = arguments.contains("--json")
 let only: Set<String>? = arguments.firstIndex(of: "--only").flatMap { i in
@@ -38,7 +63,15 @@ do {
         try s4s5(report, queryN: runs("S4") ? sizes.query : 0, scanN: runs("S5") ? sizes.scan : 0)
     }
     if runs("S6") { try s6(report, sizes.controller) }
-    if runs("S7") { try s7(report, sizes.controllerMemory) }
+    if runs("S6") || runs("S7") {
+        // One store of controllerMemory objects for both: building a million objects takes a while.
+        let n = sizes.controllerMemory
+        let path = temporaryDirectory("s6s7")
+        let store = try entityStore(path, (0..<n).map(ItemData.make))
+        if runs("S6") { try s6Few(report, store, n, changes: 10) }
+        if runs("S7") { try s7(report, store, n) }
+        try? FileManager.default.removeItem(atPath: path)
+    }
     if runs("S8") { try s8(report, sizes.crossProcessSaves) }
 } catch {
     FileHandle.standardError.write(Data("entitystore-bench: \(error)\n".utf8))

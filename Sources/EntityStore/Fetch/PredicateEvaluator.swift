@@ -15,6 +15,11 @@ struct ResolvedKeyPath: Hashable {
     var terminal: Terminal
     var text: String
 
+    /// The type of the terminal attribute, or `nil` when the path does not end at an attribute.
+    var attributeType: AttributeType? {
+        if case .attribute(_, let attribute) = terminal { attribute.type } else { nil }
+    }
+
     /// Whether any step (or the terminal relationship) is to-many.
     var isToMany: Bool {
         if case .count = terminal { return steps.dropLast().contains(where: \.isToMany) }

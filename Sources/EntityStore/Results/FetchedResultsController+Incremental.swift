@@ -43,21 +43,24 @@ extension FetchedResultsController {
 
     /// The index of `id`'s row in `rows`, found by binary search on its keys.
     func rowIndex(of id: ObjectID, _ plan: Plan) -> Int? {
-        guard let row = rowByID[id] else { return nil }
-        let index = insertionIndex(row, plan.sortKeys)
-        if index < rows.count, rows[index].id == id { return index }
-        return rows.firstIndex { $0.id == id }
+        guard id.entityName == plan.entity.name else { return nil }
+        return rows.position(of: id.primaryKey)
     }
 
-    /// Rebuilds `sectionStarts` from `rows` (after a full fetch or a windowed update).
+    /// Rebuilds `sectionStarts` from `rows` (after a full fetch or a merge).
     func rebuildSectionStarts() {
         if sectionNameKeyPath == nil {
             sectionStarts = [(.null, 0)]
             return
         }
         sectionStarts = []
-        for (index, row) in rows.enumerated() where sectionStarts.last?.key != row.keys[0] {
-            sectionStarts.append((row.keys[0], index))
+        var position = 0
+        rows.order.forEachChunk { chunk in
+            for pk in chunk {
+                let key = rows.key(0, of: pk)
+                if sectionStarts.last?.key != key { sectionStarts.append((key, position)) }
+                position += 1
+            }
         }
     }
 
@@ -65,12 +68,13 @@ extension FetchedResultsController {
         let section = section(ofRowAt: index, in: sectionStarts)
         rows.remove(at: index)
         for later in (section + 1)..<sectionStarts.count { sectionStarts[later].start -= 1 }
-        let end = section + 1 < sectionStarts.count ? sectionStarts[section + 1].start : rows.count
-        if sectionNameKeyPath != nil && end == sectionStarts[section].start { sectionStarts.remove(at: section) }
+        if sectionNameKeyPath != nil && sectionEnd(section) == sectionStarts[section].start {
+            sectionStarts.remove(at: section)
+        }
     }
 
-    func insertRow(_ row: Row, at index: Int, _ plan: Plan) {
-        rows.insert(row, at: index)
+    func insertRow(_ row: Row, _ plan: Plan) {
+        let index = rows.insert(row.id.primaryKey, row.keys)
         let key = sectionKey(of: row)
         // The first section whose key is not before the row's.
         var low = 0
@@ -91,34 +95,24 @@ extension FetchedResultsController {
         }
     }
 
-    /// Replaces `rows` in one pass: the old rows but those at `removed` (ascending), with `inserted` (in order)
-    /// at their binary-searched places; slices are copied, no keys compared per row.
-    func mergeRows(removing removed: [Int], inserting inserted: [Row], _ plan: Plan) {
-        let points = inserted.map { insertionIndex($0, plan.sortKeys) }
-        var merged: [Row] = []
-        merged.reserveCapacity(rows.count - removed.count + inserted.count)
-        var start = 0
-        var nextRemoved = 0
-        func copy(upTo end: Int) {
-            while start < end {
-                let removal = nextRemoved < removed.count ? removed[nextRemoved] : Int.max
-                if removal < end {
-                    merged.append(contentsOf: rows[start..<removal])
-                    start = removal + 1
-                    nextRemoved += 1
-                } else {
-                    merged.append(contentsOf: rows[start..<end])
-                    start = end
-                }
-            }
+    /// Recomputes the rows of `ids` (membership, section and sort values): a few rows are moved one by one (a
+    /// chunk's memmove each), a batch large against the rows rebuilds the order in one pass. Returns where the
+    /// rows were before and the rows they have now, in order.
+    func updateRows(_ ids: Set<ObjectID>, _ plan: Plan) -> (oldIndex: [ObjectID: Int], fresh: [Row]) {
+        var oldIndex: [ObjectID: Int] = [:]
+        for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
+        let fresh = ((try? newRows(for: ids, plan)) ?? []).sorted { precedes($0, $1, plan.sortKeys) }
+        let rebuild = mergeThreshold == 0 || (ids.count >= mergeThreshold && ids.count * 512 >= rows.count)
+        if !rebuild {
+            for index in oldIndex.values.sorted(by: >) { removeRow(at: index) }
+            for row in fresh { insertRow(row, plan) }
+        } else {
+            rows.merge(removing: oldIndex.values.sorted(), inserting: fresh.map { ($0.id.primaryKey, $0.keys) })
+            rebuildSectionStarts()
         }
-        for (row, point) in zip(inserted, points) {
-            copy(upTo: point)
-            merged.append(row)
-        }
-        copy(upTo: rows.count)
-        rows = merged
-        rebuildSectionStarts()
+        displayedCache = nil
+        displayedPathsCache = nil
+        return (oldIndex, fresh)
     }
 
     /// Applies the changes of `ids` and computes the batch incrementally.
@@ -129,26 +123,7 @@ extension FetchedResultsController {
     {
         let oldStarts = sectionStarts
         let oldCount = rows.count
-        var oldIndex: [ObjectID: Int] = [:]
-        for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
-        let fresh = ((try? newRows(for: ids, plan)) ?? []).sorted { precedes($0, $1, plan.sortKeys) }
-        if ids.count < mergeThreshold {
-            // A few rows: move them one by one (each a memmove of the rows after them).
-            for (id, index) in oldIndex.sorted(by: { $0.value > $1.value }) {
-                removeRow(at: index)
-                rowByID[id] = nil
-            }
-            for row in fresh {
-                insertRow(row, at: insertionIndex(row, plan.sortKeys), plan)
-                rowByID[row.id] = row
-            }
-        } else {
-            mergeRows(removing: oldIndex.values.sorted(), inserting: fresh, plan)
-            for id in oldIndex.keys { rowByID[id] = nil }
-            for row in fresh { rowByID[row.id] = row }
-        }
-        displayedCache = nil
-        displayedPathsCache = nil
+        let (oldIndex, fresh) = updateRows(ids, plan)
         var newIndex: [ObjectID: Int] = [:]
         for row in fresh { if let index = rowIndex(of: row.id, plan) { newIndex[row.id] = index } }
 
@@ -177,7 +152,7 @@ extension FetchedResultsController {
                     i,
                     SectionInfo(
                         name: name, indexTitle: indexTitle(for: name), value: entry.key,
-                        objectIDs: rows[entry.start..<newEnd(i)].map(\.id))
+                        objectIDs: rows.order.keys(in: entry.start..<newEnd(i)).map { id($0, plan) })
                 ))
         }
 
@@ -263,7 +238,8 @@ extension FetchedResultsController {
                     for offset in 0..<length {
                         movedUnaffected.append(
                             (
-                                rows[newPosition + offset].id, path(ofRowAt: oldPosition + offset, in: oldStarts),
+                                id(rows.pk(at: newPosition + offset), plan),
+                                path(ofRowAt: oldPosition + offset, in: oldStarts),
                                 path(ofRowAt: newPosition + offset, in: sectionStarts)
                             ))
                     }

@@ -33,7 +33,7 @@ extension FetchedResultsController {
         }
         if !userIDs.isEmpty {
             let before = displayed
-            apply(Set(userIDs), plan)
+            _ = updateRows(Set(userIDs), plan)
             if delegate?.deliversUserDrivenChanges == true,
                 let changes = try? ChangeSet(
                     from: before, to: displayed, changedKeys: affected.filter { userIDs.contains($0.key) })
@@ -43,7 +43,7 @@ extension FetchedResultsController {
         }
         if !otherIDs.isEmpty {
             let before = displayed
-            apply(Set(otherIDs), plan)
+            _ = updateRows(Set(otherIDs), plan)
             if let changes = try? ChangeSet(
                 from: before, to: displayed, changedKeys: affected.filter { otherIDs.contains($0.key) })
             {
@@ -79,26 +79,6 @@ extension FetchedResultsController {
             }
         }
         return result
-    }
-
-    /// Recomputes the rows of `ids` (membership, section and sort values) and redisplays.
-    func apply(_ ids: Set<ObjectID>, _ plan: Plan) {
-        for id in ids {
-            guard let old = rowByID.removeValue(forKey: id) else { continue }
-            let index = insertionIndex(old, plan.sortKeys)
-            if index < rows.count, rows[index].id == id {
-                rows.remove(at: index)
-            } else if let position = rows.firstIndex(where: { $0.id == id }) {
-                rows.remove(at: position)
-            }
-        }
-        let fresh = (try? newRows(for: ids, plan)) ?? []
-        for row in fresh.sorted(by: { precedes($0, $1, plan.sortKeys) }) {
-            rows.insert(row, at: insertionIndex(row, plan.sortKeys))
-            rowByID[row.id] = row
-        }
-        display()
-        rebuildSectionStarts()
     }
 
     /// The rows `ids` have now: those that exist and match, with their keys.

@@ -29,9 +29,10 @@ public final class FetchedResultsController {
     /// Whether the batch being delivered is user-driven (only when the delegate asks for such batches).
     public internal(set) var isUserDrivenBatch = false
 
+    /// A row on its way in: an object and its keys (the section value first when sectioned, then the sort keys).
     struct Row {
         var id: ObjectID
-        var keys: [Value]  // the section value first when sectioned, then the sort keys
+        var keys: [Value]
     }
 
     struct Plan {
@@ -44,9 +45,8 @@ public final class FetchedResultsController {
     }
 
     var plan: Plan?
-    /// Every matching row in order (before the fetch window).
-    var rows: [Row] = []
-    var rowByID: [ObjectID: Row] = [:]
+    /// Every matching row in order (before the fetch window): primary keys and packed keys.
+    var rows = RowStore(sortKeys: [], types: [])
     /// What the delegate sees: the window of rows, grouped into sections (built when first needed after a change).
     var displayed: SectionedList<Value, ObjectID> {
         if let cached = displayedCache { return cached }
@@ -76,8 +76,57 @@ public final class FetchedResultsController {
 
     // MARK: - Results
 
-    /// The sections, in order.
-    public var sections: [SectionInfo] { displayed.sections.map(sectionInfo) }
+    /// The sections, in order. Each section's object IDs are read when asked for, so this costs O(sections).
+    public var sections: [SectionInfo] {
+        guard isUnwindowed, let plan, displayedCache == nil else { return displayed.sections.map(sectionInfo) }
+        let order = rows.order
+        return sectionStarts.indices.map { index in
+            let name = Self.name(of: sectionStarts[index].key)
+            return SectionInfo(
+                name: name, indexTitle: indexTitle(for: name), value: sectionStarts[index].key, order: order,
+                range: sectionStarts[index].start..<sectionEnd(index), entityName: plan.entity.name)
+        }
+    }
+
+    /// The number of sections.
+    public var numberOfSections: Int {
+        isUnwindowed && plan != nil && displayedCache == nil ? sectionStarts.count : displayed.sections.count
+    }
+
+    /// The number of objects in section `section` (0 when there is no such section).
+    public func numberOfObjects(inSection section: Int) -> Int {
+        guard isUnwindowed, plan != nil, displayedCache == nil else {
+            return displayed.sections.indices.contains(section) ? displayed.sections[section].items.count : 0
+        }
+        return sectionStarts.indices.contains(section) ? sectionEnd(section) - sectionStarts[section].start : 0
+    }
+
+    /// The objects of section `section`, in order (none when there is no such section).
+    func sectionItems(_ section: Int) -> [ObjectID] {
+        guard isUnwindowed, let plan, displayedCache == nil else {
+            return displayed.sections.indices.contains(section) ? displayed.sections[section].items : []
+        }
+        guard sectionStarts.indices.contains(section) else { return [] }
+        return rows.order.keys(in: sectionStarts[section].start..<sectionEnd(section)).map {
+            ObjectID(entityName: plan.entity.name, primaryKey: $0)
+        }
+    }
+
+    /// The section key's value of section `section`.
+    func sectionValue(_ section: Int) -> Value? {
+        guard isUnwindowed, plan != nil, displayedCache == nil else {
+            return displayed.sections.indices.contains(section) ? displayed.sections[section].key : nil
+        }
+        return sectionStarts.indices.contains(section) ? sectionStarts[section].key : nil
+    }
+
+    /// The end of section `section` in `rows` (unwindowed).
+    func sectionEnd(_ section: Int) -> Int {
+        section + 1 < sectionStarts.count ? sectionStarts[section + 1].start : rows.count
+    }
+
+    /// The ID of the row with primary key `pk`.
+    func id(_ pk: UInt64, _ plan: Plan) -> ObjectID { ObjectID(entityName: plan.entity.name, primaryKey: pk) }
 
     func sectionInfo(_ section: SectionedList<Value, ObjectID>.Section) -> SectionInfo {
         let name = Self.name(of: section.key)
@@ -85,7 +134,10 @@ public final class FetchedResultsController {
     }
 
     /// The IDs of the fetched objects, in order.
-    public var fetchedObjectIDs: [ObjectID] { displayed.sections.flatMap(\.items) }
+    public var fetchedObjectIDs: [ObjectID] {
+        guard isUnwindowed, let plan, displayedCache == nil else { return displayed.sections.flatMap(\.items) }
+        return rows.order.keys(in: 0..<rows.count).map { id($0, plan) }
+    }
 
     /// The fetched objects, in order (faults until their values are read).
     public var fetchedObjects: [ManagedObject] { fetchedObjectIDs.compactMap { try? context.object(with: $0) } }
@@ -101,12 +153,11 @@ public final class FetchedResultsController {
 
     /// The ID of the object at `path`, or `nil` when the path is out of range.
     public func objectID(at path: ItemPath) -> ObjectID? {
-        if isUnwindowed, plan != nil, displayedCache == nil {
-            // O(1) from the section boundaries, without building the display.
+        if isUnwindowed, let plan, displayedCache == nil {
+            // O(log n) from the section boundaries, without building the display.
             guard sectionStarts.indices.contains(path.section), path.item >= 0 else { return nil }
-            let end = path.section + 1 < sectionStarts.count ? sectionStarts[path.section + 1].start : rows.count
             let index = sectionStarts[path.section].start + path.item
-            return index < end ? rows[index].id : nil
+            return index < sectionEnd(path.section) ? id(rows.pk(at: index), plan) : nil
         }
         guard displayed.sections.indices.contains(path.section),
             displayed.sections[path.section].items.indices.contains(path.item)
@@ -139,7 +190,7 @@ public final class FetchedResultsController {
     /// ``sectionIndexTitles``, used when no section has the title).
     public func section(forSectionIndexTitle title: String, at index: Int) -> Int {
         if let section = sections.firstIndex(where: { $0.indexTitle == title }) { return section }
-        return min(max(0, index), max(0, displayed.sections.count - 1))
+        return min(max(0, index), max(0, numberOfSections - 1))
     }
 
     static func name(of value: Value) -> String {
@@ -176,8 +227,8 @@ public final class FetchedResultsController {
         // What the delegate saw, built before the rows change (the display is built lazily).
         let old = wasFetched && delegate != nil ? displayed : SectionedList()
         self.plan = plan
-        rows = candidates.map { Row(id: $0.id, keys: $0.sortValues) }
-        rowByID = Dictionary(uniqueKeysWithValues: rows.map { ($0.id, $0) })
+        rows = RowStore(sortKeys: plan.sortKeys, types: plan.keyPaths.map(\.attributeType))
+        rows.replaceAll(with: candidates.map { ($0.id.primaryKey, $0.sortValues) })
         displayedCache = nil
         displayedPathsCache = nil
         rebuildSectionStarts()
@@ -229,14 +280,18 @@ public final class FetchedResultsController {
         let end = fetchRequest.fetchLimit > 0 ? min(rows.count, start + fetchRequest.fetchLimit) : rows.count
         var sections: [SectionedList<Value, ObjectID>.Section] = []
         var paths: [ObjectID: ItemPath] = [:]
+        let name = plan?.entity.name ?? fetchRequest.entity
+        let window = rows.order.keys(in: start..<end)
         if sectionNameKeyPath == nil {
-            sections = [.init(key: .null, items: rows[start..<end].map(\.id))]
+            sections = [.init(key: .null, items: window.map { ObjectID(entityName: name, primaryKey: $0) })]
             for (i, id) in sections[0].items.enumerated() { paths[id] = ItemPath(section: 0, item: i) }
         } else {
-            for row in rows[start..<end] {
-                if sections.last?.key != row.keys[0] { sections.append(.init(key: row.keys[0], items: [])) }
-                paths[row.id] = ItemPath(section: sections.count - 1, item: sections[sections.count - 1].items.count)
-                sections[sections.count - 1].items.append(row.id)
+            for pk in window {
+                let key = rows.key(0, of: pk)
+                let id = ObjectID(entityName: name, primaryKey: pk)
+                if sections.last?.key != key { sections.append(.init(key: key, items: [])) }
+                paths[id] = ItemPath(section: sections.count - 1, item: sections[sections.count - 1].items.count)
+                sections[sections.count - 1].items.append(id)
             }
         }
         displayedCache = SectionedList(sections)
@@ -252,14 +307,4 @@ public final class FetchedResultsController {
         return a.id < b.id
     }
 
-    /// The position where `row` belongs in `rows` (binary search).
-    func insertionIndex(_ row: Row, _ sortKeys: [SortKey]) -> Int {
-        var low = 0
-        var high = rows.count
-        while low < high {
-            let mid = (low + high) / 2
-            if precedes(rows[mid], row, sortKeys) { low = mid + 1 } else { high = mid }
-        }
-        return low
-    }
 }

@@ -106,6 +106,9 @@ extension FetchedResultsControllerDelegate {
 }
 
 /// A section of a controller's results.
+///
+/// A section taken from ``FetchedResultsController/sections`` shares the controller's rows as they were then: its
+/// ``objectIDs`` are read when asked for, so listing the sections of a million rows costs nothing per row.
 public struct SectionInfo: Sendable, Hashable {
     /// The section's name: the section key's value as text (`""` for nil).
     public var name: String
@@ -113,8 +116,49 @@ public struct SectionInfo: Sendable, Hashable {
     public var indexTitle: String?
     /// The section key's value.
     public var value: Value
-    /// The objects' IDs, in order.
-    public var objectIDs: [ObjectID]
     /// The number of objects.
-    public var numberOfObjects: Int { objectIDs.count }
+    public let numberOfObjects: Int
+    private let members: Members
+
+    private enum Members: Sendable {
+        case ids([ObjectID])
+        case rows(RowOrder, Range<Int>, entityName: String)
+    }
+
+    /// The objects' IDs, in order.
+    public var objectIDs: [ObjectID] {
+        switch members {
+        case .ids(let ids): ids
+        case .rows(let order, let range, let entityName):
+            order.keys(in: range).map { ObjectID(entityName: entityName, primaryKey: $0) }
+        }
+    }
+
+    /// A section of `objectIDs`.
+    public init(name: String, indexTitle: String?, value: Value, objectIDs: [ObjectID]) {
+        self.name = name
+        self.indexTitle = indexTitle
+        self.value = value
+        numberOfObjects = objectIDs.count
+        members = .ids(objectIDs)
+    }
+
+    init(name: String, indexTitle: String?, value: Value, order: RowOrder, range: Range<Int>, entityName: String) {
+        self.name = name
+        self.indexTitle = indexTitle
+        self.value = value
+        numberOfObjects = range.count
+        members = .rows(order, range, entityName: entityName)
+    }
+
+    public static func == (lhs: SectionInfo, rhs: SectionInfo) -> Bool {
+        lhs.name == rhs.name && lhs.indexTitle == rhs.indexTitle && lhs.value == rhs.value
+            && lhs.numberOfObjects == rhs.numberOfObjects && lhs.objectIDs == rhs.objectIDs
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(value)
+        hasher.combine(numberOfObjects)
+    }
 }

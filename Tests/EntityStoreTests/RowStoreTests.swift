@@ -1,0 +1,139 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// The controller's compact row storage against a plain sorted array, over random inserts and removals large
+/// enough to split and merge chunks and to grow and shift the hash table.
+@Suite struct RowStoreTests {
+    /// A reference row: keys and primary key.
+    struct Reference {
+        var pk: UInt64
+        var keys: [Value]
+    }
+
+    static let sortKeys = [
+        SortKey("group"), SortKey("score", ascending: false), SortKey("title", comparison: .caseInsensitive),
+        SortKey("when"), SortKey("flag"),
+    ]
+    static let types: [AttributeType?] = [.int64, .double, .string, .date, .bool]
+
+    static func randomKeys(_ g: inout SeededGenerator) -> [Value] {
+        func maybeNil(_ value: Value) -> Value { Int.random(in: 0..<10, using: &g) == 0 ? .null : value }
+        return [
+            maybeNil(.int(Int64.random(in: -3...3, using: &g))),
+            maybeNil(.double([-0.5, 0, 1.5, .infinity][Int.random(in: 0..<4, using: &g)])),
+            maybeNil(
+                .string(["a", "B", "b", "Ça", "long title that does not fit inline"][Int.random(in: 0..<5, using: &g)])),
+            maybeNil(.date(Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<3, using: &g))))),
+            maybeNil(.bool(Bool.random(using: &g))),
+        ]
+    }
+
+    static func precedes(_ a: Reference, _ b: Reference) -> Bool {
+        for (i, key) in sortKeys.enumerated() {
+            let order = key.order(a.keys[i], b.keys[i])
+            if order != .orderedSame { return order == .orderedAscending }
+        }
+        return a.pk < b.pk
+    }
+
+    static func sorted(_ rows: [Reference]) -> [Reference] { rows.sorted(by: precedes) }
+
+    static func check(_ store: RowStore, _ reference: [Reference]) {
+        #expect(store.count == reference.count)
+        #expect(store.order.keys(in: 0..<store.count) == reference.map(\.pk))
+        for (position, row) in reference.enumerated() {
+            #expect(store.keys(of: row.pk) == row.keys)
+            #expect(store.position(of: row.pk) == position)
+        }
+    }
+
+    @Test func randomInsertsAndRemovalsKeepTheOrderAndTheKeys() {
+        var g = SeededGenerator(seed: 42)
+        var store = RowStore(sortKeys: Self.sortKeys, types: Self.types)
+        var reference: [Reference] = []
+        var nextPK: UInt64 = 1
+        for round in 0..<8000 {
+            if reference.isEmpty || Int.random(in: 0..<4, using: &g) > 0 {
+                let row = Reference(pk: nextPK, keys: Self.randomKeys(&g))
+                nextPK += 1
+                let position = store.insert(row.pk, row.keys)
+                var expected = 0
+                var high = reference.count
+                while expected < high {
+                    let mid = (expected + high) / 2
+                    if Self.precedes(reference[mid], row) { expected = mid + 1 } else { high = mid }
+                }
+                #expect(position == expected)
+                reference.insert(row, at: expected)
+            } else {
+                let position = Int.random(in: 0..<reference.count, using: &g)
+                store.remove(at: position)
+                let gone = reference.remove(at: position)
+                #expect(!store.contains(gone.pk))
+            }
+            if round % 1000 == 999 { Self.check(store, reference) }
+        }
+        Self.check(store, reference)
+        #expect(store.order.chunks.count > 1, "enough rows to need several chunks")
+        // Remove everything: chunks go away and the table empties.
+        while store.count > 0 { store.remove(at: Int.random(in: 0..<store.count, using: &g)) }
+        #expect(store.order.chunks.isEmpty && store.table.count == 0)
+    }
+
+    @Test func mergeEqualsRemovingAndInsertingOneByOne() {
+        var g = SeededGenerator(seed: 7)
+        let initial = Self.sorted((1...5000).map { Reference(pk: UInt64($0), keys: Self.randomKeys(&g)) })
+        var merged = RowStore(sortKeys: Self.sortKeys, types: Self.types)
+        merged.replaceAll(with: initial.map { ($0.pk, $0.keys) })
+        var oneByOne = merged
+        // Remove 700 rows, re-insert 300 of them with new keys and add 200 new ones.
+        let removedPositions = Array(Set((0..<700).map { _ in Int.random(in: 0..<5000, using: &g) })).sorted()
+        let removedPKs = removedPositions.map { initial[$0].pk }
+        let reinserted = removedPKs.prefix(300).map { Reference(pk: $0, keys: Self.randomKeys(&g)) }
+        let added = (0..<200).map { Reference(pk: UInt64(6000 + $0), keys: Self.randomKeys(&g)) }
+        let inserted = Self.sorted(reinserted + added)
+        merged.merge(removing: removedPositions, inserting: inserted.map { ($0.pk, $0.keys) })
+        for position in removedPositions.reversed() { oneByOne.remove(at: position) }
+        for row in inserted { oneByOne.insert(row.pk, row.keys) }
+        let removedSet = Set(removedPKs)
+        let expected = Self.sorted(initial.filter { !removedSet.contains($0.pk) } + inserted)
+        Self.check(merged, expected)
+        Self.check(oneByOne, expected)
+    }
+
+    @Test func valuesOfAnotherTypeAndColumnsBeyondTheEighthAreKept() {
+        // Ten columns: the ninth and tenth are always pooled; a string in an int column is kept as it is.
+        let keys: [Value] = [
+            .string("not an int"), .int(1), .null, .int(3), .int(4), .int(5), .int(6), .int(7), .null,
+            .string("ten"),
+        ]
+        var table = RowKeyTable(types: Array(repeating: .int64, count: 10))
+        table.set(9, keys)
+        #expect(table.bucket(of: 9).map(table.keys(at:)) == keys)
+        table.set(9, Array(repeating: .int(2), count: 10))
+        #expect(table.bucket(of: 9).map(table.keys(at:)) == Array(repeating: .int(2), count: 10))
+        #expect(table.remove(9) && !table.remove(9) && table.bucket(of: 9) == nil)
+    }
+
+    @Test func sectionsShareTheRowsAndReadTheirIDsWhenAsked() throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        for i in 0..<30 { try world.add("t\(i)", group: "g\(i % 3)", rank: Int64(i)) }
+        try world.context.save()
+        let controller = try world.controller(delegate: RecordingDelegate())
+        let sections = controller.sections
+        #expect(sections.map(\.numberOfObjects) == [10, 10, 10])
+        #expect(controller.numberOfSections == 3 && controller.numberOfObjects(inSection: 1) == 10)
+        #expect(controller.numberOfObjects(inSection: 3) == 0)
+        let first = sections[0].objectIDs
+        // A later change does not alter a section taken before it.
+        try world.context.object(with: first[0]).setValue(.string("g1"), forKey: "group")
+        world.context.processPendingChanges()
+        #expect(sections[0].objectIDs == first)
+        #expect(controller.sections[0].objectIDs == Array(first.dropFirst()))
+        #expect(controller.numberOfObjects(inSection: 1) == 11)
+    }
+}
