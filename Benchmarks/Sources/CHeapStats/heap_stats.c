@@ -5,3 +5,10 @@ size_t entitystore_heap_in_use(void) {
     struct mallinfo2 info = mallinfo2();
     return info.uordblks;
 }
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+void entitystore_profile_toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
+#else
+void entitystore_profile_toggle(void) {}
+#endif

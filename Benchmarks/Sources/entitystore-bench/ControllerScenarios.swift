@@ -1,3 +1,4 @@
+import CHeapStats
 import EntityStore
 import Foundation
 
@@ -44,7 +45,9 @@ func s6(_ report: Report, _ n: Int) throws {
                 }
             }
             var start = now()
+            entitystore_profile_toggle()
             context.processPendingChanges()
+            entitystore_profile_toggle()
             report.record(name, "EntityStore controller", "s", now() - start)
             let after = controller.fetchedObjectIDs
             start = now()

@@ -8,7 +8,7 @@ if arguments.first == "s8-observer", arguments.count == 3, let saves = Int(argum
     try await s8Observer(path: arguments[1], saves: saves)
     exit(0)
 }
-let usage = "usage: entitystore-bench [--quick] [--json] [--only S1,S3,...]"
+let usage = "usage: entitystore-bench [--quick] [--json] [--only S1,S3,...] [--controller-rows N]"
 if arguments.contains("-h") || arguments.contains("--help") {
     print(usage)
     exit(0)
@@ -20,6 +20,8 @@ while argumentIndex < arguments.count {
     argumentIndex += 1
     switch argument {
     case "--quick", "--json": continue
+    case "--controller-rows" where argumentIndex < arguments.count && Int(arguments[argumentIndex]) != nil:
+        argumentIndex += 1
     case "--only" where argumentIndex < arguments.count:
         let names = arguments[argumentIndex].split(separator: ",").map(String.init)
         argumentIndex += 1
@@ -44,7 +46,7 @@ func runs(_ scenario: String) -> Bool { only?.contains(scenario) ?? true }
 print("WARNING: a debug build; numbers mean nothing. Build with -c release (make bench does).")
 #endif
 
-let sizes =
+var sizes =
     quick
     ? Sizes(
         insert: 10_000, fetch: [10_000], query: 10_000, scan: 10_000, controller: 10_000, controllerMemory: 10_000,
@@ -53,6 +55,11 @@ let sizes =
         insert: 1_000_000, fetch: [100_000, 1_000_000], query: 100_000, scan: 1_000_000, controller: 100_000,
         controllerMemory: 1_000_000, saves: 1000, crossProcessSaves: 300)
 
+// --controller-rows N: S6 and S7 at N rows (for profiling one size).
+if let i = arguments.firstIndex(of: "--controller-rows"), let rows = Int(arguments[i + 1]) {
+    sizes.controller = rows
+    sizes.controllerMemory = rows
+}
 let report = Report()
 if !json { print("EntityStore benchmarks (\(quick ? "quick" : "full") sizes), 3 repetitions, interleaved") }
 do {

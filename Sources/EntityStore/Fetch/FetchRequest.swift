@@ -47,6 +47,7 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
     func order(_ a: Value, _ b: Value) -> ComparisonResult {
         let base: ComparisonResult
         switch (a, b) {
+        case (.int(let x), .int(let y)): base = x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
         case (.null, .null): base = .orderedSame
         case (.null, _): base = .orderedAscending
         case (_, .null): base = .orderedDescending

@@ -86,8 +86,8 @@ extension ObjectContext {
         userDrivenTouched = []
         otherTouched = []
         var changes: [ObjectChange] = []
-        for (id, before) in snapshot.sorted(by: { $0.key < $1.key }) {
-            guard var change = difference(id, before) else { continue }
+        for id in snapshot.keys.sorted() {
+            guard let before = snapshot[id], var change = difference(id, before) else { continue }
             change.isUserDriven = userDriven.contains(id)
             unsavedUserDriven[id] = (unsavedUserDriven[id] ?? true) && change.isUserDriven
             changes.append(change)

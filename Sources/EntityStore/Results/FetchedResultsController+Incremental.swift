@@ -97,35 +97,75 @@ extension FetchedResultsController {
 
     /// Recomputes the rows of `ids` (membership, section and sort values): a few rows are moved one by one (a
     /// chunk's memmove each), a batch large against the rows rebuilds the order in one pass. Returns where the
-    /// rows were before and the rows they have now, in order.
-    func updateRows(_ ids: Set<ObjectID>, _ plan: Plan) -> (oldIndex: [ObjectID: Int], fresh: [Row]) {
+    /// rows were before, the rows they have now (in order) and where those are.
+    func updateRows(
+        _ ids: Set<ObjectID>, _ plan: Plan
+    ) -> (
+        oldIndex: [ObjectID: Int], fresh: [Row], newIndex: [ObjectID: Int]
+    ) {
         var oldIndex: [ObjectID: Int] = [:]
         for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
-        let fresh = ((try? newRows(for: ids, plan)) ?? []).sorted { precedes($0, $1, plan.sortKeys) }
+        let unsorted = (try? newRows(for: ids, plan)) ?? []
+        // Sorted by index, so that the sort moves integers rather than rows.
+        let fresh = unsorted.indices.sorted { precedes(unsorted[$0], unsorted[$1], plan.sortKeys) }.map { unsorted[$0] }
+        var newIndex: [ObjectID: Int] = [:]
         let rebuild = mergeThreshold == 0 || (ids.count >= mergeThreshold && ids.count * 512 >= rows.count)
         if !rebuild {
             for index in oldIndex.values.sorted(by: >) { removeRow(at: index) }
             for row in fresh { insertRow(row, plan) }
+            for row in fresh { if let index = rowIndex(of: row.id, plan) { newIndex[row.id] = index } }
         } else {
-            rows.merge(removing: oldIndex.values.sorted(), inserting: fresh.map { ($0.id.primaryKey, $0.keys) })
-            rebuildSectionStarts()
+            // The sections' sizes follow from the old sizes and the batch, without a pass over the rows.
+            var sizes = sectionStarts.indices.map {
+                (key: sectionStarts[$0].key, count: sectionEnd($0) - sectionStarts[$0].start)
+            }
+            for index in oldIndex.values { sizes[section(ofRowAt: index, in: sectionStarts)].count -= 1 }
+            for row in fresh {
+                let key = sectionKey(of: row)
+                var low = 0
+                var high = sizes.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if sectionNameKeyPath != nil && plan.sortKeys[0].order(sizes[mid].key, key) == .orderedAscending {
+                        low = mid + 1
+                    } else {
+                        high = mid
+                    }
+                }
+                if low < sizes.count && sizes[low].key == key {
+                    sizes[low].count += 1
+                } else {
+                    sizes.insert((key, 1), at: low)
+                }
+            }
+            let positions = rows.merge(
+                removing: oldIndex.values.sorted(), inserting: fresh.map { ($0.id.primaryKey, $0.keys) })
+            for (row, position) in zip(fresh, positions) { newIndex[row.id] = position }
+            if sectionNameKeyPath == nil {
+                sectionStarts = [(.null, 0)]
+            } else {
+                sectionStarts = []
+                var start = 0
+                for size in sizes where size.count > 0 {
+                    sectionStarts.append((size.key, start))
+                    start += size.count
+                }
+            }
         }
         displayedCache = nil
         displayedPathsCache = nil
-        return (oldIndex, fresh)
+        return (oldIndex, fresh, newIndex)
     }
 
     /// Applies the changes of `ids` and computes the batch incrementally.
     func applyIncrementally(
-        _ ids: Set<ObjectID>, _ changedKeys: [ObjectID: Set<String>], _ plan: Plan
+        _ ids: Set<ObjectID>, _ affected: [ObjectID: AffectedRow], _ plan: Plan
     )
         -> IncrementalBatch
     {
         let oldStarts = sectionStarts
         let oldCount = rows.count
-        let (oldIndex, fresh) = updateRows(ids, plan)
-        var newIndex: [ObjectID: Int] = [:]
-        for row in fresh { if let index = rowIndex(of: row.id, plan) { newIndex[row.id] = index } }
+        let (oldIndex, fresh, newIndex) = updateRows(ids, plan)
 
         let itemCount = oldCount + rows.count + 1
         var oldSectionOf: [Value: Int] = [:]
@@ -137,10 +177,27 @@ extension FetchedResultsController {
         func oldKey(_ index: Int) -> Value { oldStarts[section(ofRowAt: index, in: oldStarts)].key }
         func newKey(_ index: Int) -> Value { sectionStarts[section(ofRowAt: index, in: sectionStarts)].key }
 
+        // The affected rows by position, old and new: a touched section's are a slice, found by binary search.
+        let oldByPosition = oldIndex.map { (key: $0.key, value: $0.value) }.sorted { $0.value < $1.value }
+        let newByPosition = newIndex.map { (key: $0.key, value: $0.value) }.sorted { $0.value < $1.value }
+        func slice(
+            _ sorted: [(key: ObjectID, value: Int)], _ range: Range<Int>
+        ) -> ArraySlice<(key: ObjectID, value: Int)> {
+            func first(_ position: Int) -> Int {
+                var low = 0
+                var high = sorted.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if sorted[mid].value < position { low = mid + 1 } else { high = mid }
+                }
+                return low
+            }
+            return sorted[first(range.lowerBound)..<first(range.upperBound)]
+        }
         var batch = IncrementalBatch()
         for (i, entry) in oldStarts.enumerated() where newSectionOf[entry.key] == nil {
-            let items = (entry.start..<oldEnd(i)).compactMap { position in oldIndex.first { $0.value == position }?.key
-            }
+            // Every row of a deleted section is affected.
+            let items = slice(oldByPosition, entry.start..<oldEnd(i)).map(\.key)
             let name = Self.name(of: entry.key)
             batch.sectionDeletes.append(
                 (i, SectionInfo(name: name, indexTitle: indexTitle(for: name), value: entry.key, objectIDs: items)))
@@ -167,8 +224,7 @@ extension FetchedResultsController {
         for key in touched {
             guard let oldS = oldSectionOf[key], let newS = newSectionOf[key] else { continue }
             // Old walk: ranks of affected stayers, and blocks of unaffected rows (rank, old position, length).
-            let affectedOld = oldIndex.filter { $0.value >= oldStarts[oldS].start && $0.value < oldEnd(oldS) }
-                .sorted { $0.value < $1.value }
+            let affectedOld = slice(oldByPosition, oldStarts[oldS].start..<oldEnd(oldS))
             var rank: [ObjectID: Int] = [:]
             var blocks: [(rank: Int, position: Int, length: Int)] = []
             var position = oldStarts[oldS].start
@@ -190,8 +246,7 @@ extension FetchedResultsController {
                 case stayer(ObjectID, rank: Int)
             }
             var elements: [Element] = []
-            let affectedNew = newIndex.filter { $0.value >= sectionStarts[newS].start && $0.value < newEnd(newS) }
-                .sorted { $0.value < $1.value }
+            let affectedNew = slice(newByPosition, sectionStarts[newS].start..<newEnd(newS))
             var block = 0
             var usedInBlock = 0
             func take(_ length: Int, at newPosition: Int) {
@@ -228,7 +283,7 @@ extension FetchedResultsController {
                 case .unaffected(let r, _, _, let length):
                     runs.append(rank: r, count: length, unchanged: length, member: element)
                 case .stayer(let id, let r):
-                    runs.append(rank: r, unchanged: changedKeys[id]?.isEmpty ?? true ? 1 : 0, member: element)
+                    runs.append(rank: r, unchanged: affected[id]?.keys.isEmpty ?? true ? 1 : 0, member: element)
                 }
             }
             for element in runs.movedMembers() {
@@ -268,7 +323,7 @@ extension FetchedResultsController {
                 case (false, true): batch.inserts.append((id, to))
                 case (false, false): break
                 }
-            } else if !(changedKeys[id]?.isEmpty ?? true) && oldSurvives && newSurvives {
+            } else if !(affected[id]?.keys.isEmpty ?? true) && oldSurvives && newSurvives {
                 batch.updates.append((id, from, to))
             }
         }

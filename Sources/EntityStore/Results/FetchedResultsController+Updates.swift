@@ -2,50 +2,73 @@ import LMDB
 import SectionedDiff
 
 extension FetchedResultsController {
+    /// What a change record did to one of the controller's objects.
+    struct AffectedRow {
+        /// The keys that changed (empty for an insert or a delete).
+        var keys: [String]
+        /// Whether every change to it was user-driven.
+        var isUserDriven: Bool
+    }
+
     /// Applies a processed change record: user-driven changes first (silently, unless the delegate asks for
     /// them), then the others, delivered against the state after the user's changes.
     func handle(_ record: ChangeRecord) {
         guard hasFetched, let plan, record.kind != .didSave else { return }
-        var affected: [ObjectID: Set<String>] = [:]
-        var userDriven: [ObjectID: Bool] = [:]
+        // One entry per affected object: the keys that changed, and whether every change to it was user-driven.
+        var affected: [ObjectID: AffectedRow] = [:]
+        affected.reserveCapacity(record.changes.count)
+        func note(_ id: ObjectID, _ keys: [String], _ userDriven: Bool) {
+            if let index = affected.index(forKey: id) {
+                affected.values[index].keys += keys
+                affected.values[index].isUserDriven = affected.values[index].isUserDriven && userDriven
+            } else {
+                affected[id] = AffectedRow(keys: keys, isUserDriven: userDriven)
+            }
+        }
         for change in record.changes {
             let flag = change.isUserDriven && record.kind != .merged
             if change.objectID.entityName == plan.entity.name {
-                affected[change.objectID, default: []].formUnion(change.kind == .update ? change.changedKeys : [])
-                userDriven[change.objectID] = (userDriven[change.objectID] ?? true) && flag
+                note(change.objectID, change.kind == .update ? change.changedKeys : [], flag)
             }
-            for (dependent, keyPath) in dependents(of: change, plan) {
-                affected[dependent, default: []].insert(keyPath)
-                userDriven[dependent] = (userDriven[dependent] ?? true) && flag
+            if !plan.dependencies.isEmpty {
+                for (dependent, keyPath) in dependents(of: change, plan) { note(dependent, [keyPath], flag) }
             }
         }
         guard !affected.isEmpty else { return }
-        let userIDs = affected.keys.filter { userDriven[$0] == true }
-        let otherIDs = affected.keys.filter { userDriven[$0] != true }
+        var userIDs = Set<ObjectID>()
+        var otherIDs = Set<ObjectID>()
+        for (id, row) in affected {
+            if row.isUserDriven { userIDs.insert(id) } else { otherIDs.insert(id) }
+        }
         if isUnwindowed && delegate?.deliversWholeBatches != true {
             // O(k log n): no window to shift, no whole-list forms to build.
             if !userIDs.isEmpty {
-                let batch = applyIncrementally(Set(userIDs), affected, plan)
+                let batch = applyIncrementally(userIDs, affected, plan)
                 if delegate?.deliversUserDrivenChanges == true { deliver(batch, userDriven: true) }
             }
-            if !otherIDs.isEmpty { deliver(applyIncrementally(Set(otherIDs), affected, plan), userDriven: false) }
+            if !otherIDs.isEmpty { deliver(applyIncrementally(otherIDs, affected, plan), userDriven: false) }
             return
+        }
+        func changedKeys(_ ids: Set<ObjectID>) -> [ObjectID: Set<String>] {
+            var result: [ObjectID: Set<String>] = [:]
+            for id in ids { result[id] = Set(affected[id]?.keys ?? []) }
+            return result
         }
         if !userIDs.isEmpty {
             let before = displayed
-            _ = updateRows(Set(userIDs), plan)
+            _ = updateRows(userIDs, plan)
             if delegate?.deliversUserDrivenChanges == true,
                 let changes = try? ChangeSet(
-                    from: before, to: displayed, changedKeys: affected.filter { userIDs.contains($0.key) })
+                    from: before, to: displayed, changedKeys: changedKeys(userIDs))
             {
                 deliver(changes, userDriven: true)
             }
         }
         if !otherIDs.isEmpty {
             let before = displayed
-            _ = updateRows(Set(otherIDs), plan)
+            _ = updateRows(otherIDs, plan)
             if let changes = try? ChangeSet(
-                from: before, to: displayed, changedKeys: affected.filter { otherIDs.contains($0.key) })
+                from: before, to: displayed, changedKeys: changedKeys(otherIDs))
             {
                 deliver(changes, userDriven: false)
             }

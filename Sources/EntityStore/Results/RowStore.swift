@@ -37,9 +37,9 @@ struct RowStore {
     /// Whether the row with `keys` and `pk` comes before the stored row `other`: keys in order, then the primary key.
     func precedes(_ keys: [Value], _ pk: UInt64, stored other: UInt64) -> Bool {
         guard let bucket = table.bucket(of: other) else { return true }
-        for (column, key) in sortKeys.enumerated() {
-            let order = key.order(keys[column], table.value(column, at: bucket))
-            if order != .orderedSame { return order == .orderedAscending }
+        for column in sortKeys.indices {
+            let order = table.compare(column, at: bucket, with: keys[column], sortKeys[column])
+            if order != .orderedSame { return order == .orderedDescending }
         }
         return pk < other
     }
@@ -47,8 +47,8 @@ struct RowStore {
     /// Whether the stored row `pk` comes before the row with `keys` and `other`.
     func precedes(stored pk: UInt64, _ keys: [Value], _ other: UInt64) -> Bool {
         guard let bucket = table.bucket(of: pk) else { return false }
-        for (column, key) in sortKeys.enumerated() {
-            let order = key.order(table.value(column, at: bucket), keys[column])
+        for column in sortKeys.indices {
+            let order = table.compare(column, at: bucket, with: keys[column], sortKeys[column])
             if order != .orderedSame { return order == .orderedAscending }
         }
         return pk < other
@@ -91,36 +91,41 @@ struct RowStore {
     }
 
     /// Removes the rows at `removed` (ascending positions) and inserts `inserted` (in order) in one pass over the
-    /// order, copying slices: for batches large against the number of rows.
-    mutating func merge(removing removed: [Int], inserting inserted: [(pk: UInt64, keys: [Value])]) {
+    /// order: for batches large against the number of rows. Returns the new positions of the inserted rows.
+    @discardableResult
+    mutating func merge(removing removed: [Int], inserting inserted: [(pk: UInt64, keys: [Value])]) -> [Int] {
         // Insertion points in the old order, found while the removed rows still have their keys.
         let points = inserted.map { insertionIndex($0.keys, $0.pk) }
         for position in removed { table.remove(order[position]) }
+        let old = order.keys(in: 0..<order.count)
         var merged: [UInt64] = []
-        merged.reserveCapacity(order.count - removed.count + inserted.count)
+        merged.reserveCapacity(old.count - removed.count + inserted.count)
+        var positions: [Int] = []
+        positions.reserveCapacity(inserted.count)
+        // Copy the slices between removals and insertion points.
+        var copied = 0
         var nextRemoved = 0
-        var nextInserted = 0
-        var position = 0
-        order.forEachChunk { chunk in
-            for pk in chunk {
-                while nextInserted < inserted.count && points[nextInserted] == position {
-                    merged.append(inserted[nextInserted].pk)
-                    nextInserted += 1
-                }
-                if nextRemoved < removed.count && removed[nextRemoved] == position {
+        func copy(upTo end: Int) {
+            while copied < end {
+                if nextRemoved < removed.count && removed[nextRemoved] < end {
+                    merged += old[copied..<removed[nextRemoved]]
+                    copied = removed[nextRemoved] + 1
                     nextRemoved += 1
                 } else {
-                    merged.append(pk)
+                    merged += old[copied..<end]
+                    copied = end
                 }
-                position += 1
             }
         }
-        while nextInserted < inserted.count {
-            merged.append(inserted[nextInserted].pk)
-            nextInserted += 1
+        for (row, point) in zip(inserted, points) {
+            copy(upTo: point)
+            positions.append(merged.count)
+            merged.append(row.pk)
         }
+        copy(upTo: old.count)
         for row in inserted { table.set(row.pk, row.keys) }
         order = RowOrder(merged)
+        return positions
     }
 }
 
@@ -136,6 +141,18 @@ struct RowOrder: Sendable {
     private(set) var count = 0
 
     init() {}
+
+    /// Chunks of `keys`, each copied in one piece.
+    init(_ keys: [UInt64]) {
+        var start = 0
+        while start < keys.count {
+            let end = min(keys.count, start + Self.fillChunk)
+            starts.append(start)
+            chunks.append(Array(keys[start..<end]))
+            start = end
+        }
+        count = keys.count
+    }
 
     init<S: Sequence>(_ keys: S) where S.Element == UInt64 {
         var chunk: [UInt64] = []
@@ -331,6 +348,31 @@ struct RowKeyTable {
     }
 
     func keys(at bucket: Int) -> [Value] { columns.indices.map { value($0, at: bucket) } }
+
+    /// The order of key `column` of `bucket` against `other` by `key`: scalars of the column's type compare their
+    /// words directly, anything else through ``SortKey/order(_:_:)`` (with the same result).
+    func compare(_ column: Int, at bucket: Int, with other: Value, _ key: SortKey) -> ComparisonResult {
+        let flag = column < 8 ? flags[bucket] >> column & 0x101 : 1
+        guard flag == 0 else { return key.order(value(column, at: bucket), other) }
+        let word = words[bucket * columns.count + column]
+        let base: ComparisonResult
+        switch (columns[column], other) {
+        case (.int, .int(let y)):
+            let x = Int64(bitPattern: word)
+            base = x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        case (.double, .double(let y)):
+            let x = Double(bitPattern: word)
+            base = x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        case (.date, .date(let date)):
+            let x = Double(bitPattern: word)
+            let y = date.timeIntervalSinceReferenceDate
+            base = x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        default:
+            return key.order(value(column, at: bucket), other)
+        }
+        guard !key.ascending else { return base }
+        return base == .orderedAscending ? .orderedDescending : base == .orderedDescending ? .orderedAscending : base
+    }
 
     /// Stores `keys` for `pk`, replacing what it had.
     mutating func set(_ pk: UInt64, _ keys: [Value]) {
