@@ -95,12 +95,15 @@ import Testing
         let reinserted = removedPKs.prefix(300).map { Reference(pk: $0, keys: Self.randomKeys(&g)) }
         let added = (0..<200).map { Reference(pk: UInt64(6000 + $0), keys: Self.randomKeys(&g)) }
         let inserted = Self.sorted(reinserted + added)
-        merged.merge(removing: removedPositions, inserting: inserted.map { ($0.pk, $0.keys) })
+        // The merge takes the new rows in any order.
+        let shuffled = inserted.shuffled(using: &g)
+        let positions = merged.merge(removing: removedPositions, inserting: shuffled.map { ($0.pk, $0.keys) })
         for position in removedPositions.reversed() { oneByOne.remove(at: position) }
         for row in inserted { oneByOne.insert(row.pk, row.keys) }
         let removedSet = Set(removedPKs)
         let expected = Self.sorted(initial.filter { !removedSet.contains($0.pk) } + inserted)
         Self.check(merged, expected)
+        for (row, position) in zip(shuffled, positions) { #expect(expected[position].pk == row.pk) }
         Self.check(oneByOne, expected)
     }
 

@@ -97,17 +97,11 @@ extension FetchedResultsController {
 
     /// Recomputes the rows of `ids` (membership, section and sort values): a few rows are moved one by one (a
     /// chunk's memmove each), a batch large against the rows rebuilds the order in one pass. Returns where the
-    /// rows were before, the rows they have now (in order) and where those are.
-    func updateRows(
-        _ ids: Set<ObjectID>, _ plan: Plan
-    ) -> (
-        oldIndex: [ObjectID: Int], fresh: [Row], newIndex: [ObjectID: Int]
-    ) {
+    /// rows were before, and where they are now.
+    func updateRows(_ ids: Set<ObjectID>, _ plan: Plan) -> (oldIndex: [ObjectID: Int], newIndex: [ObjectID: Int]) {
         var oldIndex: [ObjectID: Int] = [:]
         for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
-        let unsorted = (try? newRows(for: ids, plan)) ?? []
-        // Sorted by index, so that the sort moves integers rather than rows.
-        let fresh = unsorted.indices.sorted { precedes(unsorted[$0], unsorted[$1], plan.sortKeys) }.map { unsorted[$0] }
+        let fresh = (try? newRows(for: ids, plan)) ?? []
         var newIndex: [ObjectID: Int] = [:]
         let rebuild = mergeThreshold == 0 || (ids.count >= mergeThreshold && ids.count * 512 >= rows.count)
         if !rebuild {
@@ -154,7 +148,7 @@ extension FetchedResultsController {
         }
         displayedCache = nil
         displayedPathsCache = nil
-        return (oldIndex, fresh, newIndex)
+        return (oldIndex, newIndex)
     }
 
     /// Applies the changes of `ids` and computes the batch incrementally.
@@ -165,7 +159,7 @@ extension FetchedResultsController {
     {
         let oldStarts = sectionStarts
         let oldCount = rows.count
-        let (oldIndex, fresh, newIndex) = updateRows(ids, plan)
+        let (oldIndex, newIndex) = updateRows(ids, plan)
 
         let itemCount = oldCount + rows.count + 1
         var oldSectionOf: [Value: Int] = [:]

@@ -297,14 +297,4 @@ public final class FetchedResultsController {
         displayedCache = SectionedList(sections)
         displayedPathsCache = paths
     }
-
-    /// Whether `a` comes before `b`: sections, sort keys, then object ID.
-    func precedes(_ a: Row, _ b: Row, _ sortKeys: [SortKey]) -> Bool {
-        for (i, key) in sortKeys.enumerated() {
-            let order = key.order(a.keys[i], b.keys[i])
-            if order != .orderedSame { return order == .orderedAscending }
-        }
-        return a.id < b.id
-    }
-
 }

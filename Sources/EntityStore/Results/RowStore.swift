@@ -3,8 +3,8 @@ import Foundation
 /// The rows of a fetched-results controller, kept small: the primary keys in result order, in chunks, and each
 /// row's sort keys packed into a hash table by primary key.
 ///
-/// A row costs about 50 bytes with scalar keys (8 for its place in the order, the rest its table bucket at most 70%
-/// full); a string or other variable key adds its `Value`. Finding, inserting or removing a row costs O(log n) key
+/// A row costs about 60 bytes with two scalar keys (8 for its place in the order, the rest its table bucket, at most
+/// 70% full); a string or other variable key adds its `Value`. Finding, inserting or removing a row costs O(log n) key
 /// comparisons plus one chunk's memmove, so a batch of k changes on a million rows does not move the million.
 struct RowStore {
     var order = RowOrder()
@@ -33,16 +33,6 @@ struct RowStore {
     }
 
     func contains(_ pk: UInt64) -> Bool { table.bucket(of: pk) != nil }
-
-    /// Whether the row with `keys` and `pk` comes before the stored row `other`: keys in order, then the primary key.
-    func precedes(_ keys: [Value], _ pk: UInt64, stored other: UInt64) -> Bool {
-        guard let bucket = table.bucket(of: other) else { return true }
-        for column in sortKeys.indices {
-            let order = table.compare(column, at: bucket, with: keys[column], sortKeys[column])
-            if order != .orderedSame { return order == .orderedDescending }
-        }
-        return pk < other
-    }
 
     /// Whether the stored row `pk` comes before the row with `keys` and `other`.
     func precedes(stored pk: UInt64, _ keys: [Value], _ other: UInt64) -> Bool {
@@ -90,18 +80,22 @@ struct RowStore {
         table.remove(pk)
     }
 
-    /// Removes the rows at `removed` (ascending positions) and inserts `inserted` (in order) in one pass over the
-    /// order: for batches large against the number of rows. Returns the new positions of the inserted rows.
+    /// Removes the rows at `removed` (ascending positions) and inserts `inserted` (in any order) in one pass over
+    /// the order: for batches large against the number of rows. Returns the new position of each inserted row.
     @discardableResult
     mutating func merge(removing removed: [Int], inserting inserted: [(pk: UInt64, keys: [Value])]) -> [Int] {
-        // Insertion points in the old order, found while the removed rows still have their keys.
+        // Insertion points in the old order, found while the removed rows still have their keys; rows with the
+        // same point are put in order among themselves.
         let points = inserted.map { insertionIndex($0.keys, $0.pk) }
+        let byPoint = inserted.indices.sorted { a, b in
+            if points[a] != points[b] { return points[a] < points[b] }
+            return precedes(inserted[a].keys, inserted[a].pk, before: inserted[b].keys, inserted[b].pk)
+        }
         for position in removed { table.remove(order[position]) }
         let old = order.keys(in: 0..<order.count)
         var merged: [UInt64] = []
         merged.reserveCapacity(old.count - removed.count + inserted.count)
-        var positions: [Int] = []
-        positions.reserveCapacity(inserted.count)
+        var positions = Array(repeating: 0, count: inserted.count)
         // Copy the slices between removals and insertion points.
         var copied = 0
         var nextRemoved = 0
@@ -117,15 +111,24 @@ struct RowStore {
                 }
             }
         }
-        for (row, point) in zip(inserted, points) {
-            copy(upTo: point)
-            positions.append(merged.count)
-            merged.append(row.pk)
+        for index in byPoint {
+            copy(upTo: points[index])
+            positions[index] = merged.count
+            merged.append(inserted[index].pk)
         }
         copy(upTo: old.count)
         for row in inserted { table.set(row.pk, row.keys) }
         order = RowOrder(merged)
         return positions
+    }
+
+    /// Whether the row with `keys` and `pk` comes before the row with `otherKeys` and `other`.
+    func precedes(_ keys: [Value], _ pk: UInt64, before otherKeys: [Value], _ other: UInt64) -> Bool {
+        for (column, key) in sortKeys.enumerated() {
+            let order = key.order(keys[column], otherKeys[column])
+            if order != .orderedSame { return order == .orderedAscending }
+        }
+        return pk < other
     }
 }
 
@@ -138,6 +141,8 @@ struct RowOrder: Sendable {
     private(set) var chunks: [[UInt64]] = []
     /// The position of each chunk's first key.
     private(set) var starts: [Int] = []
+    /// Each chunk's last key, so that finding a chunk does not visit the chunks.
+    private(set) var lasts: [UInt64] = []
     private(set) var count = 0
 
     init() {}
@@ -149,6 +154,7 @@ struct RowOrder: Sendable {
             let end = min(keys.count, start + Self.fillChunk)
             starts.append(start)
             chunks.append(Array(keys[start..<end]))
+            lasts.append(keys[end - 1])
             start = end
         }
         count = keys.count
@@ -161,14 +167,16 @@ struct RowOrder: Sendable {
             chunk.append(key)
             if chunk.count == Self.fillChunk {
                 starts.append(count)
+                lasts.append(key)
                 chunks.append(chunk)
                 count += chunk.count
                 chunk = []
                 chunk.reserveCapacity(Self.fillChunk)
             }
         }
-        if !chunk.isEmpty {
+        if let last = chunk.last {
             starts.append(count)
+            lasts.append(last)
             chunks.append(chunk)
             count += chunk.count
         }
@@ -197,7 +205,7 @@ struct RowOrder: Sendable {
         var high = chunks.count
         while low < high {
             let mid = (low + high) / 2
-            if isBefore(chunks[mid][chunks[mid].count - 1]) { low = mid + 1 } else { high = mid }
+            if isBefore(lasts[mid]) { low = mid + 1 } else { high = mid }
         }
         guard low < chunks.count else { return count }
         let chunk = chunks[low]
@@ -221,6 +229,7 @@ struct RowOrder: Sendable {
         guard !chunks.isEmpty else {
             chunks = [[key]]
             starts = [0]
+            lasts = [key]
             count = 1
             return
         }
@@ -233,11 +242,14 @@ struct RowOrder: Sendable {
         chunks[chunk].insert(key, at: offset)
         count += 1
         for later in (chunk + 1)..<starts.count { starts[later] += 1 }
+        lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
         if chunks[chunk].count > Self.maximumChunk {
             let tail = Array(chunks[chunk][Self.fillChunk...])
             chunks[chunk].removeSubrange(Self.fillChunk...)
             chunks.insert(tail, at: chunk + 1)
             starts.insert(starts[chunk] + Self.fillChunk, at: chunk + 1)
+            lasts.insert(lasts[chunk], at: chunk + 1)
+            lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
         }
     }
 
@@ -250,11 +262,15 @@ struct RowOrder: Sendable {
         if chunks[chunk].isEmpty {
             chunks.remove(at: chunk)
             starts.remove(at: chunk)
+            lasts.remove(at: chunk)
         } else if chunk + 1 < chunks.count, chunks[chunk].count + chunks[chunk + 1].count <= Self.fillChunk {
             // Keep chunks from thinning out after many removals.
             chunks[chunk] += chunks[chunk + 1]
             chunks.remove(at: chunk + 1)
             starts.remove(at: chunk + 1)
+            lasts.remove(at: chunk + 1)
+        } else {
+            lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
         }
         return key
     }
@@ -291,11 +307,11 @@ struct RowKeyTable {
     let columns: [Column]
     private(set) var count = 0
     private var capacity: Int
-    /// The primary key in each bucket; 0 (never a primary key) marks an empty bucket.
-    private var pks: [UInt64]
-    /// Per bucket: bit c is "column c is nil", bit 8 + c is "column c's word is a pool index".
-    private var flags: [UInt16]
-    private var words: [UInt64]
+    /// The words of a bucket: its primary key (0, never a primary key, marks an empty bucket); its flags (bit c is
+    /// "column c is nil", bit 8 + c is "column c's word is a pool index"); one word per column. A bucket's words
+    /// are adjacent, so that a lookup touches one cache line.
+    private var slots: [UInt64]
+    private let stride: Int
     private var pool: [Value] = []
     private var freePool: [Int] = []
 
@@ -312,9 +328,8 @@ struct RowKeyTable {
             }
         }
         capacity = max(8, minimumCapacity * 10 / 6 + 1)
-        pks = Array(repeating: 0, count: capacity)
-        flags = Array(repeating: 0, count: capacity)
-        words = Array(repeating: 0, count: capacity * types.count)
+        stride = 2 + types.count
+        slots = Array(repeating: 0, count: capacity * stride)
     }
 
     private func home(_ pk: UInt64) -> Int {
@@ -325,7 +340,7 @@ struct RowKeyTable {
     func bucket(of pk: UInt64) -> Int? {
         var index = home(pk)
         while true {
-            let stored = pks[index]
+            let stored = slots[index * stride]
             if stored == pk { return index }
             if stored == 0 { return nil }
             index += 1
@@ -333,11 +348,13 @@ struct RowKeyTable {
         }
     }
 
+    private func flags(_ bucket: Int) -> UInt16 { UInt16(truncatingIfNeeded: slots[bucket * stride + 1]) }
+
     func value(_ column: Int, at bucket: Int) -> Value {
-        let flag = flags[bucket]
+        let flag = flags(bucket)
         if column < 8 && flag & (1 << column) != 0 { return .null }
-        let word = words[bucket * columns.count + column]
-        if columns[column] == .pooled || flag & (1 << (8 + column)) != 0 { return pool[Int(word)] }  // column < 8 here
+        let word = slots[bucket * stride + 2 + column]
+        if columns[column] == .pooled || flag & (1 << (8 + column)) != 0 { return pool[Int(word)] }
         switch columns[column] {
         case .bool: return .bool(word != 0)
         case .int: return .int(Int64(bitPattern: word))
@@ -352,9 +369,9 @@ struct RowKeyTable {
     /// The order of key `column` of `bucket` against `other` by `key`: scalars of the column's type compare their
     /// words directly, anything else through ``SortKey/order(_:_:)`` (with the same result).
     func compare(_ column: Int, at bucket: Int, with other: Value, _ key: SortKey) -> ComparisonResult {
-        let flag = column < 8 ? flags[bucket] >> column & 0x101 : 1
+        let flag = column < 8 ? flags(bucket) >> column & 0x101 : 1
         guard flag == 0 else { return key.order(value(column, at: bucket), other) }
-        let word = words[bucket * columns.count + column]
+        let word = slots[bucket * stride + 2 + column]
         let base: ComparisonResult
         switch (columns[column], other) {
         case (.int, .int(let y)):
@@ -384,18 +401,18 @@ struct RowKeyTable {
         }
         if (count + 1) * 10 > capacity * 7 { grow() }
         var index = home(pk)
-        while pks[index] != 0 {
+        while slots[index * stride] != 0 {
             index += 1
             if index == capacity { index = 0 }
         }
-        pks[index] = pk
+        slots[index * stride] = pk
         write(keys, at: index)
         count += 1
     }
 
     private mutating func write(_ keys: [Value], at bucket: Int) {
         var flag: UInt16 = 0
-        let base = bucket * columns.count
+        let base = bucket * stride + 2
         for (column, key) in keys.enumerated() {
             var word: UInt64
             switch (columns[column], key) {
@@ -417,18 +434,18 @@ struct RowKeyTable {
                     word = UInt64(pool.count - 1)
                 }
             }
-            words[base + column] = word
+            slots[base + column] = word
         }
-        flags[bucket] = flag
+        slots[bucket * stride + 1] = UInt64(flag)
     }
 
     /// Returns the pool entries of `bucket` to the free list.
     private mutating func release(_ bucket: Int) {
-        let flag = flags[bucket]
+        let flag = flags(bucket)
         for column in columns.indices {
             if column < 8 && flag & (1 << column) != 0 { continue }  // nil: no pool entry
             guard columns[column] == .pooled || flag & (1 << (8 + column)) != 0 else { continue }
-            let index = Int(words[bucket * columns.count + column])
+            let index = Int(slots[bucket * stride + 2 + column])
             pool[index] = .null
             freePool.append(index)
         }
@@ -445,7 +462,7 @@ struct RowKeyTable {
         while true {
             index += 1
             if index == capacity { index = 0 }
-            let stored = pks[index]
+            let stored = slots[index * stride]
             if stored == 0 { break }
             let home = home(stored)
             let stays = hole <= index ? (home > hole && home <= index) : (home > hole || home <= index)
@@ -453,8 +470,8 @@ struct RowKeyTable {
             move(from: index, to: hole)
             hole = index
         }
-        pks[hole] = 0
-        flags[hole] = 0
+        slots[hole * stride] = 0
+        slots[hole * stride + 1] = 0
         if count == 0 {
             pool.removeAll()
             freePool.removeAll()
@@ -463,15 +480,14 @@ struct RowKeyTable {
     }
 
     private mutating func move(from source: Int, to destination: Int) {
-        pks[destination] = pks[source]
-        flags[destination] = flags[source]
-        let width = columns.count
-        for column in 0..<width { words[destination * width + column] = words[source * width + column] }
+        for offset in 0..<stride { slots[destination * stride + offset] = slots[source * stride + offset] }
     }
 
     private mutating func grow() {
         var bigger = RowKeyTable(types: types, minimumCapacity: max(16, count * 2))
-        for bucket in 0..<capacity where pks[bucket] != 0 { bigger.set(pks[bucket], keys(at: bucket)) }
+        for bucket in 0..<capacity where slots[bucket * stride] != 0 {
+            bigger.set(slots[bucket * stride], keys(at: bucket))
+        }
         self = bigger
     }
 }
