@@ -70,4 +70,37 @@ import Testing
             try context.save()
         }
     }
+
+    /// Attribute writes are recorded as old values; a later change in the same group that needs the whole state
+    /// folds them back in, so undo restores exactly the state before the group.
+    @Test func attributeWritesAndARelationshipChangeInOneGroupUndoTogether() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let author = try context.insert("Author")
+            try author.setValue("A", forKey: "name")
+            let book = try context.insert("Book")
+            try book.setValue("B", forKey: "title")
+            try context.save()
+
+            context.beginUndoGrouping()
+            try book.setValue("B2", forKey: "title")
+            try book.setValue("B3", forKey: "title")
+            try book.setObject(author, forKey: "author")
+            try book.setValue("B4", forKey: "title")
+            try author.setValue("A2", forKey: "name")
+            context.endUndoGrouping()
+            try author.setValue("A3", forKey: "name")
+
+            try context.undoLastChange()
+            #expect(try author["name"] == "A2")
+            try context.undoLastChange()
+            #expect(try book["title"] == "B" && author["name"] == "A")
+            #expect(try book.object(forKey: "author") == nil)
+            #expect(try author.objectIDs(forKey: "books").isEmpty)
+            #expect(!context.hasChanges)
+            try context.redoLastChange()
+            #expect(try book["title"] == "B4" && author["name"] == "A2")
+            #expect(try book.object(forKey: "author")?.objectID == author.objectID)
+        }
+    }
 }

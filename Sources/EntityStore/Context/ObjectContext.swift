@@ -31,7 +31,9 @@ public final class ObjectContext {
     /// The identity of this context instance, recorded with its saves.
     public let contextID = UUID()
     /// States of objects before their first change since the last `processPendingChanges()`.
-    var pendingSnapshot: [ObjectID: ObjectState?] = [:]
+    var pendingSnapshot: [ObjectID: ObjectState?] = [:] { didSet { lastPending = nil } }
+    /// The object (and scope) `recordPending` saw last: writing several values of one object records it once.
+    var lastPending: (id: ObjectID, userDriven: Bool)?
     /// Objects changed inside and outside a user-driven scope since the last processing.
     var userDrivenTouched: Set<ObjectID> = []
     var otherTouched: Set<ObjectID> = []
@@ -240,12 +242,16 @@ public final class ObjectContext {
     }
 
     /// Records `id`'s state before its first change, for the undo group and a save in progress.
-    func willChange(_ id: ObjectID) {
+    /// A write of attribute `attribute` records only the old value for undo.
+    func willChange(_ id: ObjectID, attribute: Int? = nil) {
         recordPending(id)
-        let state = registered[id].map(ObjectState.init)
-        undo.record(id, state)
+        if let attribute, let values = registered[id]?.values {
+            undo.recordAttribute(id, attribute, values[attribute])
+        } else {
+            undo.record(id, registered[id].map(ObjectState.init))
+        }
         if saveSnapshot != nil && saveSnapshot?[id] == nil {
-            saveSnapshot?[id] = .some(state)
+            saveSnapshot?[id] = .some(registered[id].map(ObjectState.init))
         }
     }
 
@@ -258,7 +264,7 @@ public final class ObjectContext {
         let current = try object.loadedValues()
         guard current[index] != value else { return }
         mutation {
-            willChange(object.objectID)
+            willChange(object.objectID, attribute: index)
             object.values?[index] = value
             dirty.insert(object.objectID)
         }
@@ -293,6 +299,27 @@ struct ObjectState {
     let committedRelated: [String: Set<ObjectID>]
     let isInserted: Bool
     let isDeleted: Bool
+
+    /// This state with other values.
+    func with(values: [Value]) -> ObjectState {
+        ObjectState(
+            object: object, values: values, committed: committed, rowVersion: rowVersion, related: related,
+            committedRelated: committedRelated, isInserted: isInserted, isDeleted: isDeleted)
+    }
+
+    init(
+        object: ManagedObject, values: [Value]?, committed: [Value]?, rowVersion: UInt64,
+        related: [String: Set<ObjectID>], committedRelated: [String: Set<ObjectID>], isInserted: Bool, isDeleted: Bool
+    ) {
+        self.object = object
+        self.values = values
+        self.committed = committed
+        self.rowVersion = rowVersion
+        self.related = related
+        self.committedRelated = committedRelated
+        self.isInserted = isInserted
+        self.isDeleted = isDeleted
+    }
 
     init(_ object: ManagedObject) {
         self.object = object

@@ -4,7 +4,17 @@
 /// app opens a group of its own with ``ObjectContext/beginUndoGrouping()``. A group remembers the state every
 /// object it touched had before, so undo restores exactly that, inverses and all.
 final class UndoStack {
-    typealias Group = [ObjectID: ObjectState?]
+    /// What one group restores: whole states of the objects whose first change in the group was not a plain
+    /// attribute write, and the old values of plain attribute writes (cheap: no copy of the object's values, so
+    /// the next write does not copy them either).
+    struct Group {
+        var states: [ObjectID: ObjectState?] = [:]
+        var attributes: [(id: ObjectID, index: Int, old: Value)] = []
+
+        var isEmpty: Bool { states.isEmpty && attributes.isEmpty }
+        /// Every object the group touched.
+        var ids: Set<ObjectID> { Set(states.keys).union(attributes.map(\.id)) }
+    }
 
     var undoGroups: [Group] = []
     var redoGroups: [Group] = []
@@ -15,7 +25,7 @@ final class UndoStack {
 
     func open() {
         depth += 1
-        if depth == 1 { current = [:] }
+        if depth == 1 { current = Group() }
     }
 
     func close() {
@@ -29,9 +39,22 @@ final class UndoStack {
         }
     }
 
+    /// Records the state `id` had before the group (the first record wins; attribute writes recorded before it
+    /// are folded back into it).
     func record(_ id: ObjectID, _ state: ObjectState?) {
-        guard !isSuspended, current != nil, current?.keys.contains(id) == false else { return }
-        current?[id] = .some(state)
+        guard !isSuspended, current != nil, current?.states.keys.contains(id) == false else { return }
+        var before = state
+        if let state, var values = state.values, current?.attributes.contains(where: { $0.id == id }) == true {
+            for write in (current?.attributes ?? []).reversed() where write.id == id { values[write.index] = write.old }
+            before = state.with(values: values)
+        }
+        current?.states[id] = .some(before)
+    }
+
+    /// Records that attribute `index` of `id` had the value `old` before a write.
+    func recordAttribute(_ id: ObjectID, _ index: Int, _ old: Value) {
+        guard !isSuspended, current != nil, current?.states.keys.contains(id) == false else { return }
+        current?.attributes.append((id, index, old))
     }
 
     func clear() {
@@ -61,7 +84,14 @@ extension ObjectContext {
             throw EntityStoreError(.nothingToUndo, "there is no change to undo")
         }
         undo.redoGroups.append(currentStates(of: group))
-        restore(group)
+        restore(group.states)
+        // Attribute writes in reverse order, for the objects without a whole state in the group.
+        for write in group.attributes.reversed() where group.states[write.id] == nil {
+            guard let object = registered[write.id], object.values != nil else { continue }
+            recordPending(write.id)
+            object.values?[write.index] = write.old
+            dirty.insert(write.id)
+        }
     }
 
     /// Redoes the last undone group.
@@ -71,12 +101,12 @@ extension ObjectContext {
             throw EntityStoreError(.nothingToUndo, "there is no undone change to redo")
         }
         undo.undoGroups.append(currentStates(of: group))
-        restore(group)
+        restore(group.states)
     }
 
     private func currentStates(of group: UndoStack.Group) -> UndoStack.Group {
-        var states: UndoStack.Group = [:]
-        for id in group.keys { states[id] = .some(registered[id].map(ObjectState.init)) }
+        var states = UndoStack.Group()
+        for id in group.ids { states.states[id] = .some(registered[id].map(ObjectState.init)) }
         return states
     }
 }

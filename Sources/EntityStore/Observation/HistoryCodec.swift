@@ -35,15 +35,12 @@ enum HistoryCodec {
             RecordCodec.appendVarint(UInt64(change.changedKeys.count), &out)
             for key in change.changedKeys { appendString(key, &out) }
             // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
-            for values in [change.oldValues, change.kind == .insert ? [:] : change.newValues] {
-                RecordCodec.appendVarint(UInt64(values.count), &out)
-                for (key, value) in values.sorted(by: { $0.key < $1.key }) {
-                    appendString(key, &out)
-                    appendValue(value, &out)
-                }
-            }
+            appendValues(change.oldValues, &out)
+            appendValues(change.kind == .insert ? [:] : change.newValues, &out)
             RecordCodec.appendVarint(UInt64(change.oldRelationships.count), &out)
-            for (key, ids) in change.oldRelationships.sorted(by: { $0.key < $1.key }) {
+            for (key, ids) in change.oldRelationships.isEmpty
+                ? [] : change.oldRelationships.sorted(by: { $0.key < $1.key })
+            {
                 appendString(key, &out)
                 RecordCodec.appendVarint(UInt64(ids.count), &out)
                 for id in ids {
@@ -53,6 +50,16 @@ enum HistoryCodec {
             }
         }
         return out
+    }
+
+    /// Values by key, in key order.
+    static func appendValues(_ values: [String: Value], _ out: inout [UInt8]) {
+        RecordCodec.appendVarint(UInt64(values.count), &out)
+        guard !values.isEmpty else { return }
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+            appendString(key, &out)
+            appendValue(value, &out)
+        }
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (ChangeRecord, UInt64) {

@@ -118,10 +118,13 @@ extension ObjectContext {
 
     /// Records `id`'s state before its first change since the last processing.
     func recordPending(_ id: ObjectID) {
+        let userDriven = userDrivenDepth > 0
+        if let last = lastPending, last.id == id, last.userDriven == userDriven { return }
         if !pendingSnapshot.keys.contains(id) {
             pendingSnapshot[id] = .some(registered[id].map(ObjectState.init))
         }
-        if userDrivenDepth > 0 { userDrivenTouched.insert(id) } else { otherTouched.insert(id) }
+        if userDriven { userDrivenTouched.insert(id) } else { otherTouched.insert(id) }
+        lastPending = (id, userDriven)
     }
 
     /// The change between an object's recorded state and its state now; `nil` when nothing changed.

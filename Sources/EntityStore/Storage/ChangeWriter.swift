@@ -76,12 +76,14 @@ struct ChangeWriter {
         return failures
     }
 
-    mutating func insert(_ object: ManagedObject) throws {
+    /// Writes a new object; `appending` when its key is above every stored key (a batch insert's fresh keys), which
+    /// lets LMDB append the record instead of searching for its place.
+    mutating func insert(_ object: ManagedObject, appending: Bool = false) throws {
         let storage = try store.storage(for: object.entity.name)
         let values = object.values ?? object.entity.attributes.map(\.defaultValue)
         RecordCodec.encode(values, rowVersion: 1, into: &buffer)
         try buffer.withUnsafeBytes {
-            try txn.put(object.objectID.primaryKey, $0, in: storage.records, flags: .noOverwrite)
+            try txn.put(object.objectID.primaryKey, $0, in: storage.records, flags: appending ? .append : .noOverwrite)
         }
         for (i, index) in storage.indexes {
             try putIndex(values[i], object.entity.attributes[i], object.objectID.primaryKey, index)

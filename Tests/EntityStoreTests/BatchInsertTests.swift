@@ -1,0 +1,120 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+@Suite struct BatchInsertTests {
+    @Test func insertsEveryObjectWithDefaultsAndIndexEntriesInOneHistoryEntry() throws {
+        try withStore { store, _ throws in
+            let ids = try store.batchInsert(
+                into: "Author",
+                objects: (0..<500).map { ["name": .string("author \($0)"), "rating": .int(Int64($0 % 7))] },
+                author: "import")
+            #expect(ids.count == 500 && Set(ids).count == 500)
+            let context = ObjectContext(store: store)
+            #expect(try context.object(with: ids[42])["name"] == "author 42")
+            #expect(try context.object(with: ids[42])["email"] == nil)  // an optional left out
+            // The indexed name finds them through its index.
+            var request = FetchRequest(entity: "Author", predicate: try FetchPredicate("name == 'author 499'"))
+            #expect(String(describing: try context.explain(request)).hasPrefix("index Author.name"))
+            #expect(try context.fetch(request).map(\.objectID) == [ids[499]])
+            request.predicate = try FetchPredicate("rating == 3")
+            #expect(try context.count(for: request) == 71)
+            #expect(try store.checkIntegrity().findings.isEmpty)
+            let history = try store.history(since: 0)
+            #expect(history.count == 1 && history[0].author == "import" && history[0].insertedIDs == ids)
+
+            // A context that had reserved keys before the batch still inserts without a collision.
+            let tag = try context.insert("Author")
+            try tag.setValue("after", forKey: "name")
+            try context.save()
+            #expect(try context.count(for: FetchRequest(entity: "Author")) == 501)
+        }
+    }
+
+    @Test func everyProblemIsListedAndNothingIsWritten() throws {
+        try withStore { store, _ throws in
+            let error = entityStoreError {
+                _ = try store.batchInsert(
+                    into: "Author",
+                    objects: [
+                        ["name": "ok"],
+                        ["name": .int(3)],
+                        ["nickname": "x", "name": "y"],
+                        ["books": "z", "name": "w"],
+                        ["rating": 2],
+                    ])
+            }
+            #expect(error?.code == .validationFailed)
+            let messages = error?.failures.map(\.message) ?? []
+            #expect(messages.count == 4, "\(messages)")
+            #expect(messages.contains("object 1: Author.name is a string; got 3"))
+            #expect(messages.contains("object 2: 'nickname' is not an attribute"))
+            #expect(messages.contains("object 3: 'books' is a relationship: set it through a context"))
+            #expect(messages.contains("object 4: name is required"))
+            #expect(try store.history(since: 0).isEmpty)
+            #expect(try ObjectContext(store: store).count(for: FetchRequest(entity: "Author")) == 0)
+        }
+    }
+
+    @Test func uniqueValuesAreCheckedWithinTheBatchAndAgainstTheStore() throws {
+        try withStore { store, _ throws in
+            try store.batchInsert(into: "Tag", objects: [["name": "swift"]])
+            let error = entityStoreError {
+                _ = try store.batchInsert(
+                    into: "Tag", objects: [["name": "lmdb"], ["name": "lmdb"], ["name": "swift"]])
+            }
+            #expect(error?.code == .validationFailed)
+            #expect(error?.failures.count == 2)
+            #expect(try ObjectContext(store: store).count(for: FetchRequest(entity: "Tag")) == 1)
+            // Case-insensitive uniqueness, as a save checks it.
+            try store.batchInsert(into: "Author", objects: [["name": "a", "email": "A@example.com"]])
+            #expect(
+                entityStoreError {
+                    _ = try store.batchInsert(into: "Author", objects: [["name": "b", "email": "a@EXAMPLE.com"]])
+                }?.code == .validationFailed)
+        }
+    }
+
+    @Test func anEntityWithARequiredToOneIsRefused() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Owner") { Relationship("pets", to: "Pet", inverse: "owner", toMany: true) }
+            Entity("Pet") {
+                Attribute("name", .string)
+                Relationship("owner", to: "Owner", inverse: "pets", optional: false)
+            }
+        }
+        try withStore(schema: schema) { store, _ throws in
+            let error = entityStoreError { _ = try store.batchInsert(into: "Pet", objects: [["name": "Rex"]]) }
+            #expect(error?.code == .validationFailed && error?.key == "owner")
+            #expect(
+                entityStoreError { _ = try store.batchInsert(into: "Nope", objects: [[:]]) }?.code == .unknownEntity)
+        }
+    }
+
+    @Test func aControllerOverAMergingContextShowsTheBatch() throws {
+        try withStore { store, _ throws in
+            let context = ObjectContext(store: store)
+            context.automaticallyMergesChangesFromStore = true
+            let controller = FetchedResultsController(
+                fetchRequest: FetchRequest(entity: "Author", sortKeys: [SortKey("name")]), context: context)
+            let delegate = InsertCounter()
+            controller.delegate = delegate
+            try controller.performFetch()
+            try store.batchInsert(into: "Author", objects: (0..<20).map { ["name": .string("n\($0)")] })
+            context.processPendingChanges()
+            #expect(delegate.inserts == 20)
+            #expect(controller.fetchedObjectIDs.count == 20)
+        }
+    }
+}
+
+final class InsertCounter: FetchedResultsControllerDelegate {
+    var inserts = 0
+    func controller(
+        _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
+        for type: ResultsChangeType, newIndexPath: ItemPath?
+    ) {
+        if type == .insert { inserts += 1 }
+    }
+}
