@@ -52,8 +52,9 @@ struct RowStore {
     /// The position of the row `pk`, or `nil` when there is none.
     func position(of pk: UInt64) -> Int? {
         guard let keys = keys(of: pk) else { return nil }
-        let index = insertionIndex(keys, pk)
-        if index < order.count, order[index] == pk { return index }
+        // The chunk by its last keys, then a scan for the key itself: cheaper than comparing keys in the chunk.
+        let chunk = order.chunkIndex { precedes(stored: $0, keys, pk) }
+        if let index = order.firstIndex(of: pk, inChunk: chunk) { return index }
         // Unreachable while the order is consistent with the keys; a linear search keeps the answer right.
         return order.firstIndex(of: pk)
     }
@@ -201,12 +202,7 @@ struct RowOrder: Sendable {
     /// The first position whose key does not satisfy `isBefore`, which must hold for a prefix of the order.
     func partitionPoint(_ isBefore: (UInt64) -> Bool) -> Int {
         // The first chunk whose last key is not before, then within it.
-        var low = 0
-        var high = chunks.count
-        while low < high {
-            let mid = (low + high) / 2
-            if isBefore(lasts[mid]) { low = mid + 1 } else { high = mid }
-        }
+        let low = chunkIndex(isBefore)
         guard low < chunks.count else { return count }
         let chunk = chunks[low]
         var first = 0
@@ -216,6 +212,26 @@ struct RowOrder: Sendable {
             if isBefore(chunk[mid]) { first = mid + 1 } else { last = mid }
         }
         return starts[low] + first
+    }
+
+    /// The first chunk whose last key does not satisfy `isBefore` (which must hold for a prefix of the order).
+    func chunkIndex(_ isBefore: (UInt64) -> Bool) -> Int {
+        var low = 0
+        var high = chunks.count
+        while low < high {
+            let mid = (low + high) / 2
+            if isBefore(lasts[mid]) { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+
+    /// The position of `key` if chunk `chunk` holds it.
+    func firstIndex(of key: UInt64, inChunk chunk: Int) -> Int? {
+        guard chunks.indices.contains(chunk) else { return nil }
+        return chunks[chunk].withUnsafeBufferPointer { buffer in
+            for offset in buffer.indices where buffer[offset] == key { return starts[chunk] + offset }
+            return nil
+        }
     }
 
     func firstIndex(of key: UInt64) -> Int? {
