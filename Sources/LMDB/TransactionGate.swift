@@ -15,8 +15,10 @@ final class TransactionGate: @unchecked Sendable {
     private var condition = pthread_cond_t()
     private var open = 0
     private var resizing = false
-    private var readsByThread: [UInt: Int] = [:]
-    private var writers: Set<UInt> = []
+    /// Threads with open reads and how many; threads in a write. A few threads at most: a linear search is cheaper
+    /// than hashing on every transaction.
+    private var readers: [(thread: UInt, count: Int)] = []
+    private var writers: [UInt] = []
 
     init() {
         pthread_mutex_init(&mutex, nil)
@@ -34,15 +36,22 @@ final class TransactionGate: @unchecked Sendable {
         pthread_mutex_lock(&mutex)
         while resizing { pthread_cond_wait(&condition, &mutex) }
         open += 1
-        if write { writers.insert(thread) } else { readsByThread[thread, default: 0] += 1 }
+        if write {
+            writers.append(thread)
+        } else if let index = readers.firstIndex(where: { $0.thread == thread }) {
+            readers[index].count += 1
+        } else {
+            readers.append((thread, 1))
+        }
         pthread_mutex_unlock(&mutex)
         defer {
             pthread_mutex_lock(&mutex)
             open -= 1
             if write {
-                writers.remove(thread)
-            } else if let count = readsByThread[thread] {
-                readsByThread[thread] = count > 1 ? count - 1 : nil
+                if let index = writers.firstIndex(of: thread) { writers.remove(at: index) }
+            } else if let index = readers.firstIndex(where: { $0.thread == thread }) {
+                readers[index].count -= 1
+                if readers[index].count == 0 { readers.remove(at: index) }
             }
             if open == 0 { pthread_cond_broadcast(&condition) }
             pthread_mutex_unlock(&mutex)
@@ -65,7 +74,7 @@ final class TransactionGate: @unchecked Sendable {
     func exclusively<R>(_ what: String, _ body: () throws(LMDBError) -> R) throws(LMDBError) -> R {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         pthread_mutex_lock(&mutex)
-        if readsByThread[thread] != nil || writers.contains(thread) {
+        if readers.contains(where: { $0.thread == thread }) || writers.contains(thread) {
             pthread_mutex_unlock(&mutex)
             throw LMDBError(
                 code: .misuse,

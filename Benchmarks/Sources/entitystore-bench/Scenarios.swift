@@ -165,11 +165,13 @@ func s3(_ report: Report, _ n: Int) throws {
     for _ in 0..<3 {
         var context = ObjectContext(store: store)
         var start = now()
+        entitystore_profile_toggle()
         for (i, key) in keys.enumerated() {
             if i % 1000 == 0 { context = ObjectContext(store: store) }
             let object = try context.existingObject(with: ObjectID(entityName: "Item", primaryKey: UInt64(key + 1)))
             if case .int(let score) = try object.value(forKey: "score") { consume(Int(score)) }
         }
+        entitystore_profile_toggle()
         report.record(name, "EntityStore", "s/op", (now() - start) / Double(lookups))
 
         start = now()
@@ -242,10 +244,12 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
             let statement = sqlite.prepare(sql)
             for _ in 0..<3 {
                 var start = now()
+                entitystore_profile_toggle()
                 for _ in 0..<repeats {
                     let context = ObjectContext(store: store)
                     consume(try context.fetch(request).count)
                 }
+                entitystore_profile_toggle()
                 report.record(name, "EntityStore", "s", (now() - start) / Double(repeats))
                 start = now()
                 for _ in 0..<repeats {

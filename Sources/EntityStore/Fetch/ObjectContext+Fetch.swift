@@ -137,11 +137,12 @@ extension ObjectContext {
                 var candidates: [Candidate] = []
 
                 let hasPending = !pendingIDs.isEmpty
+                var scratch: [Value] = []  // one array for every record of the scan
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
                     if hasPending && pendingIDs.contains(id) { return }
-                    let values = try RecordCodec.decode(bytes, entity: entity, needed: needed)
-                    let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
+                    try RecordCodec.decode(bytes, entity: entity, needed: needed, into: &scratch)
+                    let subject = RecordSubject(id: id, entity: entity, values: scratch, reader: reader)
                     if let predicate, try !predicate.evaluate(subject) { return }
                     var candidate = Candidate(
                         id: id,

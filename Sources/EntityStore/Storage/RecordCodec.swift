@@ -92,6 +92,16 @@ enum RecordCodec {
     /// Decodes only the attributes in `needed` (the others are `.null`), skipping the rest without copying; the
     /// same checks as ``decode(_:entity:)`` apply to every byte.
     static func decode(_ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool]) throws -> [Value] {
+        var values: [Value] = []
+        try decode(bytes, entity: entity, needed: needed, into: &values)
+        return values
+    }
+
+    /// Decodes only the attributes in `needed` into `values` (reused from record to record by a scan, so that no
+    /// array is allocated per record).
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool], into values: inout [Value]
+    ) throws {
         var reader = ByteReader(bytes: bytes, entity: entity.name)
         let version = try reader.byte("format version")
         guard version == formatVersion else {
@@ -103,23 +113,29 @@ enum RecordCodec {
             throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
         }
         let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
-        var values = [Value](repeating: .null, count: entity.attributes.count)
-        for (i, attribute) in entity.attributes.enumerated() {
-            if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 { continue }
-            let found = try reader.byte("type tag of '\(attribute.name)'")
-            guard found == tag(of: attribute.type) else {
-                throw reader.corrupt("type tag \(found) for '\(attribute.name)', a \(attribute.type.rawValue)")
-            }
-            if needed[i] {
-                values[i] = try reader.value(of: attribute.type, attribute.name)
-            } else {
-                try reader.skip(attribute.type, attribute.name)
+        if values.count == entity.attributes.count {
+            for i in values.indices where needed[i] { values[i] = .null }
+        } else {
+            values = [Value](repeating: .null, count: entity.attributes.count)
+        }
+        try entity.attributes.withUnsafeBufferPointer { attributes in
+            for i in attributes.indices {
+                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 { continue }
+                let type = attributes[i].type
+                let found = try reader.byte("type tag of '\(attributes[i].name)'")
+                guard found == tag(of: type) else {
+                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', a \(type.rawValue)")
+                }
+                if needed[i] {
+                    values[i] = try reader.value(of: type, attributes[i].name)
+                } else {
+                    try reader.skip(type, attributes[i].name)
+                }
             }
         }
         guard reader.offset == bytes.count else {
             throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
         }
-        return values
     }
 
     /// Reads only the row version of a record.
@@ -208,48 +224,48 @@ struct ByteReader {
         return Int(length)
     }
 
-    mutating func skip(_ type: AttributeType, _ name: String) throws {
+    mutating func skip(_ type: AttributeType, _ name: @autoclosure () -> String) throws {
         switch type {
         case .bool:
-            guard try byte("'\(name)'") <= 1 else { throw corrupt("bool '\(name)' is not 0 or 1") }
-        case .int64: _ = try varint("'\(name)'")
-        case .double, .date: _ = try bytes(8, "'\(name)'")
-        case .uuid: _ = try bytes(16, "'\(name)'")
-        case .string, .binary, .decimal: _ = try bytes(try length("'\(name)'"), "'\(name)'")
+            guard try byte("'\(name())'") <= 1 else { throw corrupt("bool '\(name())' is not 0 or 1") }
+        case .int64: _ = try varint("'\(name())'")
+        case .double, .date: _ = try bytes(8, "'\(name())'")
+        case .uuid: _ = try bytes(16, "'\(name())'")
+        case .string, .binary, .decimal: _ = try bytes(try length("'\(name())'"), "'\(name())'")
         }
     }
 
-    mutating func value(of type: AttributeType, _ name: String) throws -> Value {
+    mutating func value(of type: AttributeType, _ name: @autoclosure () -> String) throws -> Value {
         switch type {
         case .bool:
-            let raw = try byte("'\(name)'")
-            guard raw <= 1 else { throw corrupt("bool '\(name)' holds \(raw)") }
+            let raw = try byte("'\(name())'")
+            guard raw <= 1 else { throw corrupt("bool '\(name())' holds \(raw)") }
             return .bool(raw == 1)
         case .int64:
-            let raw = try varint("'\(name)'")
+            let raw = try varint("'\(name())'")
             return .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
         case .double:
-            return .double(Double(bitPattern: try bytes(8, "'\(name)'").loadUnaligned(as: UInt64.self).littleEndian))
+            return .double(Double(bitPattern: try bytes(8, "'\(name())'").loadUnaligned(as: UInt64.self).littleEndian))
         case .date:
-            let bits = try bytes(8, "'\(name)'").loadUnaligned(as: UInt64.self).littleEndian
+            let bits = try bytes(8, "'\(name())'").loadUnaligned(as: UInt64.self).littleEndian
             return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits)))
         case .string:
-            let raw = try bytes(try length("'\(name)'"), "'\(name)'")
+            let raw = try bytes(try length("'\(name())'"), "'\(name())'")
             guard let text = String(validating: raw, as: UTF8.self) else {
-                throw corrupt("string '\(name)' is not valid UTF-8")
+                throw corrupt("string '\(name())' is not valid UTF-8")
             }
             return .string(text)
         case .binary:
-            return .data(Array(try bytes(try length("'\(name)'"), "'\(name)'")))
+            return .data(Array(try bytes(try length("'\(name())'"), "'\(name())'")))
         case .uuid:
-            let raw = try bytes(16, "'\(name)'")
+            let raw = try bytes(16, "'\(name())'")
             var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
             withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
             return .uuid(UUID(uuid: uuid))
         case .decimal:
-            let raw = try bytes(try length("'\(name)'"), "'\(name)'")
+            let raw = try bytes(try length("'\(name())'"), "'\(name())'")
             guard let text = String(validating: raw, as: UTF8.self), let decimal = Decimal(string: text) else {
-                throw corrupt("decimal '\(name)' does not parse")
+                throw corrupt("decimal '\(name())' does not parse")
             }
             return .decimal(decimal)
         }
