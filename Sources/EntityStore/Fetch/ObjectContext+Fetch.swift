@@ -199,13 +199,17 @@ extension ObjectContext {
 
                 let keys = request.sortKeys
                 if plan.sortsInMemory || merges || !(plan.access == .fullScan || isIndexOrder(plan.access)) {
-                    candidates.sort { a, b in
-                        for (i, key) in keys.enumerated() {
-                            let order = key.order(a.sortValues[i], b.sortValues[i])
-                            if order != .orderedSame { return order == .orderedAscending }
+                    // Sorted by index, so that the sort moves integers rather than candidates.
+                    let order = candidates.withUnsafeBufferPointer { buffer in
+                        buffer.indices.sorted { a, b in
+                            for (i, key) in keys.enumerated() {
+                                let order = key.order(buffer[a].sortValues[i], buffer[b].sortValues[i])
+                                if order != .orderedSame { return order == .orderedAscending }
+                            }
+                            return buffer[a].id < buffer[b].id
                         }
-                        return a.id < b.id
                     }
+                    candidates = order.map { candidates[$0] }
                 }
                 let start = min(request.fetchOffset, candidates.count)
                 let end = request.fetchLimit > 0 ? min(candidates.count, start + request.fetchLimit) : candidates.count

@@ -72,16 +72,20 @@ enum RecordCodec {
         let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
         var values: [Value] = []
         values.reserveCapacity(entity.attributes.count)
-        for (i, attribute) in entity.attributes.enumerated() {
-            if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
-                values.append(.null)
-                continue
+        // Through a borrowed buffer: iterating the array would copy every Attribute (and retain its name).
+        try entity.attributes.withUnsafeBufferPointer { attributes in
+            for i in attributes.indices {
+                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
+                    values.append(.null)
+                    continue
+                }
+                let type = attributes[i].type
+                let found = try reader.byte("type tag of '\(attributes[i].name)'")
+                guard found == tag(of: type) else {
+                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', a \(type.rawValue)")
+                }
+                values.append(try reader.value(of: type, attributes[i].name))
             }
-            let found = try reader.byte("type tag of '\(attribute.name)'")
-            guard found == tag(of: attribute.type) else {
-                throw reader.corrupt("type tag \(found) for '\(attribute.name)', a \(attribute.type.rawValue)")
-            }
-            values.append(try reader.value(of: attribute.type, attribute.name))
         }
         guard reader.offset == bytes.count else {
             throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
