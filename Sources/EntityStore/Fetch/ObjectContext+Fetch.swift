@@ -160,6 +160,13 @@ extension ObjectContext {
                         try consider(key, value)
                         return .continue
                     }
+                case .indexRanges where plan.rangeInSortOrder:
+                    let index = storage.indexes[plan.indexPosition!]!
+                    try txn.forEach(in: index, range: plan.ranges[0]) { _, pk in
+                        guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
+                        try consider(pk, bytes)
+                        return plan.stopsEarly && candidates.count >= window ? .stop : .continue
+                    }
                 case .indexRanges:
                     let index = storage.indexes[plan.indexPosition!]!
                     var keys = Set<UInt64>()
@@ -198,7 +205,9 @@ extension ObjectContext {
                 }
 
                 let keys = request.sortKeys
-                if plan.sortsInMemory || merges || !(plan.access == .fullScan || isIndexOrder(plan.access)) {
+                if plan.sortsInMemory || merges
+                    || !(plan.access == .fullScan || isIndexOrder(plan.access) || plan.rangeInSortOrder)
+                {
                     // Sorted by index, so that the sort moves integers rather than candidates.
                     let order = candidates.withUnsafeBufferPointer { buffer in
                         buffer.indices.sorted { a, b in

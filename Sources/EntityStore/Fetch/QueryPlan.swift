@@ -27,6 +27,9 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
 
     var ranges: [KeyRange] = []
     var indexPosition: Int?
+    /// The one index range yields the rows in the requested order (sorted by the range's attribute only): they
+    /// are read in index order, without collecting and sorting.
+    var rangeInSortOrder = false
 
     public var description: String {
         var parts: [String] = []
@@ -58,6 +61,17 @@ enum QueryPlanner {
                 description: choice.description)
             plan.ranges = choice.ranges
             plan.indexPosition = choice.position
+            // One range of a scalar index, sorted by that attribute ascending only: index order (value, then
+            // primary key) is the requested order, ties included.
+            let attribute = entity.attributes[choice.position]
+            if choice.ranges.count == 1, request.sortKeys.count == 1, let first = request.sortKeys.first,
+                first.ascending, first.keyPath == attribute.name,
+                [.int64, .double, .date, .bool].contains(attribute.type)
+            {
+                plan.rangeInSortOrder = true
+                plan.sortsInMemory = false
+                plan.stopsEarly = request.fetchLimit > 0 && !mergesPending
+            }
             return plan
         }
         if let first = request.sortKeys.first, let position = entity.attributeIndex(first.keyPath),
