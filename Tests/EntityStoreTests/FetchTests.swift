@@ -56,6 +56,26 @@ import Testing
         }
     }
 
+    /// Ranges of an integer index are exactly the matching rows, so those rows skip the predicate; anything else
+    /// (another conjunct, a double with NaN and -0, a string cut at 511 bytes or folded, nil) is still filtered.
+    @Test func onlyExactRangesSkipThePredicate() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            func filters(_ format: String, _ entity: String = "Book") throws -> Bool {
+                try context.explain(FetchRequest(entity: entity, predicate: try FetchPredicate(format))).filters
+            }
+            #expect(try !filters("pages == 304"))
+            #expect(try !filters("pages > 100 AND pages <= 400"))
+            #expect(try !filters("pages IN {90, 123}"))
+            #expect(try !filters("pages BETWEEN {100, 387}"))
+            #expect(try filters("pages > 100 AND title == 'Momo'"))
+            #expect(try filters("pages == nil"))
+            #expect(try filters("name == 'Michael Ende'", "Author"))
+            #expect(try filters("pages > 100.5"))  // a double operand on an int attribute is not served exactly
+        }
+    }
+
     /// A range on an indexed scalar sorted by that attribute is read in index order, without a sort: the same rows
     /// in the same order (ties by ID, nil first, windows) as a scan that sorts in memory.
     @Test func rangesReadInIndexOrderMatchAScanThatSorts() throws {

@@ -56,7 +56,7 @@ import Testing
         let explained = try inspect(["ls", store.path, "Book", "--where", "pages == 200", "--explain"])
         #expect(
             explained.stdout
-                == "index Book.pages: pages == 200; filter each record with the predicate; no sort needed\n")
+                == "index Book.pages: pages == 200 (the index holds exactly the matches); no sort needed\n")
         let count = try inspect([
             "count", store.path, "Book", "--where", "ANY tags.name == 'classic'", "--format", "csv",
         ])

@@ -121,9 +121,17 @@ extension ObjectContext {
         let merges = request.includesPendingChanges && hasPendingObjects(of: entity.name)
         let plan = QueryPlanner.plan(request, entity: entity, storage: storage, mergesPending: merges)
 
+        // Objects read in the requested order need no sort values (callers of other shapes use them).
+        let sortsAfter =
+            plan.sortsInMemory || merges
+            || !(plan.access == .fullScan || isIndexOrder(plan.access) || plan.rangeInSortOrder)
+        let objectsOnly: Bool = if case .objects = shape { true } else { false }
+        let valuePaths = objectsOnly && !sortsAfter ? [] : sortPaths
+        // The predicate runs on each stored row unless the index ranges are exactly its rows.
+        let filter = plan.filters ? predicate : nil
         var needed = [Bool](repeating: false, count: entity.attributes.count)
-        for i in predicate?.ownAttributes ?? [] { needed[i] = true }
-        for path in sortPaths + dictionaryPaths.map(\.1) where path.steps.isEmpty {
+        for i in filter?.ownAttributes ?? [] { needed[i] = true }
+        for path in valuePaths + dictionaryPaths.map(\.1) where path.steps.isEmpty {
             if case .attribute(let i, _) = path.terminal { needed[i] = true }
         }
         let wantsRecords: Bool = if case .objects = shape { true } else { false }
@@ -143,10 +151,10 @@ extension ObjectContext {
                     if hasPending && pendingIDs.contains(id) { return }
                     try RecordCodec.decode(bytes, entity: entity, needed: needed, into: &scratch)
                     let subject = RecordSubject(id: id, entity: entity, values: scratch, reader: reader)
-                    if let predicate, try !predicate.evaluate(subject) { return }
+                    if let filter, try !filter.evaluate(subject) { return }
                     var candidate = Candidate(
                         id: id,
-                        sortValues: try sortPaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null })
+                        sortValues: try valuePaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null })
                     if wantsRecords { candidate.record = try RecordCodec.decode(bytes, entity: entity) }
                     if !dictionaryPaths.isEmpty {
                         candidate.dictionary = try dictionary(dictionaryPaths, subject)
@@ -205,9 +213,7 @@ extension ObjectContext {
                 }
 
                 let keys = request.sortKeys
-                if plan.sortsInMemory || merges
-                    || !(plan.access == .fullScan || isIndexOrder(plan.access) || plan.rangeInSortOrder)
-                {
+                if sortsAfter {
                     // Sorted by index, so that the sort moves integers rather than candidates.
                     let order = candidates.withUnsafeBufferPointer { buffer in
                         buffer.indices.sorted { a, b in

@@ -36,7 +36,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
         switch access {
         case .fullScan: parts.append("full scan of \(entity)")
         case .indexRanges(let attribute, _, let ranges):
-            parts.append("index \(entity).\(attribute): \(ranges)")
+            parts.append(
+                "index \(entity).\(attribute): \(ranges)" + (filters ? "" : " (the index holds exactly the matches)"))
         case .indexOrder(let attribute, let descending):
             parts.append("index \(entity).\(attribute) in \(descending ? "descending" : "ascending") order")
         }
@@ -61,6 +62,7 @@ enum QueryPlanner {
                 description: choice.description)
             plan.ranges = choice.ranges
             plan.indexPosition = choice.position
+            plan.filters = !choice.exact
             // One range of a scalar index, sorted by that attribute ascending only: index order (value, then
             // primary key) is the requested order, ties included.
             let attribute = entity.attributes[choice.position]
@@ -93,6 +95,11 @@ enum QueryPlanner {
         var ranges: [KeyRange]
         var score: Int
         var description: String
+        /// The ranges hold exactly the rows that satisfy the comparisons (int64 and bool keys, no options, no nil):
+        /// no row needs the predicate evaluated again.
+        var exact = false
+        /// How many conjuncts of the predicate the ranges serve.
+        var conjuncts = 1
     }
 
     /// The best index-served conjunct of the predicate's top-level AND.
@@ -112,11 +119,14 @@ enum QueryPlanner {
             {
                 best = Choice(
                     position: position, ranges: [merged], score: max(current.score, choice.score) + 1,
-                    description: current.description + " and " + choice.description)
+                    description: current.description + " and " + choice.description,
+                    exact: current.exact && choice.exact, conjuncts: current.conjuncts + 1)
                 continue
             }
             if choice.score > (best?.score ?? 0) { best = choice }
         }
+        // Exact only when the ranges serve every conjunct.
+        if best?.conjuncts != conjuncts.count { best?.exact = false }
         return best
     }
 
@@ -132,42 +142,57 @@ enum QueryPlanner {
         }
         func sameType(_ value: Value) -> Bool { value.type == attribute.type }
         let name = attribute.name
-        switch (c.op, c.operand) {
-        case (.equal, .value(let value)) where exactUsable && (value.isNull || sameType(value)):
-            return Choice(
-                position: 0, ranges: [.exactly(key(value).bytes)], score: 10, description: "\(name) == \(value)")
-        case (.in, .list(let values)) where exactUsable && values.allSatisfy({ $0.isNull || sameType($0) }):
-            let keys = Set(values.map { key($0).bytes }).sorted { $0.lexicographicallyPrecedes($1) }
-            return Choice(
-                position: 0, ranges: keys.map { .exactly($0) }, score: 8,
-                description: "\(name) IN \(values.count) values")
-        case (.beginsWith, .value(.string(let prefix)))
-        where c.options.isEmpty && !folded || folded && c.options == .caseDiacriticInsensitive:
-            let k = key(.string(prefix))
-            return Choice(
-                position: 0, ranges: [.prefix(k.bytes)], score: 5, description: "\(name) BEGINSWITH \"\(prefix)\"")
-        case (.between, .list(let values))
-        where values.count == 2 && !folded && c.options.isEmpty && values.allSatisfy(sameType):
-            let (low, high) = (key(values[0]), key(values[1]))
-            return Choice(
-                position: 0, ranges: [KeyRange(lower: .init(low.bytes), upper: .init(high.bytes))], score: 5,
-                description: "\(name) BETWEEN \(values[0]) AND \(values[1])")
-        case (.less, .value(let v)), (.lessOrEqual, .value(let v)), (.greater, .value(let v)),
-            (.greaterOrEqual, .value(let v)):
-            guard !folded, c.options.isEmpty, sameType(v) else { return nil }
-            let k = key(v)
-            // Nil sorts first in the index and matches no ordering comparison: start after it.
-            let nonNull = KeyRange.Bound([IndexKey.valueTag])
-            let range: KeyRange
-            switch c.op {
-            case .less, .lessOrEqual:
-                range = KeyRange(lower: nonNull, upper: .init(k.bytes, inclusive: c.op == .lessOrEqual || k.cut))
-            default:
-                range = KeyRange(lower: .init(k.bytes, inclusive: c.op == .greaterOrEqual || k.cut))
+        var result = choose()
+        // Integers and booleans have one key per value and no NaN: the range is the comparison.
+        if [.int64, .bool].contains(attribute.type), !folded, c.options.isEmpty,
+            [.equal, .in, .between, .less, .lessOrEqual, .greater, .greaterOrEqual].contains(c.op)
+        {
+            switch c.operand {
+            case .value(let value): result?.exact = sameType(value)
+            case .list(let values): result?.exact = values.allSatisfy(sameType)
+            default: break
             }
-            return Choice(position: 0, ranges: [range], score: 3, description: "\(name) \(c.op.rawValue) \(v)")
-        default:
-            return nil
+        }
+        return result
+
+        func choose() -> Choice? {
+            switch (c.op, c.operand) {
+            case (.equal, .value(let value)) where exactUsable && (value.isNull || sameType(value)):
+                return Choice(
+                    position: 0, ranges: [.exactly(key(value).bytes)], score: 10, description: "\(name) == \(value)")
+            case (.in, .list(let values)) where exactUsable && values.allSatisfy({ $0.isNull || sameType($0) }):
+                let keys = Set(values.map { key($0).bytes }).sorted { $0.lexicographicallyPrecedes($1) }
+                return Choice(
+                    position: 0, ranges: keys.map { .exactly($0) }, score: 8,
+                    description: "\(name) IN \(values.count) values")
+            case (.beginsWith, .value(.string(let prefix)))
+            where c.options.isEmpty && !folded || folded && c.options == .caseDiacriticInsensitive:
+                let k = key(.string(prefix))
+                return Choice(
+                    position: 0, ranges: [.prefix(k.bytes)], score: 5, description: "\(name) BEGINSWITH \"\(prefix)\"")
+            case (.between, .list(let values))
+            where values.count == 2 && !folded && c.options.isEmpty && values.allSatisfy(sameType):
+                let (low, high) = (key(values[0]), key(values[1]))
+                return Choice(
+                    position: 0, ranges: [KeyRange(lower: .init(low.bytes), upper: .init(high.bytes))], score: 5,
+                    description: "\(name) BETWEEN \(values[0]) AND \(values[1])")
+            case (.less, .value(let v)), (.lessOrEqual, .value(let v)), (.greater, .value(let v)),
+                (.greaterOrEqual, .value(let v)):
+                guard !folded, c.options.isEmpty, sameType(v) else { return nil }
+                let k = key(v)
+                // Nil sorts first in the index and matches no ordering comparison: start after it.
+                let nonNull = KeyRange.Bound([IndexKey.valueTag])
+                let range: KeyRange
+                switch c.op {
+                case .less, .lessOrEqual:
+                    range = KeyRange(lower: nonNull, upper: .init(k.bytes, inclusive: c.op == .lessOrEqual || k.cut))
+                default:
+                    range = KeyRange(lower: .init(k.bytes, inclusive: c.op == .greaterOrEqual || k.cut))
+                }
+                return Choice(position: 0, ranges: [range], score: 3, description: "\(name) \(c.op.rawValue) \(v)")
+            default:
+                return nil
+            }
         }
     }
 
