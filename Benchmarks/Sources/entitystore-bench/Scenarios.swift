@@ -244,12 +244,13 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
             let statement = sqlite.prepare(sql)
             for _ in 0..<3 {
                 var start = now()
-                entitystore_profile_toggle()
+                let profiled = name.contains(ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] ?? "")
+                if profiled { entitystore_profile_toggle() }
                 for _ in 0..<repeats {
                     let context = ObjectContext(store: store)
                     consume(try context.fetch(request).count)
                 }
-                entitystore_profile_toggle()
+                if profiled { entitystore_profile_toggle() }
                 report.record(name, "EntityStore", "s", (now() - start) / Double(repeats))
                 start = now()
                 for _ in 0..<repeats {
