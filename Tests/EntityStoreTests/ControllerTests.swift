@@ -330,3 +330,35 @@ import Testing
         #expect(delegate.take().count == 2)  // two moves: minimal for a reversal of three
     }
 }
+
+@Suite struct ControllerSavedOnlyTests {
+    /// With `includesPendingChanges == false` the controller shows the saved state: unsaved changes deliver
+    /// nothing, and the save delivers them.
+    @Test func aControllerWithoutPendingChangesFollowsSaves() throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        try world.add("k1", group: "K", rank: 1)
+        try world.add("k2", group: "K", rank: 2)
+        try world.context.save()
+        let delegate = RecordingDelegate()
+        var request = FetchRequest(entity: "Item", sortKeys: [SortKey("rank")])
+        request.includesPendingChanges = false
+        let controller = FetchedResultsController(
+            fetchRequest: request, context: world.context, sectionNameKeyPath: "group")
+        controller.delegate = delegate
+        try controller.performFetch()
+        for (title, item) in world.items { delegate.names[item.objectID] = title }
+
+        let k3 = try world.add("k3", group: "K", rank: 0)
+        delegate.names[k3.objectID] = "k3"
+        try world.items["k2"]!.setValue(.string("L"), forKey: "group")
+        world.context.processPendingChanges()
+        #expect(delegate.take().isEmpty, "unsaved changes are not shown")
+        #expect(world.layout(controller) == "K:k1,k2")
+
+        try world.context.save()
+        // k2 moves into a new section: lowered to its delete, the section insert brings it.
+        #expect(delegate.take() == ["del k2 [0,1]", "sins 1", "ins k3 [0,0]"])
+        #expect(world.layout(controller) == "K:k3,k1 L:k2")
+    }
+}

@@ -13,7 +13,10 @@ extension FetchedResultsController {
     /// Applies a processed change record: user-driven changes first (silently, unless the delegate asks for
     /// them), then the others, delivered against the state after the user's changes.
     func handle(_ record: ChangeRecord) {
-        guard hasFetched, let plan, record.kind != .didSave else { return }
+        guard hasFetched, let plan else { return }
+        // With pending changes the controller follows the context's processed changes (a save's record repeats
+        // them); without, it shows the stored state: saves and merges only.
+        if fetchRequest.includesPendingChanges ? record.kind == .didSave : record.kind == .objectsDidChange { return }
         // One entry per affected object: the keys that changed, and whether every change to it was user-driven.
         var affected: [ObjectID: AffectedRow] = [:]
         affected.reserveCapacity(record.changes.count)
