@@ -44,6 +44,21 @@ public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 }
 
+extension Sequence where Element == ObjectID {
+    /// The IDs in order (entity name, then primary key): when they share one entity, as they usually do, by
+    /// primary key alone, without comparing names.
+    func sortedIDs() -> [ObjectID] {
+        var ids = Array(self)
+        guard let first = ids.first?.entityName else { return ids }
+        if ids.allSatisfy({ $0.entityName == first }) {
+            ids.sort { $0.primaryKey < $1.primaryKey }
+        } else {
+            ids.sort()
+        }
+        return ids
+    }
+}
+
 extension ObjectID: Codable {
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)

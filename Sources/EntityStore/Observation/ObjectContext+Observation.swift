@@ -86,7 +86,7 @@ extension ObjectContext {
         userDrivenTouched = []
         otherTouched = []
         var changes: [ObjectChange] = []
-        for id in snapshot.keys.sorted() {
+        for id in snapshot.keys.sortedIDs() {
             guard let before = snapshot[id], var change = difference(id, before) else { continue }
             change.isUserDriven = userDriven.contains(id)
             unsavedUserDriven[id] = (unsavedUserDriven[id] ?? true) && change.isUserDriven

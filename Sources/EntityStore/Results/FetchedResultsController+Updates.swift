@@ -113,7 +113,7 @@ extension FetchedResultsController {
         return try context.store.environment.read { txn in
             let reader = FetchReader(txn: txn, store: context.store, context: context, includesPending: includesPending)
             var result: [Row] = []
-            for id in ids.sorted() {
+            for id in ids.sortedIDs() {
                 guard let subject = try reader.subject(for: id) else { continue }
                 if let predicate = plan.predicate, try !predicate.evaluate(subject) { continue }
                 let keys = try plan.keyPaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null }
