@@ -168,7 +168,7 @@ extension ObjectContext {
     {
         var changes: [ObjectChange] = []
         for object in objects {
-            let names = object.entity.attributes.map(\.name)
+            let names = attributeNames(of: object.entity)
             let userDriven = unsavedUserDriven[object.objectID] ?? false
             if object.isDeleted {
                 guard !object.isInserted else { continue }
@@ -176,7 +176,7 @@ extension ObjectContext {
                 changes.append(
                     ObjectChange(
                         objectID: object.objectID, kind: .delete, changedKeys: names,
-                        oldValues: Dictionary(uniqueKeysWithValues: zip(names, old)),
+                        old: .positional(names: names, values: old), new: .dictionary([:]),
                         oldRelationships: object.committedRelated.mapValues { $0.sorted() }, isUserDriven: userDriven))
                 continue
             }
@@ -190,8 +190,8 @@ extension ObjectContext {
             if object.isInserted {
                 changes.append(
                     ObjectChange(
-                        objectID: object.objectID, kind: .insert, changedKeys: names,
-                        newValues: Dictionary(uniqueKeysWithValues: zip(names, final ?? [])), isUserDriven: userDriven))
+                        objectID: object.objectID, kind: .insert, changedKeys: names, old: .dictionary([:]),
+                        new: .positional(names: names, values: final ?? []), isUserDriven: userDriven))
                 continue
             }
             var keys: [String] = []

@@ -20,26 +20,79 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     /// The attributes and relationships that changed (for an insert or a delete: every attribute).
     public var changedKeys: [String]
     /// The attributes' values before the change (for an update: the changed ones; for a delete: all of them).
-    public var oldValues: [String: Value]
+    public var oldValues: [String: Value] {
+        get { oldStorage.dictionary }
+        set { oldStorage = .dictionary(newValue) }
+    }
     /// The attributes' values after the change (for an update: the changed ones; for an insert: all of them).
-    public var newValues: [String: Value]
+    public var newValues: [String: Value] {
+        get { newStorage.dictionary }
+        set { newStorage = .dictionary(newValue) }
+    }
     /// The relationships' targets before the change, for the changed relationships that were loaded.
     public var oldRelationships: [String: [ObjectID]]
     /// Whether the change was made inside a user-driven scope (``ObjectContext/performUserDrivenChanges(_:)``).
     public var isUserDriven: Bool
+
+    /// Values by name: a dictionary, or (for an insert's or a delete's every attribute) the attribute names and
+    /// the object's values array as they are, so that a bulk save builds no dictionary nobody reads.
+    enum ValueStorage: Sendable {
+        case dictionary([String: Value])
+        case positional(names: [String], values: [Value])
+
+        var dictionary: [String: Value] {
+            switch self {
+            case .dictionary(let values): values
+            case .positional(let names, let values):
+                Dictionary(zip(names, values), uniquingKeysWith: { first, _ in first })
+            }
+        }
+
+        var isEmpty: Bool {
+            switch self {
+            case .dictionary(let values): values.isEmpty
+            case .positional(let names, let values): names.isEmpty || values.isEmpty
+            }
+        }
+    }
+
+    var oldStorage: ValueStorage
+    var newStorage: ValueStorage
 
     /// Creates a change.
     public init(
         objectID: ObjectID, kind: Kind, changedKeys: [String], oldValues: [String: Value] = [:],
         newValues: [String: Value] = [:], oldRelationships: [String: [ObjectID]] = [:], isUserDriven: Bool = false
     ) {
+        self.init(
+            objectID: objectID, kind: kind, changedKeys: changedKeys, old: .dictionary(oldValues),
+            new: .dictionary(newValues), oldRelationships: oldRelationships, isUserDriven: isUserDriven)
+    }
+
+    init(
+        objectID: ObjectID, kind: Kind, changedKeys: [String], old: ValueStorage, new: ValueStorage,
+        oldRelationships: [String: [ObjectID]] = [:], isUserDriven: Bool = false
+    ) {
         self.objectID = objectID
         self.kind = kind
         self.changedKeys = changedKeys
-        self.oldValues = oldValues
-        self.newValues = newValues
+        oldStorage = old
+        newStorage = new
         self.oldRelationships = oldRelationships
         self.isUserDriven = isUserDriven
+    }
+
+    public static func == (lhs: ObjectChange, rhs: ObjectChange) -> Bool {
+        lhs.objectID == rhs.objectID && lhs.kind == rhs.kind && lhs.changedKeys == rhs.changedKeys
+            && lhs.oldValues == rhs.oldValues && lhs.newValues == rhs.newValues
+            && lhs.oldRelationships == rhs.oldRelationships && lhs.isUserDriven == rhs.isUserDriven
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(objectID)
+        hasher.combine(kind)
+        hasher.combine(changedKeys)
+        hasher.combine(isUserDriven)
     }
 
     public var description: String {

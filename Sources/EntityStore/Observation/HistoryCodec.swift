@@ -35,8 +35,8 @@ enum HistoryCodec {
             RecordCodec.appendVarint(UInt64(change.changedKeys.count), &out)
             for key in change.changedKeys { appendString(key, &out) }
             // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
-            appendValues(change.oldValues, &out)
-            appendValues(change.kind == .insert ? [:] : change.newValues, &out)
+            appendValues(change.oldStorage, &out)
+            appendValues(change.kind == .insert ? .dictionary([:]) : change.newStorage, &out)
             RecordCodec.appendVarint(UInt64(change.oldRelationships.count), &out)
             for (key, ids) in change.oldRelationships.isEmpty
                 ? [] : change.oldRelationships.sorted(by: { $0.key < $1.key })
@@ -53,9 +53,13 @@ enum HistoryCodec {
     }
 
     /// Values by key, in key order.
-    static func appendValues(_ values: [String: Value], _ out: inout [UInt8]) {
+    static func appendValues(_ storage: ObjectChange.ValueStorage, _ out: inout [UInt8]) {
+        if storage.isEmpty {
+            RecordCodec.appendVarint(0, &out)
+            return
+        }
+        let values = storage.dictionary
         RecordCodec.appendVarint(UInt64(values.count), &out)
-        guard !values.isEmpty else { return }
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             appendString(key, &out)
             appendValue(value, &out)

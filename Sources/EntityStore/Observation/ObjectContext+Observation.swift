@@ -127,25 +127,28 @@ extension ObjectContext {
         lastPending = (id, userDriven)
     }
 
+    /// The attributes' names of `entity`, shared from the store's layout.
+    func attributeNames(of entity: Entity) -> [String] {
+        (try? store.storage(for: entity.name))?.attributeNames ?? entity.attributes.map(\.name)
+    }
+
     /// The change between an object's recorded state and its state now; `nil` when nothing changed.
     func difference(_ id: ObjectID, _ before: ObjectState?) -> ObjectChange? {
         let object = registered[id] ?? before?.object
         let wasAlive = before.map { !$0.isDeleted } ?? false
         let isAlive = object.map { !$0.isDeleted && $0.context === self } ?? false
         let attributes = object?.entity.attributes ?? []
-        func named(_ values: [Value]?) -> [String: Value] {
-            guard let values else { return [:] }
-            return Dictionary(uniqueKeysWithValues: zip(attributes.map(\.name), values))
-        }
+        let names = object.map { attributeNames(of: $0.entity) } ?? []
         switch (wasAlive, isAlive) {
         case (false, true):
             return ObjectChange(
-                objectID: id, kind: .insert, changedKeys: attributes.map(\.name), newValues: named(object?.values))
+                objectID: id, kind: .insert, changedKeys: names, old: .dictionary([:]),
+                new: .positional(names: names, values: object?.values ?? []))
         case (true, false):
             let old = before?.values ?? before?.committed
             return ObjectChange(
-                objectID: id, kind: .delete, changedKeys: attributes.map(\.name), oldValues: named(old),
-                oldRelationships: before?.related.mapValues { $0.sorted() } ?? [:])
+                objectID: id, kind: .delete, changedKeys: names, old: .positional(names: names, values: old ?? []),
+                new: .dictionary([:]), oldRelationships: before?.related.mapValues { $0.sorted() } ?? [:])
         case (true, true):
             guard let before, let object else { return nil }
             var keys: [String] = []

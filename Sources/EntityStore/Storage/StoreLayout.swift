@@ -35,6 +35,8 @@ struct EntityStorage: Sendable {
     let indexes: [Int: Database]
     /// Relationship databases by relationship name.
     let relationships: [String: Database]
+    /// The attributes' names in record order (one shared array for every change record of the entity).
+    let attributeNames: [String]
 
     static func open(_ entity: Entity, in txn: ReadTransaction, create: Bool) throws -> EntityStorage {
         let records = try txn.openDatabase(StoreNames.records(entity.name), create: create)
@@ -48,6 +50,8 @@ struct EntityStorage: Sendable {
             relationships[relationship.name] = try txn.openDatabase(
                 StoreNames.relationship(entity.name, relationship.name), dupSort: true, create: create)
         }
-        return EntityStorage(entity: entity, records: records, indexes: indexes, relationships: relationships)
+        return EntityStorage(
+            entity: entity, records: records, indexes: indexes, relationships: relationships,
+            attributeNames: entity.attributes.map(\.name))
     }
 }
