@@ -236,4 +236,25 @@ import Testing
             _ = temporary
         }
     }
+
+    /// A save appends its new records when their keys are above every stored key, and puts them in place when
+    /// another context saved higher keys first.
+    @Test func insertsBelowAnotherContextsSavedKeysArePutInPlace() throws {
+        try withStore { store, _ throws in
+            let first = ObjectContext(store: store)
+            let second = ObjectContext(store: store)
+            let early = try first.insert("Tag")  // the first block of keys
+            try early.setValue("early", forKey: "name")
+            for i in 0..<300 {  // the second context goes past a block
+                try second.insert("Tag").setValue(.string("second \(i)"), forKey: "name")
+            }
+            try second.save()
+            for i in 0..<5 { try first.insert("Tag").setValue(.string("first \(i)"), forKey: "name") }
+            try first.save()
+            let all = try ObjectContext(store: store).fetch(FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]))
+            #expect(all.count == 306)
+            #expect(try store.checkIntegrity().findings.isEmpty)
+            #expect(try ObjectContext(store: store).existingObject(with: early.objectID)["name"] == "early")
+        }
+    }
 }

@@ -64,16 +64,18 @@ func s1(_ report: Report, _ n: Int) throws {
     for _ in 0..<3 {
         var path = temporaryDirectory("s1-es")
         var start = now()
+        if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "context" { entitystore_profile_toggle() }
         _ = try entityStore(path, items)
+        if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "context" { entitystore_profile_toggle() }
         report.record(name, "EntityStore context", "s/op", (now() - start) / Double(n))
         try? FileManager.default.removeItem(atPath: path)
 
         path = temporaryDirectory("s1-batch")
         start = now()
         let store = try PersistentStore.open(path: path, schema: benchSchema(), options: .init(mapSize: 1 << 30))
-        entitystore_profile_toggle()
+        if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "batch" { entitystore_profile_toggle() }
         try store.batchInsert(into: "Item", objects: items.map(\.values))
-        entitystore_profile_toggle()
+        if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "batch" { entitystore_profile_toggle() }
         report.record(name, "EntityStore batchInsert", "s/op", (now() - start) / Double(n))
         try? FileManager.default.removeItem(atPath: path)
 

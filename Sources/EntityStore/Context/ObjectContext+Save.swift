@@ -127,6 +127,8 @@ extension ObjectContext {
         return try mappingStorageErrors("saving") {
             try store.environment.write { txn in
                 var writer = ChangeWriter(store: store, txn: txn)
+                writer.appendable = Set(
+                    objects.lazy.filter { $0.isInserted && !$0.isDeleted }.map(\.objectID.entityName))
                 var failures = requiredFailures
                 var conflicts: [EntityStoreError.Failure] = []
                 var resolutions: [ObjectID: ChangeWriter.Resolution] = [:]

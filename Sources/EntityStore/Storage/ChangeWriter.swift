@@ -7,6 +7,9 @@ struct ChangeWriter {
     let txn: WriteTransaction
     var buffer: [UInt8] = []
     var keyBuffer: [UInt8] = []
+    /// Entities whose inserts in this save go in ascending key order above every stored key so far: LMDB appends
+    /// them (a save writes its objects in ID order, and a context's keys come from its own ascending blocks).
+    var appendable: Set<String> = []
 
     init(store: PersistentStore, txn: WriteTransaction) {
         self.store = store
@@ -82,8 +85,17 @@ struct ChangeWriter {
         let storage = try store.storage(for: object.entity.name)
         let values = object.values ?? object.entity.attributes.map(\.defaultValue)
         RecordCodec.encode(values, rowVersion: 1, into: &buffer)
-        try buffer.withUnsafeBytes {
-            try txn.put(object.objectID.primaryKey, $0, in: storage.records, flags: appending ? .append : .noOverwrite)
+        let pk = object.objectID.primaryKey
+        let append = appending || appendable.contains(object.entity.name)
+        do {
+            try buffer.withUnsafeBytes {
+                try txn.put(pk, $0, in: storage.records, flags: append ? .append : .noOverwrite)
+            }
+        } catch let error as LMDBError where error.code == .keyExists && append && !appending {
+            // A key below the last stored one (another context's block was saved first): LMDB refused the append
+            // without writing anything; put it in its place, and stop appending for this entity in this save.
+            appendable.remove(object.entity.name)
+            try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .noOverwrite) }
         }
         for (i, index) in storage.indexes {
             try putIndex(values[i], object.entity.attributes[i], object.objectID.primaryKey, index)
