@@ -138,6 +138,10 @@ final class Recorder {
             #expect(try store.pruneHistory(before: Date().addingTimeInterval(60)) == 3)
             #expect(try store.history().isEmpty)
             #expect(try store.lastTransaction() == 5)  // numbering goes on
+            try context.insert("Tag").setValue("after", forKey: "name")
+            try context.save()
+            #expect(try store.history().map(\.transaction) == [6])
+            #expect(try store.checkIntegrity().findings.isEmpty)
         }
     }
 

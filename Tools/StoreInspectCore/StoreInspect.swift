@@ -83,6 +83,11 @@ public enum StoreInspect {
             case .truncatedDataFile, .notAnEnvironment, .corrupted, .invalid, .pageNotFound, .unsafeFile,
                 .databaseNotFound:
                 return CommandFailure(code: ExitCode.corruptData, message: message)
+            case .badTransaction:
+                // The tool only reads, one transaction at a time: LMDB fails a read transaction only after it met
+                // a damaged page (some cursor moves report that as "no more entries" and mark the transaction).
+                return CommandFailure(
+                    code: ExitCode.corruptData, message: message + "; the store's pages are damaged")
             case .versionMismatch: return CommandFailure(code: ExitCode.formatTooNew, message: message)
             default:
                 if error.code.rawValue == ENOTDIR {

@@ -5,7 +5,7 @@ extension PersistentStore {
     /// The number of the last saved transaction in the history (0 before the first save).
     public func lastTransaction() throws -> UInt64 {
         try mappingStorageErrors("reading the last transaction") {
-            try environment.read { txn in try Self.historySequence(txn, meta: meta) }
+            try environment.read { txn in try historySequence(txn) }
         }
     }
 
@@ -51,6 +51,8 @@ extension PersistentStore {
     private func prune(_ doomed: (UInt64, ChangeRecord) -> Bool) throws -> Int {
         try mappingStorageErrors("pruning the history") {
             try environment.write { txn in
+                // Keep the sequence's high-water mark: numbering goes on after the newest entries are pruned.
+                try txn.put(StoreNames.MetaKey.historySequence, IndexKey.primaryKey(try historySequence(txn)), in: meta)
                 var keys: [UInt64] = []
                 try txn.forEach(in: historyDatabase) { key, value in
                     let (record, number) = try HistoryCodec.decode(value)
@@ -64,17 +66,26 @@ extension PersistentStore {
         }
     }
 
-    static func historySequence(_ txn: ReadTransaction, meta: Database) throws -> UInt64 {
-        guard let bytes = try txn.get(StoreNames.MetaKey.historySequence, in: meta) else { return 0 }
-        return try IndexKey.primaryKey(from: bytes)
+    /// The number of the last saved transaction: the newest history entry's, or the high-water mark kept in the
+    /// meta database when pruning (stores written before the mark was only kept at pruning hold it too).
+    func historySequence(_ txn: ReadTransaction) throws -> UInt64 {
+        let mark =
+            try txn.get(StoreNames.MetaKey.historySequence, in: meta).map { try IndexKey.primaryKey(from: $0) } ?? 0
+        var newest: UInt64 = 0
+        try txn.forEach(in: historyDatabase, reverse: true) { key, _ in
+            newest = try IndexKey.primaryKey(from: key)
+            return .stop
+        }
+        return max(mark, newest)
     }
 
-    /// Appends one history entry in the save's write transaction; returns its transaction number.
+    /// Appends one history entry in the save's write transaction; returns its transaction number. The entry goes
+    /// at the end of the history database (appended), and nothing else is written: a save of one object touches
+    /// as few pages as it can.
     func appendHistory(_ record: ChangeRecord, _ txn: WriteTransaction) throws -> UInt64 {
-        let number = try Self.historySequence(txn, meta: meta) + 1
-        try txn.put(StoreNames.MetaKey.historySequence, IndexKey.primaryKey(number), in: meta)
+        let number = try historySequence(txn) + 1
         let bytes = HistoryCodec.encode(record, transaction: number)
-        try bytes.withUnsafeBytes { try txn.put(number, $0, in: historyDatabase) }
+        try bytes.withUnsafeBytes { try txn.put(number, $0, in: historyDatabase, flags: .append) }
         return number
     }
 }

@@ -187,7 +187,7 @@ extension PersistentStore {
                     }
                     return .continue
                 }
-                let last = try Self.historySequence(txn, meta: meta)
+                let last = try historySequence(txn)
                 if let previous, previous != last {
                     findings.append(
                         .init(
