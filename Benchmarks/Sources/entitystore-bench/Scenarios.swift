@@ -127,7 +127,10 @@ func s2(_ report: Report, _ saves: Int) throws {
         for i in 0..<saves {
             try object.setValue(.int(Int64(i)), forKey: "score")
             let start = now()
+            let profiled = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "save"
+            if profiled { entitystore_profile_toggle() }
             try context.save()
+            if profiled { entitystore_profile_toggle() }
             times.append(now() - start)
         }
         report.record(name, "EntityStore", "s/op", times.sorted()[times.count / 2])
