@@ -129,6 +129,8 @@ extension ObjectContext {
         let valuePaths = objectsOnly && !sortsAfter ? [] : sortPaths
         // The predicate runs on each stored row unless the index ranges are exactly its rows.
         let filter = plan.filters ? predicate : nil
+        // Simple comparisons of scalars are first tested on the encoded record.
+        let recordFilter = filter.flatMap { RecordFilter($0.source, entity: entity) }
         var needed = [Bool](repeating: false, count: entity.attributes.count)
         for i in filter?.ownAttributes ?? [] { needed[i] = true }
         for path in valuePaths + dictionaryPaths.map(\.1) where path.steps.isEmpty {
@@ -147,6 +149,7 @@ extension ObjectContext {
                 let hasPending = !pendingIDs.isEmpty
                 var scratch: [Value] = []  // one array for every record of the scan
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
+                    if recordFilter?.matches(bytes) == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
                     if hasPending && pendingIDs.contains(id) { return }
                     try RecordCodec.decode(bytes, entity: entity, needed: needed, into: &scratch)

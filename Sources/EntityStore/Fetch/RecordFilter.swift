@@ -1,0 +1,161 @@
+import Foundation
+
+/// A predicate that is a comparison, or an AND of comparisons, of the entity's own int64, double, date or bool
+/// attributes with constants of the same type, evaluated on the encoded record: no `Value`, no subject, no
+/// allocation per record. A scan asks it first; only the records it accepts go through the full evaluator.
+///
+/// Its answers are those of ``CompiledPredicate`` (the tests compare both on random records): nil matches only
+/// `!=`, doubles and dates compare as `<` and `>` do (so NaN is "the same" as anything, as the evaluator has it),
+/// booleans order false before true.
+struct RecordFilter {
+    enum Scalar: Equatable {
+        case int(Int64)
+        case double(Double)  // doubles and dates
+        case bool(Bool)
+    }
+
+    enum Test {
+        case compare(FetchPredicate.Operator, Scalar)
+        case oneOf([Scalar])
+        case between(Scalar, Scalar)
+    }
+
+    /// Tests by attribute position, in record order.
+    let tests: [(attribute: Int, test: Test)]
+    let types: [AttributeType]
+    let last: Int
+
+    /// A filter for `predicate` on `entity`, or `nil` when the predicate has another shape.
+    init?(_ predicate: FetchPredicate, entity: Entity) {
+        let parts: [FetchPredicate]
+        if case .and(let conjuncts) = predicate { parts = conjuncts } else { parts = [predicate] }
+        var tests: [(attribute: Int, test: Test)] = []
+        for part in parts {
+            guard case .comparison(let c) = part, c.quantifier == nil, c.options.isEmpty, c.keyPath.count == 1,
+                let index = entity.attributeIndex(c.keyPath[0])
+            else { return nil }
+            let type = entity.attributes[index].type
+            func scalar(_ value: Value) -> Scalar? {
+                switch (type, value) {
+                case (.int64, .int(let v)): .int(v)
+                case (.double, .double(let v)): .double(v)
+                case (.date, .date(let v)): .double(v.timeIntervalSinceReferenceDate)
+                case (.bool, .bool(let v)): .bool(v)
+                default: nil
+                }
+            }
+            switch (c.op, c.operand) {
+            case (.equal, .value(let v)), (.notEqual, .value(let v)), (.less, .value(let v)),
+                (.lessOrEqual, .value(let v)), (.greater, .value(let v)), (.greaterOrEqual, .value(let v)):
+                guard let s = scalar(v) else { return nil }
+                tests.append((index, .compare(c.op, s)))
+            case (.in, .list(let values)):
+                let scalars = values.compactMap(scalar)
+                guard scalars.count == values.count else { return nil }
+                tests.append((index, .oneOf(scalars)))
+            case (.between, .list(let values)) where values.count == 2:
+                guard let low = scalar(values[0]), let high = scalar(values[1]) else { return nil }
+                tests.append((index, .between(low, high)))
+            default:
+                return nil
+            }
+        }
+        guard !tests.isEmpty else { return nil }
+        self.tests = tests.sorted { $0.attribute < $1.attribute }
+        types = entity.attributes.map(\.type)
+        last = self.tests.last!.attribute
+    }
+
+    /// Whether the record matches; `nil` when the bytes are not what the entity's records look like (the caller
+    /// then takes the full path, which reports the damage).
+    func matches(_ bytes: UnsafeRawBufferPointer) -> Bool? {
+        var offset = 0
+        func byte() -> UInt8? {
+            guard offset < bytes.count else { return nil }
+            defer { offset += 1 }
+            return bytes[offset]
+        }
+        func varint() -> UInt64? {
+            var result: UInt64 = 0
+            var shift: UInt64 = 0
+            while shift < 64 {
+                guard let next = byte() else { return nil }
+                result |= UInt64(next & 0x7F) << shift
+                if next & 0x80 == 0 { return result }
+                shift += 7
+            }
+            return nil
+        }
+        func fixed64() -> UInt64? {
+            guard offset + 8 <= bytes.count else { return nil }
+            defer { offset += 8 }
+            return bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian
+        }
+        guard byte() == RecordCodec.formatVersion, varint() != nil, let count = varint(), count == UInt64(types.count)
+        else { return nil }
+        let bitmapStart = offset
+        offset += (types.count + 7) / 8
+        guard offset <= bytes.count else { return nil }
+        var next = 0
+        for i in 0...last {
+            let isNull = bytes[bitmapStart + i / 8] & (1 << UInt8(i % 8)) != 0
+            var value: Scalar?
+            if !isNull {
+                guard byte() == RecordCodec.tag(of: types[i]) else { return nil }
+                switch types[i] {
+                case .bool:
+                    guard let raw = byte(), raw <= 1 else { return nil }
+                    value = .bool(raw == 1)
+                case .int64:
+                    guard let raw = varint() else { return nil }
+                    value = .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
+                case .double, .date:
+                    guard let raw = fixed64() else { return nil }
+                    value = .double(Double(bitPattern: raw))
+                case .uuid:
+                    offset += 16
+                case .string, .binary, .decimal:
+                    guard let length = varint(), length <= UInt64(bytes.count - offset) else { return nil }
+                    offset += Int(length)
+                }
+                guard offset <= bytes.count else { return nil }
+            }
+            while next < tests.count && tests[next].attribute == i {
+                if !Self.passes(value, tests[next].test) { return false }
+                next += 1
+            }
+        }
+        return true
+    }
+
+    /// The order of two scalars of one type, as the evaluator orders them (`nil` for nil).
+    static func order(_ a: Scalar?, _ b: Scalar) -> ComparisonResult? {
+        switch (a, b) {
+        case (.int(let x)?, .int(let y)): x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        case (.double(let x)?, .double(let y)): x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        case (.bool(let x)?, .bool(let y)): x == y ? .orderedSame : (!x ? .orderedAscending : .orderedDescending)
+        default: nil
+        }
+    }
+
+    static func passes(_ value: Scalar?, _ test: Test) -> Bool {
+        switch test {
+        case .compare(let op, let constant):
+            let order = Self.order(value, constant)
+            switch op {
+            case .equal: return order == .orderedSame
+            case .notEqual: return order != .orderedSame
+            case .less: return order == .orderedAscending
+            case .lessOrEqual: return order != nil && order != .orderedDescending
+            case .greater: return order == .orderedDescending
+            case .greaterOrEqual: return order != nil && order != .orderedAscending
+            default: return false
+            }
+        case .oneOf(let constants):
+            return constants.contains { Self.order(value, $0) == .orderedSame }
+        case .between(let low, let high):
+            guard let lower = Self.order(value, low), let upper = Self.order(value, high) else { return false }
+            return lower != .orderedAscending && upper != .orderedDescending
+        }
+    }
+}
