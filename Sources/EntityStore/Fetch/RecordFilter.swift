@@ -69,63 +69,70 @@ struct RecordFilter {
     /// Whether the record matches; `nil` when the bytes are not what the entity's records look like (the caller
     /// then takes the full path, which reports the damage).
     func matches(_ bytes: UnsafeRawBufferPointer) -> Bool? {
+        guard let base = bytes.baseAddress else { return nil }
+        let count = bytes.count
         var offset = 0
-        func byte() -> UInt8? {
-            guard offset < bytes.count else { return nil }
-            defer { offset += 1 }
-            return bytes[offset]
-        }
-        func varint() -> UInt64? {
+        @inline(__always) func varint() -> UInt64? {
             var result: UInt64 = 0
             var shift: UInt64 = 0
-            while shift < 64 {
-                guard let next = byte() else { return nil }
+            while shift < 64, offset < count {
+                let next = base.load(fromByteOffset: offset, as: UInt8.self)
+                offset += 1
                 result |= UInt64(next & 0x7F) << shift
                 if next & 0x80 == 0 { return result }
                 shift += 7
             }
             return nil
         }
-        func fixed64() -> UInt64? {
-            guard offset + 8 <= bytes.count else { return nil }
-            defer { offset += 8 }
-            return bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian
-        }
-        guard byte() == RecordCodec.formatVersion, varint() != nil, let count = varint(), count == UInt64(types.count)
-        else { return nil }
+        guard count > 0, base.load(as: UInt8.self) == RecordCodec.formatVersion else { return nil }
+        offset = 1
+        guard varint() != nil, let attributes = varint(), attributes == UInt64(types.count) else { return nil }
         let bitmapStart = offset
         offset += (types.count + 7) / 8
-        guard offset <= bytes.count else { return nil }
-        var next = 0
-        for i in 0...last {
-            let isNull = bytes[bitmapStart + i / 8] & (1 << UInt8(i % 8)) != 0
-            var value: Scalar?
-            if !isNull {
-                guard byte() == RecordCodec.tag(of: types[i]) else { return nil }
-                switch types[i] {
-                case .bool:
-                    guard let raw = byte(), raw <= 1 else { return nil }
-                    value = .bool(raw == 1)
-                case .int64:
-                    guard let raw = varint() else { return nil }
-                    value = .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
-                case .double, .date:
-                    guard let raw = fixed64() else { return nil }
-                    value = .double(Double(bitPattern: raw))
-                case .uuid:
-                    offset += 16
-                case .string, .binary, .decimal:
-                    guard let length = varint(), length <= UInt64(bytes.count - offset) else { return nil }
-                    offset += Int(length)
+        guard offset <= count else { return nil }
+        return types.withUnsafeBufferPointer { types in
+            tests.withUnsafeBufferPointer { tests in
+                var next = 0
+                for i in 0...last {
+                    let isNull =
+                        base.load(fromByteOffset: bitmapStart + i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0
+                    var value: Scalar?
+                    if !isNull {
+                        guard offset < count,
+                            base.load(fromByteOffset: offset, as: UInt8.self) == RecordCodec.tag(of: types[i])
+                        else { return nil }
+                        offset += 1
+                        switch types[i] {
+                        case .bool:
+                            guard offset < count else { return nil }
+                            let raw = base.load(fromByteOffset: offset, as: UInt8.self)
+                            offset += 1
+                            guard raw <= 1 else { return nil }
+                            value = .bool(raw == 1)
+                        case .int64:
+                            guard let raw = varint() else { return nil }
+                            value = .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
+                        case .double, .date:
+                            guard offset + 8 <= count else { return nil }
+                            let raw = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian
+                            offset += 8
+                            value = .double(Double(bitPattern: raw))
+                        case .uuid:
+                            offset += 16
+                        case .string, .binary, .decimal:
+                            guard let length = varint(), length <= UInt64(count - offset) else { return nil }
+                            offset += Int(length)
+                        }
+                        guard offset <= count else { return nil }
+                    }
+                    while next < tests.count && tests[next].attribute == i {
+                        if !Self.passes(value, tests[next].test) { return false }
+                        next += 1
+                    }
                 }
-                guard offset <= bytes.count else { return nil }
-            }
-            while next < tests.count && tests[next].attribute == i {
-                if !Self.passes(value, tests[next].test) { return false }
-                next += 1
+                return true
             }
         }
-        return true
     }
 
     /// The order of two scalars of one type, as the evaluator orders them (`nil` for nil).
