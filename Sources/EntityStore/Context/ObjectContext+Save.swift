@@ -197,15 +197,16 @@ extension ObjectContext {
                 continue
             }
             var keys: [String] = []
-            var old: [String: Value] = [:]
-            var new: [String: Value] = [:]
+            var old: [Value] = []
+            var new: [Value] = []
             if let final, let committed = object.committed {
                 for i in names.indices where final[i] != committed[i] {
                     keys.append(names[i])
-                    old[names[i]] = committed[i]
-                    new[names[i]] = final[i]
+                    old.append(committed[i])
+                    new.append(final[i])
                 }
             }
+            let changedAttributes = keys
             var oldRelationships: [String: [ObjectID]] = [:]
             for (name, targets) in object.related.sorted(by: { $0.key < $1.key })
             where object.committedRelated[name] != targets {
@@ -215,8 +216,10 @@ extension ObjectContext {
             guard !keys.isEmpty else { continue }
             changes.append(
                 ObjectChange(
-                    objectID: object.objectID, kind: .update, changedKeys: keys, oldValues: old, newValues: new,
-                    oldRelationships: oldRelationships, isUserDriven: userDriven))
+                    objectID: object.objectID, kind: .update, changedKeys: keys,
+                    old: .positional(names: changedAttributes, values: old),
+                    new: .positional(names: changedAttributes, values: new), oldRelationships: oldRelationships,
+                    isUserDriven: userDriven))
         }
         return changes
     }

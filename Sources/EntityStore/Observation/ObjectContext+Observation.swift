@@ -137,7 +137,6 @@ extension ObjectContext {
         let object = registered[id] ?? before?.object
         let wasAlive = before.map { !$0.isDeleted } ?? false
         let isAlive = object.map { !$0.isDeleted && $0.context === self } ?? false
-        let attributes = object?.entity.attributes ?? []
         let names = object.map { attributeNames(of: $0.entity) } ?? []
         switch (wasAlive, isAlive) {
         case (false, true):
@@ -151,16 +150,18 @@ extension ObjectContext {
                 new: .dictionary([:]), oldRelationships: before?.related.mapValues { $0.sorted() } ?? [:])
         case (true, true):
             guard let before, let object else { return nil }
+            // The changed attributes' names and values as arrays: the dictionaries are built only when read.
             var keys: [String] = []
-            var old: [String: Value] = [:]
-            var new: [String: Value] = [:]
+            var old: [Value] = []
+            var new: [Value] = []
             if let previous = before.values ?? before.committed, let current = object.values {
-                for (i, attribute) in attributes.enumerated() where previous[i] != current[i] {
-                    keys.append(attribute.name)
-                    old[attribute.name] = previous[i]
-                    new[attribute.name] = current[i]
+                for i in names.indices where previous[i] != current[i] {
+                    keys.append(names[i])
+                    old.append(previous[i])
+                    new.append(current[i])
                 }
             }
+            let changedAttributes = keys
             var oldRelationships: [String: [ObjectID]] = [:]
             for relationship in object.entity.relationships {
                 guard let previous = before.related[relationship.name], let current = object.related[relationship.name],
@@ -171,8 +172,9 @@ extension ObjectContext {
             }
             guard !keys.isEmpty else { return nil }
             return ObjectChange(
-                objectID: id, kind: .update, changedKeys: keys, oldValues: old, newValues: new,
-                oldRelationships: oldRelationships)
+                objectID: id, kind: .update, changedKeys: keys,
+                old: .positional(names: changedAttributes, values: old),
+                new: .positional(names: changedAttributes, values: new), oldRelationships: oldRelationships)
         case (false, false):
             return nil
         }
