@@ -73,26 +73,27 @@ extension FetchedResultsController {
         }
     }
 
+    /// The first of `count` sections (their keys given by `keyAt`) whose key is not before `key`: where a row
+    /// with that section key belongs (always 0 without sections).
+    func sectionIndex(for key: Value, among count: Int, _ plan: Plan, keyAt: (Int) -> Value) -> Int {
+        guard sectionNameKeyPath != nil else { return 0 }
+        var low = 0
+        var high = count
+        while low < high {
+            let mid = (low + high) / 2
+            if plan.sortKeys[0].order(keyAt(mid), key) == .orderedAscending { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+
     func insertRow(_ row: Row, _ plan: Plan) {
         let index = rows.insert(row.id.primaryKey, row.keys)
         let key = sectionKey(of: row)
-        // The first section whose key is not before the row's.
-        var low = 0
-        var high = sectionStarts.count
-        while low < high {
-            let mid = (low + high) / 2
-            if sectionNameKeyPath != nil && plan.sortKeys[0].order(sectionStarts[mid].key, key) == .orderedAscending {
-                low = mid + 1
-            } else {
-                high = mid
-            }
+        let section = sectionIndex(for: key, among: sectionStarts.count, plan) { sectionStarts[$0].key }
+        if sectionNameKeyPath != nil && (section == sectionStarts.count || sectionStarts[section].key != key) {
+            sectionStarts.insert((key, index), at: section)
         }
-        if sectionNameKeyPath == nil || (low < sectionStarts.count && sectionStarts[low].key == key) {
-            for later in (low + 1)..<sectionStarts.count { sectionStarts[later].start += 1 }
-        } else {
-            sectionStarts.insert((key, index), at: low)
-            for later in (low + 1)..<sectionStarts.count { sectionStarts[later].start += 1 }
-        }
+        for later in (section + 1)..<sectionStarts.count { sectionStarts[later].start += 1 }
     }
 
     /// Recomputes the rows of `ids` (membership, section and sort values): a few rows are moved one by one (a
@@ -116,20 +117,11 @@ extension FetchedResultsController {
             for index in oldIndex.values { sizes[section(ofRowAt: index, in: sectionStarts)].count -= 1 }
             for row in fresh {
                 let key = sectionKey(of: row)
-                var low = 0
-                var high = sizes.count
-                while low < high {
-                    let mid = (low + high) / 2
-                    if sectionNameKeyPath != nil && plan.sortKeys[0].order(sizes[mid].key, key) == .orderedAscending {
-                        low = mid + 1
-                    } else {
-                        high = mid
-                    }
-                }
-                if low < sizes.count && sizes[low].key == key {
-                    sizes[low].count += 1
+                let section = sectionIndex(for: key, among: sizes.count, plan) { sizes[$0].key }
+                if section < sizes.count && sizes[section].key == key {
+                    sizes[section].count += 1
                 } else {
-                    sizes.insert((key, 1), at: low)
+                    sizes.insert((key, 1), at: section)
                 }
             }
             let positions = rows.merge(
