@@ -15,6 +15,36 @@ final class CountingDelegate: FetchedResultsControllerDelegate {
     }
 }
 
+/// A controller over the items sorted by score, flat or in 100 sections, fetched, counting its moves.
+func scoreController(_ context: ObjectContext, sectioned: Bool) throws -> (FetchedResultsController, CountingDelegate) {
+    let controller = FetchedResultsController(
+        fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("score")]), context: context,
+        sectionNameKeyPath: sectioned ? "group" : nil)
+    let delegate = CountingDelegate()
+    controller.delegate = delegate
+    try controller.performFetch()
+    return (controller, delegate)
+}
+
+/// Writes the items with primary keys `keys`: every other one a new score (a reorder), the rest a new title (an
+/// update in place). Returns how many were reordered.
+@discardableResult
+func changeItems<S: Sequence>(_ keys: S, in context: ObjectContext, label: String) throws -> Int
+where S.Element == UInt64 {
+    var generator = SystemRandomNumberGenerator()
+    var reordered = 0
+    for (i, key) in keys.enumerated() {
+        let object = try context.object(with: ObjectID(entityName: "Item", primaryKey: key))
+        if i % 2 == 0 {
+            try object.setValue(.int(Int64.random(in: 0..<10_000, using: &generator)), forKey: "score")
+            reordered += 1
+        } else {
+            try object.setValue(.string("changed \(label) \(i)"), forKey: "title")
+        }
+    }
+    return reordered
+}
+
 /// S6: the controller's change computation after 1% of rows change (half of them their order), flat and with
 /// 100 sections, against the standard library's diff of the same lists.
 func s6(_ report: Report, _ n: Int) throws {
@@ -25,25 +55,10 @@ func s6(_ report: Report, _ n: Int) throws {
         let name = "S6 controller after 1% of \(n) rows change" + (sectioned ? ", 100 sections" : ", flat")
         for repetition in 0..<3 {
             let context = ObjectContext(store: store)
-            let controller = FetchedResultsController(
-                fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("score")]), context: context,
-                sectionNameKeyPath: sectioned ? "group" : nil)
-            let delegate = CountingDelegate()
-            controller.delegate = delegate
-            try controller.performFetch()
+            let (controller, delegate) = try scoreController(context, sectioned: sectioned)
             let before = controller.fetchedObjectIDs
-            var generator = SystemRandomNumberGenerator()
-            let changed = (0..<(n / 100)).map { _ in Int.random(in: 0..<n, using: &generator) }
-            var reordered = 0
-            for (i, index) in Set(changed).enumerated() {
-                let object = try context.object(with: ObjectID(entityName: "Item", primaryKey: UInt64(index + 1)))
-                if i % 2 == 0 {
-                    try object.setValue(.int(Int64.random(in: 0..<10_000, using: &generator)), forKey: "score")
-                    reordered += 1
-                } else {
-                    try object.setValue(.string("changed \(repetition) \(i)"), forKey: "title")
-                }
-            }
+            let keys = Set((0..<(n / 100)).map { _ in UInt64.random(in: 1...UInt64(n)) })
+            let reordered = try changeItems(keys, in: context, label: "\(repetition)")
             var start = now()
             entitystore_profile_toggle()
             context.processPendingChanges()
@@ -76,29 +91,18 @@ func s6Few(_ report: Report, _ store: PersistentStore, _ n: Int, changes: Int) t
     for sectioned in [false, true] {
         let name = "S6 controller after \(changes) of \(n) rows change" + (sectioned ? ", 100 sections" : ", flat")
         let context = ObjectContext(store: store)
-        let controller = FetchedResultsController(
-            fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("score")]), context: context,
-            sectionNameKeyPath: sectioned ? "group" : nil)
-        let delegate = CountingDelegate()
-        controller.delegate = delegate
-        try controller.performFetch()
-        var generator = SystemRandomNumberGenerator()
+        let (controller, _) = try scoreController(context, sectioned: sectioned)
         for repetition in 0..<5 {
-            for i in 0..<changes {
-                let key = UInt64.random(in: 1...UInt64(n), using: &generator)
-                let object = try context.object(with: ObjectID(entityName: "Item", primaryKey: key))
-                if i % 2 == 0 {
-                    try object.setValue(.int(Int64.random(in: 0..<10_000, using: &generator)), forKey: "score")
-                } else {
-                    try object.setValue(.string("changed \(repetition) \(i)"), forKey: "title")
-                }
-            }
+            var keys = Set<UInt64>()
+            while keys.count < changes { keys.insert(UInt64.random(in: 1...UInt64(n))) }
+            try changeItems(keys, in: context, label: "\(repetition)")
             let start = now()
             context.processPendingChanges()
             report.record(name, "EntityStore controller", "s", now() - start)
             context.rollback()
             context.processPendingChanges()
         }
+        withExtendedLifetime(controller) {}  // it observes the context only while it lives
         let es = report.median(name, "EntityStore controller")
         report.target("S6", "\(name): at most 1 ms", es <= 0.001, String(format: "%.2f ms", es * 1e3))
     }

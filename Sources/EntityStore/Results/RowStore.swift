@@ -51,9 +51,16 @@ struct RowStore {
 
     /// The position of the row `pk`, or `nil` when there is none.
     func position(of pk: UInt64) -> Int? {
-        guard let keys = keys(of: pk) else { return nil }
+        guard let target = table.bucket(of: pk) else { return nil }
         // The chunk by its last keys, then a scan for the key itself: cheaper than comparing keys in the chunk.
-        let chunk = order.chunkIndex { precedes(stored: $0, keys, pk) }
+        let chunk = order.chunkIndex { other in
+            guard let bucket = table.bucket(of: other) else { return false }
+            for (column, key) in sortKeys.enumerated() {
+                let order = key.order(table.value(column, at: bucket), table.value(column, at: target))
+                if order != .orderedSame { return order == .orderedAscending }
+            }
+            return other < pk
+        }
         if let index = order.firstIndex(of: pk, inChunk: chunk) { return index }
         // Unreachable while the order is consistent with the keys; a linear search keeps the answer right.
         return order.firstIndex(of: pk)
