@@ -74,6 +74,7 @@ import Testing
                 let gone = reference.remove(at: position)
                 #expect(!store.contains(gone.pk))
             }
+            store.order._checkInvariants()
             if round % 1000 == 999 { Self.check(store, reference) }
         }
         Self.check(store, reference)
@@ -81,6 +82,36 @@ import Testing
         // Remove everything: chunks go away and the table empties.
         while store.count > 0 { store.remove(at: Int.random(in: 0..<store.count, using: &g)) }
         #expect(store.order.chunks.isEmpty && store.table.count == 0)
+    }
+
+    /// Removals that merge two chunks, then inserts found by the chunks' fences near the merged bound: the fence
+    /// of the merged chunk must be its new last key, or the insert lands in the wrong place.
+    @Test func insertsAfterChunksMergeFindTheirPlaceByTheFences() {
+        var g = SeededGenerator(seed: 11)
+        // Keys 0, 10, 20, ...: room for new keys between any two.
+        var reference = (0..<3072).map { UInt64($0) * 10 }
+        var order = RowOrder(reference)
+        order._checkInvariants()
+        for round in 0..<6000 {
+            let removing = round % 3 != 0 && !reference.isEmpty
+            if removing {
+                // Mostly from the first two chunks, so that they thin out and merge.
+                let span = min(reference.count, 2048)
+                let position = Int.random(in: 0..<span, using: &g)
+                #expect(order.remove(at: position) == reference.remove(at: position))
+            } else {
+                let bound = reference.isEmpty ? 0 : reference[min(reference.count - 1, 1023)]
+                let key = UInt64.random(in: bound.saturatingSubtract(30)...(bound + 30), using: &g)
+                guard !reference.contains(key) else { continue }
+                let position = order.partitionPoint { $0 < key }
+                let expected = reference.firstIndex { $0 > key } ?? reference.count
+                #expect(position == expected, "round \(round): key \(key) belongs at \(expected), found \(position)")
+                order.insert(key, at: position)
+                reference.insert(key, at: expected)
+            }
+            order._checkInvariants()
+        }
+        #expect(order.keys(in: 0..<order.count) == reference)
     }
 
     @Test func mergeEqualsRemovingAndInsertingOneByOne() {
@@ -139,4 +170,8 @@ import Testing
         #expect(controller.sections[0].objectIDs == Array(first.dropFirst()))
         #expect(controller.numberOfObjects(inSection: 1) == 11)
     }
+}
+
+extension UInt64 {
+    fileprivate func saturatingSubtract(_ other: UInt64) -> UInt64 { self > other ? self - other : 0 }
 }

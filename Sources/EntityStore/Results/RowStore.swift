@@ -287,16 +287,34 @@ struct RowOrder: Sendable {
             starts.remove(at: chunk)
             lasts.remove(at: chunk)
         } else if chunk + 1 < chunks.count, chunks[chunk].count + chunks[chunk + 1].count <= Self.fillChunk {
-            // Keep chunks from thinning out after many removals.
+            // Keep chunks from thinning out after many removals. The merged chunk ends where the next one did.
             chunks[chunk] += chunks[chunk + 1]
             chunks.remove(at: chunk + 1)
             starts.remove(at: chunk + 1)
             lasts.remove(at: chunk + 1)
+            lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
         } else {
             lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
         }
         return key
     }
+
+    #if DEBUG
+    /// Checks the bookkeeping: chunk starts are the running counts, each fence is its chunk's last key, no chunk
+    /// is empty or over the maximum, and the count adds up.
+    func _checkInvariants() {
+        precondition(chunks.count == starts.count && chunks.count == lasts.count, "chunk tables disagree")
+        var position = 0
+        for (i, chunk) in chunks.enumerated() {
+            precondition(!chunk.isEmpty, "chunk \(i) is empty")
+            precondition(chunk.count <= Self.maximumChunk, "chunk \(i) holds \(chunk.count) keys")
+            precondition(starts[i] == position, "chunk \(i) starts at \(starts[i]), expected \(position)")
+            precondition(lasts[i] == chunk[chunk.count - 1], "chunk \(i)'s fence is not its last key")
+            position += chunk.count
+        }
+        precondition(position == count, "the chunks hold \(position) keys, count says \(count)")
+    }
+    #endif
 
     /// Calls `body` with each chunk in order.
     func forEachChunk(_ body: ([UInt64]) -> Void) {
