@@ -24,16 +24,20 @@ public final class Cursor {
         self.environment = environment
     }
 
-    private func move(
-        _ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil, value: UnsafeRawBufferPointer? = nil
-    )
-        throws -> Entry?
-    {
+    private func requireLive() throws {
         guard isLive else {
             throw LMDBError(
                 code: .misuse, message: "the cursor was used after its closure returned",
                 context: "cursor on database \(database)")
         }
+    }
+
+    private func move(
+        _ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil, value: UnsafeRawBufferPointer? = nil
+    )
+        throws -> Entry?
+    {
+        try requireLive()
         var keyValue = MDB_val(mv_size: 0, mv_data: nil)
         var data = MDB_val(mv_size: 0, mv_data: nil)
         if let key {
@@ -85,6 +89,7 @@ public final class Cursor {
 
     /// DUPSORT: how many values the current key holds.
     public func duplicateCount() throws -> Int {
+        try requireLive()
         var count: Int = 0
         try check(mdb_cursor_count(pointer, &count), "mdb_cursor_count on database \(database)")
         return count

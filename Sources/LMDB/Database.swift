@@ -9,11 +9,17 @@ public struct Database: Hashable, Sendable, CustomStringConvertible {
     public let name: String?
     /// Whether keys may hold several values, kept sorted (`MDB_DUPSORT`).
     public let isDupSort: Bool
+    /// When the handle was published to the environment (0: not yet, or the main database): a transaction can use
+    /// it only if it began after that.
+    @usableFromInline let generation: UInt64
+    /// The generation of a handle opened in a transaction that has not committed.
+    static let pending = UInt64.max
 
-    init(dbi: MDB_dbi, name: String?, isDupSort: Bool) {
+    init(dbi: MDB_dbi, name: String?, isDupSort: Bool, generation: UInt64 = 0) {
         self.dbi = dbi
         self.name = name
         self.isDupSort = isDupSort
+        self.generation = generation
     }
 
     public var description: String { name.map { "'\($0)'" } ?? "the main database" }

@@ -11,23 +11,31 @@ extension Environment {
         var triedReaderCheck = false
         while true {
             let outcome: Outcome<R> = try gate.withTransaction(write: false) {
+                let generation = handles.generation.load(ordering: .sequentiallyConsistent)
                 let pointer: OpaquePointer
                 switch try begin(write: false, triedReaderCheck: triedReaderCheck) {
                 case .began(let began): pointer = began
                 case .retry(let reason): return reason.outcome()
                 }
-                let transaction = ReadTransaction(environment: self, pointer: pointer)
+                let transaction = ReadTransaction(environment: self, pointer: pointer, beginGeneration: generation)
                 let result: R
                 do {
                     result = try body(transaction)
                 } catch {
-                    transaction.end()
                     mdb_txn_abort(pointer)
+                    transaction.end(committed: false)
+                    if transaction.needsRetry { return .handleRetry }
                     throw error
                 }
-                transaction.end()
+                if transaction.needsRetry {
+                    mdb_txn_abort(pointer)
+                    transaction.end(committed: false)
+                    return .handleRetry
+                }
                 // Commit (not abort) keeps database handles opened in this transaction.
-                try check(mdb_txn_commit(pointer), "mdb_txn_commit (read) at \(path)")
+                let rc = mdb_txn_commit(pointer)
+                transaction.end(committed: rc == MDB_SUCCESS)
+                try check(rc, "mdb_txn_commit (read) at \(path)")
                 return .done(result)
             }
             switch outcome {
@@ -36,7 +44,7 @@ extension Environment {
             case .readersFull:
                 triedReaderCheck = true
                 checkReaders()
-            case .mapFull: continue
+            case .mapFull, .handleRetry: continue
             }
         }
     }
@@ -61,23 +69,28 @@ extension Environment {
         var growths = 0
         while true {
             let outcome: Outcome<R> = try gate.withTransaction(write: true) {
+                let generation = handles.generation.load(ordering: .sequentiallyConsistent)
                 let pointer: OpaquePointer
                 switch try begin(write: true, triedReaderCheck: triedReaderCheck) {
                 case .began(let began): pointer = began
                 case .retry(let reason): return reason.outcome()
                 }
-                let transaction = WriteTransaction(environment: self, pointer: pointer)
+                let transaction = WriteTransaction(environment: self, pointer: pointer, beginGeneration: generation)
                 let result: R
                 do {
                     result = try body(transaction)
                 } catch {
-                    transaction.end()
                     mdb_txn_abort(pointer)
-                    transaction.forgetDroppedDatabases()
+                    transaction.end(committed: false)
+                    if transaction.needsRetry { return .handleRetry }
                     if transaction.sawMapFull || (error as? LMDBError)?.code == .mapFull { return .mapFull }
                     throw error
                 }
-                transaction.end()
+                if transaction.needsRetry {
+                    mdb_txn_abort(pointer)
+                    transaction.end(committed: false)
+                    return .handleRetry
+                }
                 let commit: Int32
                 if let injected = injectedFault() {
                     mdb_txn_abort(pointer)
@@ -85,10 +98,9 @@ extension Environment {
                 } else {
                     commit = mdb_txn_commit(pointer)
                 }
-                if commit != MDB_SUCCESS { transaction.forgetDroppedDatabases() }
+                transaction.end(committed: commit == MDB_SUCCESS)
                 if commit == MDB_MAP_FULL { return .mapFull }
                 try check(commit, "mdb_txn_commit at \(path)")
-                transaction.publishOpenedDatabases()
                 return .done(result)
             }
             switch outcome {
@@ -97,6 +109,7 @@ extension Environment {
             case .readersFull:
                 triedReaderCheck = true
                 checkReaders()
+            case .handleRetry: continue
             case .mapFull:
                 growths += 1
                 try growMap(attempt: growths)
@@ -125,6 +138,7 @@ extension Environment {
     /// readers or growing the map.
     func begin(write: Bool, triedReaderCheck: Bool) throws(LMDBError) -> Begin {
         let what = write ? "mdb_txn_begin (write) at \(path)" : "mdb_txn_begin (read) at \(path)"
+        try checkNotForked(what)
         if write, let injected = injectedFault() {
             if injected == MDB_MAP_FULL { return .retry(.mapFull) }
             try check(injected, what)
@@ -214,23 +228,20 @@ extension Environment {
     /// - Throws: ``LMDBError/Code/databaseNotFound`` when it is missing and not created;
     ///   ``LMDBError/Code/incompatible`` when `dupSort` does not match the stored database.
     public func openDatabase(_ name: String?, dupSort: Bool = false, create: Bool = true) throws -> Database {
-        if let cached = cachedDatabase(name, dupSort: dupSort) { return try cached.get() }
-        if create && !options.readOnly {
-            return try write { txn in try txn.openDatabase(name, dupSort: dupSort, create: true) }
+        if let name, let cached = handles.cached(name) {
+            guard cached.isDupSort == dupSort else {
+                throw LMDBError(
+                    code: .incompatible, message: "database \(cached) is \(cached.isDupSort ? "" : "not ")DUPSORT",
+                    context: "opening database \(cached)")
+            }
+            return cached
         }
-        return try read { txn in try txn.openDatabase(name, dupSort: dupSort, create: false) }
-    }
-
-    func cachedDatabase(_ name: String?, dupSort: Bool) -> Result<Database, LMDBError>? {
-        guard let cached = databases.withLock({ $0[name ?? ""] }) else { return nil }
-        guard cached.isDupSort == dupSort else {
-            return .failure(
-                LMDBError(
-                    code: .incompatible,
-                    message: "database \(cached) is \(cached.isDupSort ? "" : "not ")DUPSORT",
-                    context: "opening database \(cached)"))
-        }
-        return .success(cached)
+        let opened =
+            create && !options.readOnly
+            ? try write { txn in try txn.openDatabase(name, dupSort: dupSort, create: true) }
+            : try read { txn in try txn.openDatabase(name, dupSort: dupSort, create: false) }
+        // The published handle, stamped with the generation that later transactions check.
+        return name.flatMap { handles.cached($0) } ?? opened
     }
 }
 
@@ -244,6 +255,8 @@ enum Outcome<R> {
     case mapResized
     case readersFull
     case mapFull
+    /// The transaction needed a database handle published after it began.
+    case handleRetry
 }
 
 extension String {

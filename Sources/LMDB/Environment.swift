@@ -23,7 +23,8 @@ import Glibc
 /// transaction). The environment closes when the last reference to it goes away.
 public final class Environment: @unchecked Sendable {
     // @unchecked Sendable: the MDB_env pointer is used only through LMDB calls that are thread-safe with MDB_NOTLS;
-    // `gate` (its own pthread mutex) orders map resizes against transactions, and `databases` is a Mutex.
+    // `gate` (its own pthread mutex) orders map resizes against transactions, and `handles` serialises handle
+    // opening (its own lock) and keeps the published handles behind a Mutex.
 
     /// How commits reach the disk.
     public enum SyncMode: Sendable, Equatable {
@@ -75,7 +76,9 @@ public final class Environment: @unchecked Sendable {
     @usableFromInline let handle: OpaquePointer
     let identity: FileIdentity
     let gate = TransactionGate()
-    let databases = Mutex<[String: Database]>([:])
+    let handles = HandleTable()
+    /// The process that opened the environment, as a count of forks: a forked child must not use it (lmdb.h).
+    let forkGeneration: Int
     /// A fault to inject (tests): the write-path call that brings the count to zero fails with the code.
     let faultPlan = Mutex<(remaining: Int, code: Int32)?>(nil)
     /// LMDB's largest key (and DUPSORT value) in bytes: 511 with the default build.
@@ -87,10 +90,12 @@ public final class Environment: @unchecked Sendable {
         self.options = options
         self.identity = identity
         self.maxKeySize = Int(mdb_env_get_maxkeysize(handle))
+        self.forkGeneration = ForkDetector.generation
     }
 
     deinit {
-        mdb_env_close(handle)
+        // A forked child leaves an inherited environment alone: LMDB's state in it belongs to the parent.
+        if !isInheritedThroughFork { mdb_env_close(handle) }
         Environment.registry.withLock { entries in
             if let entry = entries[identity], entry.token == ObjectIdentifier(self) { entries[identity] = nil }
         }
@@ -135,6 +140,14 @@ public final class Environment: @unchecked Sendable {
                     let preflight = try Preflight.run(path: path, readOnly: options.readOnly)
                     if let identity = preflight.identity, let entry = entries[identity] {
                         guard let existing = entry.environment else { return nil }  // closing right now: wait
+                        if existing.isInheritedThroughFork {
+                            // This process is a forked child: open the file afresh (lmdb.h forbids using the parent's).
+                            let environment = try openNew(path: path, options: options, preflight: preflight)
+                            entries[environment.identity] = RegistryEntry(
+                                environment: environment, token: ObjectIdentifier(environment))
+                            keepAlive = existing
+                            return .success(environment)
+                        }
                         keepAlive = existing
                         if existing.options.readOnly && !options.readOnly {
                             throw LMDBError(
@@ -267,5 +280,35 @@ public final class Environment: @unchecked Sendable {
                 mdb_env_copy2(handle, destination, compact ? UInt32(MDB_CP_COMPACT) : 0),
                 "mdb_env_copy2 to \(destination)")
         }
+    }
+}
+
+extension Environment {
+    /// Whether this process is a child forked after the environment was opened: lmdb.h forbids using it here.
+    var isInheritedThroughFork: Bool { forkGeneration != ForkDetector.generation }
+
+    /// Refuses use of the environment in a forked child.
+    func checkNotForked(_ what: @autoclosure () -> String) throws(LMDBError) {
+        guard isInheritedThroughFork else { return }
+        throw LMDBError(
+            code: .misuse,
+            message: "the environment was opened before this process was forked; LMDB cannot be used across fork():"
+                + " open the store again in the child", context: what())
+    }
+}
+
+/// Counts the forks this process descends from, so that an environment opened before a fork is recognised in the
+/// child without a system call per transaction.
+enum ForkDetector {
+    private static let forks = Atomic<Int>(0)
+    private static let installed: Bool = {
+        pthread_atfork(nil, nil) { ForkDetector.forks.add(1, ordering: .relaxed) }
+        return true
+    }()
+
+    /// The number of forks since the process started (0 in the original process).
+    static var generation: Int {
+        _ = installed
+        return forks.load(ordering: .relaxed)
     }
 }

@@ -10,13 +10,31 @@ public class ReadTransaction {
     public let environment: Environment
     @usableFromInline let pointer: OpaquePointer
     @usableFromInline var isLive = true
+    /// The environment's handle generation read before the transaction began: handles published later are not
+    /// visible to it.
+    @usableFromInline let beginGeneration: UInt64
+    /// Handles this transaction opened: private to it until it commits.
+    var opened: [Database] = []
+    /// Whether this transaction holds the environment's open lock (from its first open to its end).
+    var holdsOpenLock = false
+    /// Set when the transaction needs a handle published after it began: it is aborted and run again.
+    var needsRetry = false
 
-    init(environment: Environment, pointer: OpaquePointer) {
+    init(environment: Environment, pointer: OpaquePointer, beginGeneration: UInt64) {
         self.environment = environment
         self.pointer = pointer
+        self.beginGeneration = beginGeneration
     }
 
-    func end() { isLive = false }
+    /// Marks the transaction ended (after `mdb_txn_commit` or `mdb_txn_abort`); releases the open lock, publishing
+    /// the handles it opened when it committed.
+    func end(committed: Bool) {
+        isLive = false
+        if holdsOpenLock {
+            holdsOpenLock = false
+            environment.handles.unlock(publishing: committed ? opened : [])
+        }
+    }
 
     @usableFromInline
     func requireLive(_ what: @autoclosure () -> String) throws {
@@ -26,13 +44,52 @@ public class ReadTransaction {
         }
     }
 
+    /// Checks that the transaction is live and can see `database`'s handle.
+    @usableFromInline
+    func requireUsable(_ database: Database, _ what: @autoclosure () -> String) throws {
+        try requireLive(what())
+        if database.generation > beginGeneration { try checkLateHandle(database, what()) }
+    }
+
+    /// A handle stamped after this transaction began: one it opened itself, or one it cannot see.
+    func checkLateHandle(_ database: Database, _ what: String) throws {
+        if opened.contains(where: { $0.dbi == database.dbi && $0.name == database.name }) { return }
+        var published: Database? = database
+        if database.generation == Database.pending {
+            // A handle returned from inside the transaction that opened it: usable once that one committed.
+            published = environment.handles.cached(database.name ?? "").flatMap { $0.dbi == database.dbi ? $0 : nil }
+        }
+        guard let published else {
+            throw LMDBError(
+                code: .misuse,
+                message: "the handle of database \(database) comes from a transaction that did not commit",
+                context: what)
+        }
+        guard published.generation <= beginGeneration else {
+            throw LMDBError(
+                code: .misuse,
+                message: "the handle of database \(database) was opened after this transaction began", context: what)
+        }
+    }
+
     /// Whether this is a write transaction.
     public var isReadOnly: Bool { true }
 
     /// The transaction's ID: for a read, the last committed transaction it sees; for a write, the one it will be.
-    public var id: Int { mdb_txn_id(pointer) }
+    /// - Throws: ``LMDBError/Code/misuse`` after the transaction ended.
+    public var id: Int {
+        get throws {
+            try requireLive("reading the transaction ID")
+            return mdb_txn_id(pointer)
+        }
+    }
 
     /// Opens a named database inside this transaction.
+    ///
+    /// A handle opened here is private to the transaction until it commits (LMDB closes it when the transaction
+    /// aborts). Opening is serialised in the process: the first open of a transaction waits for any other
+    /// transaction that opened databases to end. When the handle was published by another transaction since this
+    /// one began, this transaction cannot see it: it is aborted and its closure runs again, as after a map resize.
     ///
     /// - Parameters:
     ///   - name: The database's name, or `nil` for the main database.
@@ -40,54 +97,83 @@ public class ReadTransaction {
     ///   - create: Create the database when missing (write transactions only).
     public func openDatabase(_ name: String?, dupSort: Bool = false, create: Bool = false) throws -> Database {
         try requireLive("opening database \(name ?? "main")")
+        guard let name else {
+            // The main database always exists; opening it touches no handle slot.
+            guard !dupSort else {
+                throw LMDBError(
+                    code: .incompatible, message: "the main database is not DUPSORT", context: "opening the main database")
+            }
+            var dbi: MDB_dbi = 0
+            try check(mdb_dbi_open(pointer, nil, 0, &dbi), "mdb_dbi_open of the main database")
+            return Database(dbi: dbi, name: nil, isDupSort: false)
+        }
         if let known = try knownDatabase(name, dupSort: dupSort) { return known }
         if create && isReadOnly {
             throw LMDBError(
                 code: .readOnly, message: "cannot create a database in a read transaction",
-                context: "opening database '\(name ?? "")'")
+                context: "opening database '\(name)'")
         }
+        try takeOpenLock("opening database '\(name)'")
         var flags: UInt32 = 0
         if dupSort { flags |= UInt32(MDB_DUPSORT) }
         if create { flags |= UInt32(MDB_CREATE) }
-        // Opening a handle is serialised in the process (lmdb.h: mdb_dbi_open must not run concurrently).
-        return try environment.databases.withLock { cache in
-            var dbi: MDB_dbi = 0
-            let rc = mdb_dbi_open(pointer, name, flags, &dbi)
-            let label = name.map { "'\($0)'" } ?? "the main database"
-            if rc == MDB_NOTFOUND {
-                throw LMDBError(
-                    code: .databaseNotFound, message: "database \(label) does not exist",
-                    context: environment.path)
-            }
-            if rc == MDB_INCOMPATIBLE {
-                throw LMDBError(
-                    code: .incompatible,
-                    message:
-                        "database \(label) exists with other flags (DUPSORT \(dupSort ? "expected" : "not expected"))",
-                    context: environment.path)
-            }
-            try check(rc, "mdb_dbi_open \(label)")
-            let database = Database(dbi: dbi, name: name, isDupSort: dupSort)
-            remember(database, in: &cache)
-            return database
+        var dbi: MDB_dbi = 0
+        let rc = mdb_dbi_open(pointer, name, flags, &dbi)
+        if rc == MDB_NOTFOUND {
+            throw LMDBError(
+                code: .databaseNotFound, message: "database '\(name)' does not exist", context: environment.path)
+        }
+        if rc == MDB_INCOMPATIBLE {
+            throw LMDBError(
+                code: .incompatible,
+                message: "database '\(name)' exists with other flags (DUPSORT \(dupSort ? "expected" : "not expected"))",
+                context: environment.path)
+        }
+        try check(rc, "mdb_dbi_open '\(name)'")
+        let database = Database(dbi: dbi, name: name, isDupSort: dupSort, generation: Database.pending)
+        opened.append(database)
+        return database
+    }
+
+    /// Takes the environment's open lock for the rest of this transaction, once; a handle published meanwhile makes
+    /// the transaction run again.
+    func takeOpenLock(_ what: @autoclosure () -> String) throws {
+        guard !holdsOpenLock else { return }
+        try environment.handles.lockForOpening(what())
+        holdsOpenLock = true
+        // Another transaction may have published handles while this one waited: none of them is visible here.
+        if environment.handles.generation.load(ordering: .sequentiallyConsistent) > beginGeneration {
+            needsRetry = true
+            throw HandleRetry()
         }
     }
 
-    /// A handle this transaction can use without opening it: the environment's cached one.
-    func knownDatabase(_ name: String?, dupSort: Bool) throws -> Database? {
-        try environment.cachedDatabase(name, dupSort: dupSort)?.get()
+    /// A handle this transaction can use without opening it: one it opened, or a cached one published before it
+    /// began (a later one makes the transaction run again).
+    func knownDatabase(_ name: String, dupSort: Bool) throws -> Database? {
+        if let mine = opened.last(where: { $0.name == name }) { return try checkFlags(mine, dupSort: dupSort) }
+        guard let cached = environment.handles.cached(name) else { return nil }
+        guard cached.generation <= beginGeneration else {
+            needsRetry = true
+            throw HandleRetry()
+        }
+        return try checkFlags(cached, dupSort: dupSort)
     }
 
-    /// A read transaction's handles are kept when it ends; a write transaction's only when it commits.
-    func remember(_ database: Database, in cache: inout [String: Database]) {
-        cache[database.name ?? ""] = database
+    func checkFlags(_ database: Database, dupSort: Bool) throws -> Database {
+        guard database.isDupSort == dupSort else {
+            throw LMDBError(
+                code: .incompatible, message: "database \(database) is \(database.isDupSort ? "" : "not ")DUPSORT",
+                context: "opening database \(database)")
+        }
+        return database
     }
 
     /// The value stored under `key`, borrowed from the map; `nil` when the key is absent.
     ///
     /// For a DUPSORT database, the first (smallest) value of the key.
     public func get(_ key: UnsafeRawBufferPointer, in database: Database) throws -> UnsafeRawBufferPointer? {
-        try requireLive("get in database \(database)")
+        try requireUsable(database, "get in database \(database)")
         try environment.checkKey(key, "get in database \(database)")
         var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var data = MDB_val()
@@ -111,7 +197,7 @@ public class ReadTransaction {
 
     /// The statistics of one database (`mdb_stat`).
     public func statistics(_ database: Database) throws -> DatabaseStatistics {
-        try requireLive("statistics of database \(database)")
+        try requireUsable(database, "statistics of database \(database)")
         var raw = MDB_stat()
         try check(mdb_stat(pointer, database.dbi, &raw), "mdb_stat of database \(database)")
         return DatabaseStatistics(raw)
@@ -130,7 +216,7 @@ public class ReadTransaction {
 
     /// Runs `body` with a cursor on `database`; the cursor is closed when `body` returns.
     public func withCursor<R>(on database: Database, _ body: (Cursor) throws -> R) throws -> R {
-        try requireLive("cursor on database \(database)")
+        try requireUsable(database, "cursor on database \(database)")
         var cursorPointer: OpaquePointer?
         try check(mdb_cursor_open(pointer, database.dbi, &cursorPointer), "mdb_cursor_open on database \(database)")
         let cursor = Cursor(pointer: cursorPointer!, database: database, environment: environment)
@@ -176,46 +262,16 @@ public enum IterationControl: Sendable {
 /// A write transaction: a ``ReadTransaction`` that can also put and delete.
 public final class WriteTransaction: ReadTransaction {
     var sawMapFull = false
-    var openedDatabases: [Database] = []
-    var droppedDatabases: [Database] = []
+    /// Databases dropped in this transaction: their cached handles are closed and must be opened again.
+    var dropped: Set<String> = []
 
     /// Always `false`.
     override public var isReadOnly: Bool { false }
 
-    override func remember(_ database: Database, in cache: inout [String: Database]) {
-        droppedDatabases.removeAll { $0.name == database.name }
-        openedDatabases.append(database)
-    }
-
-    /// Handles opened in this transaction come first; a database dropped in it must be opened again.
-    override func knownDatabase(_ name: String?, dupSort: Bool) throws -> Database? {
-        if let opened = openedDatabases.last(where: { $0.name == name }) {
-            guard opened.isDupSort == dupSort else {
-                throw LMDBError(
-                    code: .incompatible, message: "database \(opened) is \(opened.isDupSort ? "" : "not ")DUPSORT",
-                    context: "opening database \(opened)")
-            }
-            return opened
-        }
-        if droppedDatabases.contains(where: { $0.name == name }) { return nil }
+    /// A database dropped in this transaction must be opened again.
+    override func knownDatabase(_ name: String, dupSort: Bool) throws -> Database? {
+        if dropped.contains(name) && !opened.contains(where: { $0.name == name }) { return nil }
         return try super.knownDatabase(name, dupSort: dupSort)
-    }
-
-    /// mdb_drop closes the handle at once, even when the transaction then aborts: forget it, so that the next
-    /// use opens the database again.
-    func forgetDroppedDatabases() {
-        guard !droppedDatabases.isEmpty else { return }
-        environment.databases.withLock { cache in
-            for database in droppedDatabases { cache[database.name ?? ""] = nil }
-        }
-    }
-
-    func publishOpenedDatabases() {
-        guard !openedDatabases.isEmpty || !droppedDatabases.isEmpty else { return }
-        environment.databases.withLock { cache in
-            for database in openedDatabases { cache[database.name ?? ""] = database }
-            for database in droppedDatabases { cache[database.name ?? ""] = nil }
-        }
     }
 
     @usableFromInline
@@ -232,7 +288,7 @@ public final class WriteTransaction: ReadTransaction {
     public func put(
         _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, in database: Database, flags: PutFlags = []
     ) throws {
-        try requireLive("put in database \(database)")
+        try requireUsable(database, "put in database \(database)")
         try environment.checkKey(key, "put in database \(database)")
         if database.isDupSort && value.count > environment.maxKeySize {
             throw LMDBError(
@@ -270,7 +326,7 @@ public final class WriteTransaction: ReadTransaction {
         _ key: UnsafeRawBufferPointer, reserving count: Int, in database: Database, flags: PutFlags = [],
         _ body: (UnsafeMutableRawBufferPointer) throws -> Void
     ) throws {
-        try requireLive("put in database \(database)")
+        try requireUsable(database, "put in database \(database)")
         try environment.checkKey(key, "put in database \(database)")
         guard !database.isDupSort else {
             throw LMDBError(
@@ -301,7 +357,7 @@ public final class WriteTransaction: ReadTransaction {
     ) throws
         -> Bool
     {
-        try requireLive("delete in database \(database)")
+        try requireUsable(database, "delete in database \(database)")
         try environment.checkKey(key, "delete in database \(database)")
         var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         let rc: Int32
@@ -338,17 +394,21 @@ public final class WriteTransaction: ReadTransaction {
 
     /// Deletes `database` and everything in it. The handle is closed when the transaction commits.
     public func drop(_ database: Database) throws {
-        try requireLive("dropping database \(database)")
+        try requireUsable(database, "dropping database \(database)")
+        // mdb_drop closes the handle at once, even if the transaction then aborts: it changes the handle table, so it
+        // holds the open lock like an open, and the handle leaves the cache now.
+        try takeOpenLock("dropping database \(database)")
         try fail(
             environment.injectedFault() ?? mdb_drop(pointer, database.dbi, 1),
             "mdb_drop (delete) of database \(database)")
-        openedDatabases.removeAll { $0.name == database.name }
-        droppedDatabases.append(database)
+        opened.removeAll { $0.name == database.name }
+        environment.handles.forget(database.name)
+        if let name = database.name { dropped.insert(name) }
     }
 
     /// Removes every entry of `database`, keeping the database.
     public func empty(_ database: Database) throws {
-        try requireLive("emptying database \(database)")
+        try requireUsable(database, "emptying database \(database)")
         try fail(
             environment.injectedFault() ?? mdb_drop(pointer, database.dbi, 0),
             "mdb_drop (empty) of database \(database)")

@@ -34,7 +34,11 @@ final class TransactionGate: @unchecked Sendable {
     func withTransaction<R, E: Error>(write: Bool, _ body: () throws(E) -> R) throws(E) -> R {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         pthread_mutex_lock(&mutex)
-        while resizing { pthread_cond_wait(&condition, &mutex) }
+        // A thread that already holds a transaction goes on: a pending resize waits for that transaction to end, so
+        // it cannot be running, and making the thread wait for it would deadlock both.
+        if !holdsTransaction(thread) {
+            while resizing { pthread_cond_wait(&condition, &mutex) }
+        }
         open += 1
         if write {
             writers.append(thread)
@@ -59,6 +63,11 @@ final class TransactionGate: @unchecked Sendable {
         return try body()
     }
 
+    /// Whether `thread` holds a transaction (call with `mutex` held).
+    private func holdsTransaction(_ thread: UInt) -> Bool {
+        writers.contains(thread) || readers.contains { $0.thread == thread }
+    }
+
     /// Whether the calling thread holds a write transaction.
     func callerIsWriting() -> Bool {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
@@ -74,7 +83,7 @@ final class TransactionGate: @unchecked Sendable {
     func exclusively<R>(_ what: String, _ body: () throws(LMDBError) -> R) throws(LMDBError) -> R {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         pthread_mutex_lock(&mutex)
-        if readers.contains(where: { $0.thread == thread }) || writers.contains(thread) {
+        if holdsTransaction(thread) {
             pthread_mutex_unlock(&mutex)
             throw LMDBError(
                 code: .misuse,

@@ -79,6 +79,38 @@ do {
             print("\(name) \(stats.entries)")
         }
 
+    case "lmdb-fork":
+        // lmdb-fork PATH: opens an environment, forks; the child must refuse the inherited environment and open its
+        // own; the parent checks that no reader slot of the child is left behind.
+        guard arguments.count == 2 else { fail("usage: lmdb-fork PATH") }
+        let env = try Environment.open(path: arguments[1])
+        let db = try env.openDatabase("things")
+        try env.write { txn in try txn.put(Array("k".utf8), Array("parent-value".utf8), in: db) }
+        fflush(nil)
+        let child = fork()
+        if child == 0 {
+            do {
+                _ = try env.read { txn in try txn.get(Array("k".utf8), in: db) }
+                print("child used the parent's environment")
+                exit(2)
+            } catch let error as LMDBError where error.code == .misuse {
+                print("child refused the parent's environment")
+            }
+            let own = try Environment.open(path: arguments[1])
+            guard own !== env else { fail("the child got the parent's environment from the registry") }
+            let things = try own.openDatabase("things", create: false)
+            let value = try own.read { txn in try txn.get(Array("k".utf8), in: things).map { Array($0) } }
+            print("child read \(String(decoding: value ?? [], as: UTF8.self))")
+            fflush(nil)
+            exit(0)
+        }
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        guard status == 0 else { fail("the child failed with status \(status)") }
+        let readers = env.readerTable().dropFirst()
+        if readers.contains(where: { $0.contains(" \(child) ") }) { fail("a reader slot of the child remains") }
+        print("parent has no reader of the child")
+
     case "library-store":
         // library-store PATH: creates a library fixture store with a few authors, books and tags.
         guard arguments.count == 2 else { fail("usage: library-store PATH") }
