@@ -105,6 +105,13 @@ public struct FetchRequest: Hashable, Sendable {
     public var fetchLimit: Int = 0
     /// Skip this many results first.
     public var fetchOffset: Int = 0
+
+    /// The position after the window's last result: offset + limit, saturating (`Int.max` without a limit).
+    var windowEnd: Int {
+        guard fetchLimit > 0 else { return .max }
+        let (end, overflow) = fetchOffset.addingReportingOverflow(fetchLimit)
+        return overflow ? .max : end
+    }
     /// When above 0, objects beyond the first batch are returned as faults and load this many at a time.
     public var fetchBatchSize: Int = 0
     /// The result's shape (``ObjectContext/fetch(_:)`` returns objects whatever this says; ``ObjectContext/execute(_:)`` honours

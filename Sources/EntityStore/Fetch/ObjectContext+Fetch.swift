@@ -138,7 +138,7 @@ extension ObjectContext {
         }
         let wantsRecords: Bool = if case .objects = shape { true } else { false }
         let pendingIDs = request.includesPendingChanges ? dirty : []
-        let window = request.fetchOffset + request.fetchLimit
+        let window = request.windowEnd
 
         return try mappingStorageErrors("fetching \(entity.name)") {
             do {
@@ -230,7 +230,7 @@ extension ObjectContext {
                     candidates = order.map { candidates[$0] }
                 }
                 let start = min(request.fetchOffset, candidates.count)
-                let end = request.fetchLimit > 0 ? min(candidates.count, start + request.fetchLimit) : candidates.count
+                let end = min(candidates.count, request.windowEnd)
                 return Array(candidates[start..<end])
             }
         }
@@ -260,7 +260,7 @@ extension ObjectContext {
                     }
                     rows.append(SnapshotRow(id: candidate.id, values: record.values, relationships: relationships))
                 }
-                return (rows, txn.id)
+                return (rows, try txn.id)
             }
         }
     }

@@ -29,7 +29,7 @@ extension PersistentStore {
                     records.append(try HistoryCodec.decode(value).0)
                     return limit.map { records.count >= $0 ? .stop : .continue } ?? .continue
                 }
-                return (records, txn.id)
+                return (records, try txn.id)
             }
         }
     }

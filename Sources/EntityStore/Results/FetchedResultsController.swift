@@ -277,7 +277,7 @@ public final class FetchedResultsController {
     /// Groups the window of rows into the displayed sections.
     func display() {
         let start = min(fetchRequest.fetchOffset, rows.count)
-        let end = fetchRequest.fetchLimit > 0 ? min(rows.count, start + fetchRequest.fetchLimit) : rows.count
+        let end = min(rows.count, fetchRequest.windowEnd)
         var sections: [SectionedList<Value, ObjectID>.Section] = []
         var paths: [ObjectID: ItemPath] = [:]
         let name = plan?.entity.name ?? fetchRequest.entity

@@ -81,10 +81,9 @@ extension PersistentStore {
         let ids = try mappingStorageErrors("batch inserting into \(entity.name)") {
             try environment.write { txn -> [ObjectID] in
                 // Keys from the entity's sequence, past every block a context has reserved.
-                let key = StoreNames.MetaKey.sequence(entity.name)
-                let first =
-                    try txn.get(key, in: meta).map { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) } ?? 1
-                try txn.put(key, IndexKey.primaryKey(first + UInt64(rows.count)), in: meta)
+                let first = try nextKey(of: entity.name, txn)
+                try txn.put(
+                    StoreNames.MetaKey.sequence(entity.name), IndexKey.primaryKey(first + UInt64(rows.count)), in: meta)
                 let objects = rows.enumerated().map { offset, values in
                     let object = ManagedObject(
                         objectID: ObjectID(entityName: entity.name, primaryKey: first + UInt64(offset)), entity: entity,

@@ -204,7 +204,7 @@ extension PersistentStore {
                                 detail: "a reader slot of process \(pid), which is gone"))
                     }
                 }
-                return (findings, txn.id)
+                return (findings, try txn.id)
             }
         }
     }

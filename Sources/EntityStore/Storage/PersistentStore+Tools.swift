@@ -32,7 +32,7 @@ extension PersistentStore {
                     }
                     relationships[relationship.name] = targets
                 }
-                return (values, relationships, txn.id)
+                return (values, relationships, try txn.id)
             }
         }
     }

@@ -213,9 +213,9 @@ public final class PersistentStore: Sendable {
         }
         let start = try mappingStorageErrors("reserving primary keys for \(entity)") {
             try environment.write { txn -> UInt64 in
-                let key = StoreNames.MetaKey.sequence(entity)
-                let next = try txn.get(key, in: meta).map { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) } ?? 1
-                try txn.put(key, IndexKey.primaryKey(next + Self.keyBlockSize), in: meta)
+                let next = try nextKey(of: entity, txn)
+                try txn.put(
+                    StoreNames.MetaKey.sequence(entity), IndexKey.primaryKey(next + Self.keyBlockSize), in: meta)
                 return next
             }
         }
@@ -227,6 +227,17 @@ public final class PersistentStore: Sendable {
 }
 
 extension PersistentStore {
+    /// The next unreserved primary key of `entity`, from its sequence in the meta database.
+    func nextKey(of entity: String, _ txn: ReadTransaction) throws -> UInt64 {
+        guard let bytes = try txn.get(StoreNames.MetaKey.sequence(entity), in: meta) else { return 1 }
+        guard bytes.count == 8 else {
+            throw EntityStoreError(
+                .corruptData, "the primary-key sequence of \(entity) holds \(bytes.count) bytes, expected 8",
+                entity: entity)
+        }
+        return UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
+    }
+
     static func openMeta(_ txn: WriteTransaction) throws -> Database {
         let names = try txn.databaseNames()
         if !names.contains(StoreNames.meta) && !names.isEmpty {
