@@ -116,6 +116,15 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+extension EntityStoreError {
+    /// `error` as an EntityStoreError: itself, a storage error around an LMDBError, or a storage error naming it.
+    package static func wrapping(_ error: any Error, _ what: String) -> EntityStoreError {
+        if let error = error as? EntityStoreError { return error }
+        if let error = error as? LMDBError { return EntityStoreError(.storage, "\(what): \(error)", underlying: error) }
+        return EntityStoreError(.storage, "\(what): \(error)")
+    }
+}
+
 /// Runs `body`, turning an ``LMDBError`` into an ``EntityStoreError`` with code ``EntityStoreError/Code/storage``.
 func mappingStorageErrors<R>(_ what: @autoclosure () -> String, _ body: () throws -> R) throws -> R {
     do {

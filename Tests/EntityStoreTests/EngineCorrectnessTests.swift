@@ -16,6 +16,7 @@ import Testing
             let failures = Failures()
             let group = DispatchGroup()
             for _ in 0..<2 {
+                group.enter()
                 Thread {
                     defer { group.leave() }
                     do {
@@ -25,7 +26,6 @@ import Testing
                         failures.add("\(error)")
                     }
                 }.start()
-                group.enter()
             }
             group.wait()
             #expect(failures.all.isEmpty, "round \(round): \(failures.all)")

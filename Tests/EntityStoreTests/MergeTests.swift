@@ -143,7 +143,8 @@ import Testing
         defer { temporary.remove() }
         let store = temporary.store
         let received = RecordBox()
-        let token = store.observeCommits(since: 0) { received.append($0) }
+        let failures = Failures()
+        let token = try store.observeCommits(since: 0, onError: { failures.add("\($0)") }) { received.append($0) }
         defer { token.cancel() }
         let count = 40
         let output = try ChildProcess.helper(["tag-saver", temporary.path, "\(count)"])
@@ -153,6 +154,7 @@ import Testing
         let records = received.all
         #expect(records.map(\.transaction) == (1...UInt64(count)).map { $0 })
         #expect(records.allSatisfy { $0.author == "helper" && $0.insertedIDs.count == 1 })
+        #expect(failures.all.isEmpty)
 
         // And a context that merges automatically sees the helper's objects.
         let context = ObjectContext(store: store)

@@ -16,7 +16,9 @@ import Glibc
         try Fixtures.makeBank(at: path)
         let store = try PersistentStore.open(path: path, schema: try Fixtures.bankSchema())
         let seen = NumberBox()
-        let token = store.observeCommits(since: 0) { record in seen.append(record.transaction ?? 0) }
+        let token = try store.observeCommits(since: 0, onError: { _ in seen.append(0) }) { record in
+            seen.append(record.transaction ?? 0)
+        }
         defer { token.cancel() }
 
         let helper = ChildProcess.executable("es-test-helper")

@@ -175,17 +175,22 @@ extension Runner {
         }
         let maximum = invocation.options["--max"].flatMap { Int($0) }
         let since = try invocation.options["--since"].flatMap { UInt64($0) } ?? store.lastTransaction()
-        let done = DispatchSemaphore(value: 0)
         let state = WatchState()
+        let done = state.done
         let store = self.store
         let format = self.format
         let out = self.out
         let color = self.color
         if format == .table { out(Table(columns: Self.changeColumns).render(.table, color: color)) }
-        let token = store.observeCommits(since: since) { record in
+        let token = try store.observeCommits(since: since, onError: { error in state.fail(error) }) { record in
             let rows = Self.changeRows(record, entity: entityName) { change in
                 guard let predicate, change.kind != .delete else { return true }
-                return (try? store.storedObject(change.objectID, matches: predicate)) ?? false
+                do {
+                    return try store.storedObject(change.objectID, matches: predicate)
+                } catch {
+                    state.fail(EntityStoreError.wrapping(error, "testing \(change.objectID) against --where"))
+                    return false
+                }
             }
             if !rows.isEmpty {
                 var table = Table(columns: Self.changeColumns, rows: rows)
@@ -200,6 +205,7 @@ extension Runner {
         }
         done.wait()
         token.cancel()
+        if let failure = state.failure { throw failure }
     }
 
     func export() throws {
@@ -266,12 +272,28 @@ extension Runner {
 
 /// Counts watched transactions across the watcher's thread.
 final class WatchState: @unchecked Sendable {
-    // @unchecked Sendable: `count` is only touched while `lock` is held.
+    // @unchecked Sendable: `count` and `stored` are only touched while `lock` is held; `done` is a semaphore.
     private let lock = NSLock()
     private var count = 0
+    private var stored: EntityStoreError?
+    /// Signalled when the watch ends: enough transactions shown, or a failure.
+    let done = DispatchSemaphore(value: 0)
+
     func add() -> Int {
         lock.withLock {
-            count += 1; return count
+            count += 1
+            return count
         }
     }
+
+    /// Ends the watch with `error` (the first one counts).
+    func fail(_ error: EntityStoreError) {
+        let first = lock.withLock {
+            defer { stored = stored ?? error }
+            return stored == nil
+        }
+        if first { done.signal() }
+    }
+
+    var failure: EntityStoreError? { lock.withLock { stored } }
 }

@@ -84,7 +84,7 @@ func liveScene(
     process.standardOutput = FileHandle.nullDevice
     try process.run()
     process.waitUntilExit()
-    for await record in changes {
+    for try await record in changes {
         context.merge(record)
         if record.author == "store-demo add" { break }
     }
@@ -94,7 +94,7 @@ func liveScene(
     }
     say("\nLive: run `swift run store-demo add TITLE GROUP` (or move TITLE GROUP, delete TITLE) in another terminal.")
     say("Ctrl-C to quit.")
-    for await record in changes {
+    for try await record in changes {
         if terminal { print("\u{1B}[2J\u{1B}[H", terminator: "") }
         say("\(record.author ?? "another process") saved transaction \(record.transaction ?? 0):")
         context.merge(record)

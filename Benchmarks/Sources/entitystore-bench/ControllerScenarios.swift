@@ -195,7 +195,7 @@ func s8Observer(path: String, saves: Int) async throws {
     let changes = store.changes()
     print("ready")
     fflush(nil)
-    for await record in changes {
+    for try await record in changes {
         context.merge(record)
         if printer.count >= saves { break }
     }

@@ -14,6 +14,7 @@ extension ObjectContext {
     /// - Throws: ``EntityStoreError`` with ``EntityStoreError/Code/validationFailed`` or
     ///   ``EntityStoreError/Code/conflict`` listing every failure, or a storage error.
     public func save() throws {
+        try mergeInboxReportingFailures()
         processPendingChanges()
         guard hasChanges else {
             dirty = []

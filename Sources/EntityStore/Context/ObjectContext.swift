@@ -53,6 +53,12 @@ public final class ObjectContext {
         self.name = name
     }
 
+    deinit {
+        // An automatically merging context leaves the store's subscribers, or its inbox would grow with every save
+        // and the watcher would never stop.
+        stopMerging()
+    }
+
     // MARK: - State
 
     /// Whether the context has unsaved inserts, updates or deletes.

@@ -50,7 +50,9 @@ struct RecordSubject: PredicateSubject {
     let id: ObjectID
     let entity: Entity
     let values: [Value]
-    let reader: FetchReader
+    /// Unowned: the reader caches its subjects, and a strong reference back would keep the reader, its context and
+    /// its store alive for good. A subject never outlives the read it came from.
+    unowned let reader: FetchReader
 
     func attribute(_ index: Int) throws -> Value { values[index] }
 
@@ -66,7 +68,8 @@ struct RecordSubject: PredicateSubject {
 /// An object with unsaved changes, seen through the context.
 struct ContextSubject: PredicateSubject {
     let object: ManagedObject
-    let reader: FetchReader
+    /// Unowned, as ``RecordSubject/reader``.
+    unowned let reader: FetchReader
 
     func attribute(_ index: Int) throws -> Value { try object.loadedValues()[index] }
 

@@ -80,7 +80,7 @@ extension ObjectContext {
 
     /// The fetch pipeline: plan, read the snapshot, filter, merge pending changes, sort, window.
     func run(_ request: FetchRequest, shape: Shape) throws -> [Candidate] {
-        mergeInbox()
+        try mergeInboxReportingFailures()
         return try mappingStorageErrors("fetching \(request.entity)") {
             try store.environment.read { txn in try run(request, shape: shape, in: txn) }
         }

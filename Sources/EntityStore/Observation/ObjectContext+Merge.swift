@@ -65,29 +65,45 @@ extension ObjectContext {
 
     /// Merge every save committed to the store, by other contexts and processes, at the next processing point
     /// (``processPendingChanges()``, a fetch, a save). Off by default.
+    ///
+    /// When the store's history cannot be read (a damaged entry, a failing read), the next fetch or save throws
+    /// that error, once; merging goes on with the entries after it.
     public var automaticallyMergesChangesFromStore: Bool {
         get { inbox.subscription.withLock { $0 != nil } }
         set {
             if newValue == automaticallyMergesChangesFromStore { return }
             if newValue {
                 let inbox = self.inbox
-                let since = (try? store.lastTransaction()) ?? 0
-                let id = store.publisher.subscribe(since: since) { record in
-                    inbox.records.withLock { $0.append(record) }
+                do {
+                    let id = store.publisher.subscribe(since: try store.lastTransaction(), isQuick: true) { inbox.receive($0) }
+                    inbox.subscription.withLock { $0 = id }
+                    try store.publisher.startWatching(store)
+                } catch {
+                    inbox.receive(.failure(EntityStoreError.wrapping(error, "starting to merge the store's changes")))
                 }
-                inbox.subscription.withLock { $0 = id }
-                store.publisher.startWatching(store)
-            } else if let id = inbox.subscription.withLock({ $0 }) {
-                store.publisher.unsubscribe(id)
-                inbox.subscription.withLock { $0 = nil }
+            } else {
+                stopMerging()
             }
         }
+    }
+
+    /// Ends the automatic-merge subscription, if any.
+    func stopMerging() {
+        guard let id = inbox.subscription.withLock({ $0 }) else { return }
+        store.publisher.unsubscribe(id)
+        inbox.subscription.withLock { $0 = nil }
     }
 
     /// Merges the store changes waiting for an automatically merging context.
     func mergeInbox() {
         guard inbox.subscription.withLock({ $0 != nil }) else { return }
         for record in inbox.take() { merge(record) }
+    }
+
+    /// Merges what is waiting, then throws a failure to read the store's changes that has not been reported.
+    func mergeInboxReportingFailures() throws {
+        mergeInbox()
+        if let failure = inbox.takeFailure() { throw failure }
     }
 
     func processPendingChangesWithoutMerging() {

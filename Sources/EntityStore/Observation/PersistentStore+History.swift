@@ -14,22 +14,40 @@ extension PersistentStore {
     /// - Parameters:
     ///   - since: Return transactions numbered above this.
     ///   - limit: At most this many.
+    /// - Throws: ``EntityStoreError/Code/corruptData`` naming the first entry that does not decode.
     public func history(since: UInt64 = 0, limit: Int? = nil) throws -> [ChangeRecord] {
-        try historySnapshot(since: since, limit: limit).records
+        try historyEntries(since: since, limit: limit).entries.map { try $0.record.get() }
     }
 
-    /// The saves after `since`, and the LMDB transaction of the snapshot they were read from.
-    func historySnapshot(since: UInt64, limit: Int? = nil) throws -> (records: [ChangeRecord], snapshot: Int) {
+    /// One history entry: its transaction number and its record, or why it does not decode.
+    struct HistoryEntry {
+        var number: UInt64
+        var record: Result<ChangeRecord, EntityStoreError>
+    }
+
+    /// The entries after `since`, each decoded on its own (a bad entry does not hide the ones after it), and the
+    /// LMDB transaction of the snapshot they were read from.
+    func historyEntries(since: UInt64, limit: Int? = nil) throws -> (entries: [HistoryEntry], snapshot: Int) {
         try mappingStorageErrors("reading the history") {
             try environment.read { txn in
-                var records: [ChangeRecord] = []
+                var entries: [HistoryEntry] = []
                 try txn.forEach(
                     in: historyDatabase, range: KeyRange(lower: .init(IndexKey.primaryKey(since), inclusive: false))
-                ) { _, value in
-                    records.append(try HistoryCodec.decode(value).0)
-                    return limit.map { records.count >= $0 ? .stop : .continue } ?? .continue
+                ) { key, value in
+                    let number = try IndexKey.primaryKey(from: key)
+                    do {
+                        entries.append(HistoryEntry(number: number, record: .success(try HistoryCodec.decode(value).0)))
+                    } catch let error as EntityStoreError {
+                        entries.append(
+                            HistoryEntry(
+                                number: number,
+                                record: .failure(
+                                    EntityStoreError(
+                                        error.code, "history entry \(number) does not decode: \(error.message)"))))
+                    }
+                    return limit.map { entries.count >= $0 ? .stop : .continue } ?? .continue
                 }
-                return (records, try txn.id)
+                return (entries, try txn.id)
             }
         }
     }

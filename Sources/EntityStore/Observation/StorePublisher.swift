@@ -3,98 +3,237 @@ import LMDB
 import Synchronization
 
 /// Publishes a store's committed saves, in transaction order, exactly once to each subscriber: this process's
-/// saves right after they commit, other processes' saves when a watcher thread sees the store's last
-/// transaction move (it polls LMDB's meta page, backing off from 5 ms to 50 ms while idle: no busy waiting).
+/// saves right after they commit, other processes' saves when the ``CommitWatcher`` sees the data file change.
 ///
 /// Everything is published from the change history, so in-process and cross-process saves arrive through one path,
-/// in one order.
+/// in one order. Who gets what is decided under the lock; handlers run outside it, each subscriber's on one thread
+/// at a time. A handler may cancel, subscribe or save (its save reaches it after it returns). When a thread finds a
+/// subscriber busy in its handler on another thread, it leaves that subscriber's catch-up to that thread, so a slow
+/// handler delays only its own deliveries, never another thread's save; the store's own quick subscribers (a
+/// merging context's inbox, a `changes()` stream) are waited for instead, so that a save is in them when it returns.
+///
+/// A history entry that cannot be read reaches each subscriber as a failure naming its transaction, and delivery
+/// goes on after it.
 final class StorePublisher: Sendable {
+    typealias Handler = @Sendable (Result<ChangeRecord, EntityStoreError>) -> Void
+
     struct Subscriber {
         var lastDelivered: UInt64
-        var handler: @Sendable (ChangeRecord) -> Void
+        var handler: Handler
+        /// Whether the handler returns at once (it only queues the record): a saving thread waits for it rather
+        /// than leave the delivery to another thread.
+        var isQuick: Bool
+        /// Whether a thread is running the handler now.
+        var isBusy = false
+        /// Another thread found it busy and left it entries: the thread running its handler reads once more.
+        var needsCatchUp = false
     }
 
     struct State {
         var subscribers: [Int: Subscriber] = [:]
         var nextID = 0
-        var watcherRunning = false
-        var lastSeenLMDBTransaction = -1
+        /// The newest LMDB transaction of a history snapshot read.
+        var lastSnapshot = -1
+        /// The last failure to read the history at all, reported once until a read succeeds.
+        var lastFailure: String?
+        /// The watcher for other processes' commits, while there are subscribers.
+        var watcher: CommitWatcher?
+        var isShutDown = false
     }
 
     let state = Mutex(State())
+    /// Signalled when a subscriber stops being busy (for threads waiting on a quick subscriber).
+    private let idle = Condition()
 
     /// Adds a subscriber that receives every save with a transaction number above `since`.
-    func subscribe(since: UInt64, _ handler: @escaping @Sendable (ChangeRecord) -> Void) -> Int {
+    ///
+    /// - Parameter isQuick: The handler only queues the record (it never blocks or saves).
+    func subscribe(since: UInt64, isQuick: Bool = false, _ handler: @escaping Handler) -> Int {
         state.withLock { state in
             defer { state.nextID += 1 }
-            state.subscribers[state.nextID] = Subscriber(lastDelivered: since, handler: handler)
+            state.subscribers[state.nextID] = Subscriber(lastDelivered: since, handler: handler, isQuick: isQuick)
             return state.nextID
         }
     }
 
+    /// Removes a subscriber; the watcher stops with the last one.
     func unsubscribe(_ id: Int) {
-        state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+        let watcher = state.withLock { state -> CommitWatcher? in
+            state.subscribers[id] = nil
+            guard state.subscribers.isEmpty else { return nil }
+            defer { state.watcher = nil }
+            return state.watcher
+        }
+        watcher?.stop()
+        idle.broadcast()
     }
 
-    /// Reads the history past the oldest subscriber's position and delivers each entry to those that have not had
-    /// it. Held under the lock: deliveries are in order and exactly once even when several threads catch up.
+    /// Stops watching for good (the store is going away).
+    func shutDown() {
+        let watcher = state.withLock { state -> CommitWatcher? in
+            state.isShutDown = true
+            state.subscribers = [:]
+            defer { state.watcher = nil }
+            return state.watcher
+        }
+        watcher?.stop()
+        idle.broadcast()
+    }
+
+    /// Delivers the history past each subscriber's position.
+    ///
+    /// - Parameter force: Read the history even if LMDB's last transaction is the one read last time.
     func catchUp(_ store: PersistentStore, force: Bool = false) {
-        state.withLock { state in
-            guard !state.subscribers.isEmpty else { return }
-            // The meta page (env info) can show a commit of another process before a new read transaction sees it
-            // (LMDB publishes the reader table's snapshot after the meta page): remember the snapshot actually read,
-            // not the meta page's transaction, or that last commit would wait for the next one to be delivered.
-            let lmdbTransaction = store.environment.info().lastTransactionID
-            if !force && lmdbTransaction == state.lastSeenLMDBTransaction { return }
-            let oldest = state.subscribers.values.map(\.lastDelivered).min() ?? 0
-            guard let (records, snapshot) = try? store.historySnapshot(since: oldest) else { return }
-            state.lastSeenLMDBTransaction = snapshot
-            for record in records {
-                guard let number = record.transaction else { continue }
-                for (id, subscriber) in state.subscribers where subscriber.lastDelivered < number {
-                    subscriber.handler(record)
-                    state.subscribers[id]?.lastDelivered = number
-                }
+        var force = force
+        while deliverOnce(store, force: force) { force = true }
+    }
+
+    /// One read of the history and its deliveries. Returns whether another pass is needed: a subscriber this
+    /// thread handed entries to was found busy meanwhile by another thread, which left it newer entries.
+    private func deliverOnce(_ store: PersistentStore, force: Bool) -> Bool {
+        let last = store.environment.info().lastTransactionID
+        guard
+            let oldest = state.withLock({ state -> UInt64? in
+                if state.subscribers.isEmpty || (!force && last <= state.lastSnapshot) { return nil }
+                return state.subscribers.values.map(\.lastDelivered).min()
+            })
+        else { return false }
+        let entries: [PersistentStore.HistoryEntry]
+        do {
+            let read = try store.historyEntries(since: oldest)
+            entries = read.entries
+            state.withLock {
+                $0.lastSnapshot = max($0.lastSnapshot, read.snapshot)
+                $0.lastFailure = nil
             }
+        } catch {
+            let failure = EntityStoreError.wrapping(error, "reading the history")
+            let handlers = state.withLock { state -> [Handler] in
+                guard state.lastFailure != failure.description else { return [] }
+                state.lastFailure = failure.description
+                return state.subscribers.keys.sorted().compactMap { state.subscribers[$0]?.handler }
+            }
+            for handler in handlers { handler(.failure(failure)) }
+            return false
+        }
+        var again = false
+        for entry in entries {
+            let ids = state.withLock { state in
+                state.subscribers.keys.sorted().filter { state.subscribers[$0]!.lastDelivered < entry.number }
+            }
+            for id in ids {
+                guard let handler = claim(id, for: entry.number) else { continue }
+                handler(entry.record)
+                again =
+                    state.withLock { state -> Bool in
+                        guard state.subscribers[id] != nil else { return false }
+                        defer {
+                            state.subscribers[id]?.isBusy = false
+                            state.subscribers[id]?.needsCatchUp = false
+                        }
+                        return state.subscribers[id]!.needsCatchUp
+                    } || again
+                idle.broadcast()
+            }
+        }
+        return again
+    }
+
+    /// Marks subscriber `id` busy with entry `number` and returns its handler; `nil` when it has the entry already,
+    /// is gone, or is busy on another thread (then that thread is asked for another pass).
+    private func claim(_ id: Int, for number: UInt64) -> Handler? {
+        while true {
+            let outcome = state.withLock { state -> (handler: Handler?, wait: Bool) in
+                guard let subscriber = state.subscribers[id], subscriber.lastDelivered < number else {
+                    return (nil, false)
+                }
+                if subscriber.isBusy {
+                    if subscriber.isQuick { return (nil, true) }
+                    state.subscribers[id]?.needsCatchUp = true
+                    return (nil, false)
+                }
+                state.subscribers[id]?.isBusy = true
+                state.subscribers[id]?.lastDelivered = number
+                return (subscriber.handler, false)
+            }
+            if let handler = outcome.handler { return handler }
+            guard outcome.wait else { return nil }
+            // A quick subscriber is being handed an earlier entry: wait the moment it takes.
+            idle.wait { state.withLock { $0.subscribers[id]?.isBusy != true } }
         }
     }
 
-    /// Starts the watcher thread for other processes' commits, once.
-    func startWatching(_ store: PersistentStore) {
-        let start = state.withLock { state -> Bool in
-            defer { state.watcherRunning = true }
-            return !state.watcherRunning
+    /// Starts the watcher for other processes' commits, unless it runs.
+    func startWatching(_ store: PersistentStore) throws {
+        try state.withLock { state in
+            guard state.watcher == nil, !state.isShutDown, !state.subscribers.isEmpty else { return }
+            state.watcher = try CommitWatcher.start(store)
         }
-        guard start else { return }
-        let thread = Thread { [weak store] in
-            var delay: UInt32 = 5_000
-            while let current = store {
-                let before = current.publisher.state.withLock { $0.lastSeenLMDBTransaction }
-                current.publisher.catchUp(current)
-                let after = current.publisher.state.withLock { $0.lastSeenLMDBTransaction }
-                let idle = current.publisher.state.withLock { $0.subscribers.isEmpty }
-                if idle {
-                    current.publisher.state.withLock { $0.watcherRunning = false }
-                    return
-                }
-                delay = before == after ? min(delay * 2, 50_000) : 5_000
-                usleep(delay)
-            }
-        }
-        thread.name = "EntityStore watcher"
-        thread.start()
+    }
+
+    /// Whether the watcher `watcher` should go on (it is the current one and there are subscribers).
+    func shouldWatch(_ watcher: CommitWatcher) -> Bool {
+        state.withLock { $0.watcher === watcher && !$0.subscribers.isEmpty }
+    }
+
+    /// The newest LMDB transaction of a history snapshot read.
+    var lastSnapshot: Int { state.withLock { $0.lastSnapshot } }
+}
+
+/// A condition to wait on without holding the publisher's lock: waiters re-check their predicate on every
+/// broadcast.
+final class Condition: Sendable {
+    private let condition = ConditionBox()
+
+    func broadcast() { condition.broadcast() }
+
+    /// Waits until `predicate` holds (checked under the condition's own lock, so no broadcast is missed).
+    func wait(until predicate: () -> Bool) { condition.wait(until: predicate) }
+}
+
+/// NSCondition in a Sendable box.
+private final class ConditionBox: @unchecked Sendable {
+    // @unchecked Sendable: NSCondition is thread-safe; it is used only through its lock.
+    private let condition = NSCondition()
+
+    func broadcast() {
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait(until predicate: () -> Bool) {
+        condition.lock()
+        while !predicate() { condition.wait() }
+        condition.unlock()
     }
 }
 
-/// Store records waiting for a context that merges automatically.
+/// Store records waiting for a context that merges automatically, and a failure to read them.
 final class ChangeInbox: Sendable {
     let records = Mutex<[ChangeRecord]>([])
+    let failure = Mutex<EntityStoreError?>(nil)
     let subscription = Mutex<Int?>(nil)
 
     func take() -> [ChangeRecord] {
         records.withLock { records in
             defer { records = [] }
             return records
+        }
+    }
+
+    /// The failure waiting to be reported, once.
+    func takeFailure() -> EntityStoreError? {
+        failure.withLock { failure in
+            defer { failure = nil }
+            return failure
+        }
+    }
+
+    func receive(_ result: Result<ChangeRecord, EntityStoreError>) {
+        switch result {
+        case .success(let record): records.withLock { $0.append(record) }
+        case .failure(let error): failure.withLock { $0 = $0 ?? error }
         }
     }
 }
@@ -105,29 +244,52 @@ extension PersistentStore {
     ///
     /// Merge them into a context where it lives:
     /// ```swift
-    /// for await record in store.changes() { context.merge(record) }   // on the context's actor
+    /// for try await record in store.changes() { context.merge(record) }   // on the context's actor
     /// ```
-    public func changes(since: UInt64? = nil) -> AsyncStream<ChangeRecord> {
-        let (stream, continuation) = AsyncStream<ChangeRecord>.makeStream()
-        let start = since ?? ((try? lastTransaction()) ?? 0)
-        let id = publisher.subscribe(since: start) { continuation.yield($0) }
-        continuation.onTermination = { [weak self] _ in self?.publisher.unsubscribe(id) }
-        publisher.catchUp(self, force: true)
-        publisher.startWatching(self)
+    ///
+    /// The stream ends by throwing when the history cannot be read: ``EntityStoreError/Code/corruptData`` names a
+    /// history entry that does not decode (subscribe again `since:` its number to go on past it), a
+    /// ``EntityStoreError/Code/storage`` error a failing read. It unsubscribes when it ends or is cancelled.
+    public func changes(since: UInt64? = nil) -> AsyncThrowingStream<ChangeRecord, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<ChangeRecord, any Error>.makeStream()
+        do {
+            let start = try since ?? lastTransaction()
+            let id = publisher.subscribe(since: start, isQuick: true) { result in
+                switch result {
+                case .success(let record): continuation.yield(record)
+                case .failure(let error): continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { [weak self] _ in self?.publisher.unsubscribe(id) }
+            publisher.catchUp(self, force: true)
+            try publisher.startWatching(self)
+        } catch {
+            continuation.finish(throwing: error)
+        }
         return stream
     }
 
-    /// Calls `handler` (on the watcher's or the saving thread) with every save after transaction `since`, in
-    /// order, each exactly once, until the token is cancelled or released.
+    /// Calls `onChange` (on the thread that delivers: the saving thread or the watcher's) with every save after
+    /// transaction `since`, in order, each exactly once, until the token is cancelled or released.
+    ///
+    /// `onError` is called when a history entry cannot be read (naming its transaction; delivery goes on after it)
+    /// or the history cannot be read at all (once, until a read succeeds again).
+    ///
+    /// - Throws: A storage error when the starting transaction cannot be read or the watcher cannot start.
     public func observeCommits(
-        since: UInt64? = nil, _ handler: @escaping @Sendable (ChangeRecord) -> Void
-    )
-        -> ObservationToken
-    {
-        let start = since ?? ((try? lastTransaction()) ?? 0)
-        let id = publisher.subscribe(since: start, handler)
+        since: UInt64? = nil, onError: @escaping @Sendable (EntityStoreError) -> Void,
+        onChange: @escaping @Sendable (ChangeRecord) -> Void
+    ) throws -> ObservationToken {
+        let start = try since ?? lastTransaction()
+        let id = publisher.subscribe(since: start) { result in
+            switch result {
+            case .success(let record): onChange(record)
+            case .failure(let error): onError(error)
+            }
+        }
+        let token = ObservationToken { [weak self] in self?.publisher.unsubscribe(id) }
         publisher.catchUp(self, force: true)
-        publisher.startWatching(self)
-        return ObservationToken { [weak self] in self?.publisher.unsubscribe(id) }
+        try publisher.startWatching(self)
+        return token
     }
 }

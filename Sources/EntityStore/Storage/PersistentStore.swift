@@ -64,6 +64,10 @@ public final class PersistentStore: Sendable {
         self.storages = storages
     }
 
+    deinit {
+        publisher.shutDown()
+    }
+
     /// Opens (or creates) the store at `path` with `schema`, migrating the stored schema when it differs.
     ///
     /// Lightweight changes migrate by themselves, in one write transaction: adding an optional attribute or one

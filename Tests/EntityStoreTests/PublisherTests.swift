@@ -1,0 +1,186 @@
+import Foundation
+import LMDB
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// The store's publisher: handlers run outside its lock (re-entrant cancel, subscribe and save), a slow handler
+/// stalls no other thread's save, subscriptions end with their context, and a damaged history entry is reported
+/// and passed.
+@Suite struct PublisherTests {
+    static func saveTag(_ store: PersistentStore, _ name: String) throws {
+        let context = ObjectContext(store: store, name: "saver")
+        let tag = try context.insert("Tag")
+        try tag.setValue(.string(name), forKey: "name")
+        try context.save()
+    }
+
+    @Test func aHandlerCanCancelItselfSubscribeAndSave() throws {
+        try withStore { store, _ in
+            let seen = NumberBox()
+            let lateSeen = NumberBox()
+            let tokens = TokenBox()
+            let failures = Failures()
+            tokens.first = try store.observeCommits(onError: { failures.add("\($0)") }) { record in
+                seen.append(record.transaction ?? 0)
+                guard record.transaction == 1 else { return }
+                do {
+                    // Re-entrant: subscribe, save, and cancel this very token from inside the handler.
+                    tokens.second = try store.observeCommits(onError: { failures.add("\($0)") }) {
+                        lateSeen.append($0.transaction ?? 0)
+                    }
+                    try Self.saveTag(store, "from-handler")
+                    tokens.first?.cancel()
+                } catch {
+                    failures.add("\(error)")
+                }
+            }
+            try Self.saveTag(store, "first")
+            #expect(failures.all.isEmpty)
+            #expect(seen.values == [1], "cancelled inside its handler: no more deliveries")
+            #expect(lateSeen.values == [2], "the handler's own save reached the new subscriber")
+            try Self.saveTag(store, "third")
+            // A handler may be running on the watcher thread: then it receives the save a moment later.
+            let deadline = Date().addingTimeInterval(20)
+            while lateSeen.values.count < 2 && Date() < deadline { usleep(1000) }
+            #expect(lateSeen.values == [2, 3])
+        }
+    }
+
+    @Test func aSlowHandlerDoesNotStallAnotherThreadsSave() throws {
+        try withStore { store, _ in
+            let entered = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let token = try store.observeCommits(onError: { _ in }) { record in
+                if record.transaction == 1 {
+                    entered.signal()
+                    release.wait()
+                }
+            }
+            defer { token.cancel() }
+            let firstDone = DispatchSemaphore(value: 0)
+            Thread {
+                try? Self.saveTag(store, "slow")
+                firstDone.signal()
+            }.start()
+            entered.wait()
+            // The first save's thread is inside the handler: a save on this thread must not wait for it.
+            let saved = Failures()
+            let secondDone = DispatchSemaphore(value: 0)
+            Thread {
+                do { try Self.saveTag(store, "fast") } catch { saved.add("\(error)") }
+                secondDone.signal()
+            }.start()
+            let finished = secondDone.wait(timeout: .now() + 20) == .success
+            release.signal()
+            firstDone.wait()
+            #expect(finished, "the second save waited for the slow handler")
+            #expect(saved.all.isEmpty)
+        }
+    }
+
+    @Test func aReleasedMergingContextLeavesTheSubscribers() throws {
+        try withStore { store, _ in
+            do {
+                let context = ObjectContext(store: store)
+                context.automaticallyMergesChangesFromStore = true
+                #expect(store.publisher.state.withLock { $0.subscribers.count } == 1)
+            }
+            #expect(store.publisher.state.withLock { $0.subscribers.isEmpty && $0.watcher == nil })
+        }
+    }
+
+    @Test func aDamagedHistoryEntryIsReportedAndDeliveryGoesOnPastIt() throws {
+        try withStore { store, _ in
+            for name in ["a", "b", "c"] { try Self.saveTag(store, name) }
+            try store.environment.write { txn in
+                try txn.put(IndexKey.primaryKey(2), [0xFF, 0x01], in: try txn.openDatabase("history"))
+            }
+            let seen = NumberBox()
+            let failures = Failures()
+            let token = try store.observeCommits(since: 0, onError: { failures.add($0.message) }) {
+                seen.append($0.transaction ?? 0)
+            }
+            defer { token.cancel() }
+            #expect(seen.values == [1, 3])
+            #expect(failures.all.count == 1)
+            #expect(failures.all.first?.contains("history entry 2 does not decode") == true)
+
+            // A merging context hears of it at its next fetch, once; its merges go on.
+            let context = ObjectContext(store: store)
+            context.automaticallyMergesChangesFromStore = true
+            try store.environment.write { txn in
+                try txn.put(IndexKey.primaryKey(4), [0xFF], in: try txn.openDatabase("history"))
+            }
+            store.publisher.catchUp(store, force: true)
+            try Self.saveTag(store, "e")
+            let error = entityStoreError { _ = try context.fetch(FetchRequest(entity: "Tag")) }
+            #expect(error?.code == .corruptData)
+            #expect(error?.message.contains("history entry 4") == true)
+            #expect(try context.count(for: FetchRequest(entity: "Tag")) == 4)
+
+            // The history API names the entry too.
+            let historyError = entityStoreError { _ = try store.history() }
+            #expect(historyError?.message.contains("history entry 2") == true)
+
+            // And a stream ends by throwing it.
+            let stream = store.changes(since: 0)
+            let streamed = Failures()
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                do {
+                    for try await record in stream { streamed.add("record \(record.transaction ?? 0)") }
+                } catch {
+                    streamed.add("error \(error)")
+                }
+                done.signal()
+            }
+            done.wait()
+            #expect(streamed.all.first == "record 1")
+            #expect(streamed.all.last?.contains("history entry 2") == true)
+        }
+    }
+
+    @Test func aNewSubscriberRightAfterTheLastOneLeftGetsAnotherProcesssSaves() throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        for round in 0..<5 {
+            let old = try store.observeCommits(onError: { _ in }) { _ in }
+            old.cancel()
+            let received = NumberBox()
+            let token = try store.observeCommits(onError: { _ in received.append(0) }) {
+                received.append($0.transaction ?? 0)
+            }
+            defer { token.cancel() }
+            let output = try ChildProcess.helper(["tag-saver", temporary.path, "1"])
+            #expect(output.status == 0, "\(output.stderr)")
+            let deadline = Date().addingTimeInterval(20)
+            while received.values.isEmpty && Date() < deadline { usleep(1000) }
+            #expect(received.values == [UInt64(round + 1)], "round \(round)")
+        }
+    }
+}
+
+final class TokenBox: @unchecked Sendable {
+    // @unchecked Sendable: the tokens are only touched while `lock` is held.
+    private let lock = NSLock()
+    private var tokens: [ObservationToken?] = [nil, nil]
+    var first: ObservationToken? {
+        get { lock.withLock { tokens[0] } }
+        set { lock.withLock { tokens[0] = newValue } }
+    }
+    var second: ObservationToken? {
+        get { lock.withLock { tokens[1] } }
+        set { lock.withLock { tokens[1] = newValue } }
+    }
+}
+
+final class NumberBox: @unchecked Sendable {
+    // @unchecked Sendable: `numbers` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var numbers: [UInt64] = []
+    func append(_ number: UInt64) { lock.withLock { numbers.append(number) } }
+    var values: [UInt64] { lock.withLock { numbers } }
+}
