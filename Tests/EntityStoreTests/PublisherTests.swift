@@ -91,6 +91,23 @@ import Testing
         }
     }
 
+    @Test func aContextStreamLeavesTheObserversWhenItsConsumerStops() async throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let tag = try context.insert("Tag")
+        do {
+            let stream = context.changes
+            try tag.setValue("a", forKey: "name")
+            context.processPendingChanges()
+            for await _ in stream { break }
+            #expect(context.observers.handlers.count == 1)
+        }
+        try tag.setValue("b", forKey: "name")
+        context.processPendingChanges()
+        #expect(context.observers.handlers.isEmpty)
+    }
+
     @Test func aDamagedHistoryEntryIsReportedAndDeliveryGoesOnPastIt() throws {
         try withStore { store, _ in
             for name in ["a", "b", "c"] { try Self.saveTag(store, name) }

@@ -111,6 +111,19 @@ do {
         if readers.contains(where: { $0.contains(" \(child) ") }) { fail("a reader slot of the child remains") }
         print("parent has no reader of the child")
 
+    case "resource-cycles":
+        // resource-cycles DIRECTORY CYCLES: opens, uses and releases CYCLES stores for every public path; fails when
+        // descriptors, threads or mappings are left behind.
+        guard arguments.count == 3, let cycles = Int(arguments[2]) else { fail("usage: resource-cycles DIR N") }
+        let done = DispatchSemaphore(value: 0)
+        let failure = LockedText()
+        Task.detached {
+            do { try await resourceCycles(directory: arguments[1], cycles: cycles) } catch { failure.set("\(error)") }
+            done.signal()
+        }
+        done.wait()
+        if let message = failure.value { fail(message) }
+
     case "library-store":
         // library-store PATH: creates a library fixture store with a few authors, books and tags.
         guard arguments.count == 2 else { fail("usage: library-store PATH") }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// An observer's registration; the observer is removed by ``cancel()`` or when the token is released.
 public final class ObservationToken: @unchecked Sendable {
@@ -28,10 +29,25 @@ extension Notification.Name {
     public static let entityStoreDidSave = Notification.Name("EntityStoreDidSave")
 }
 
+/// The IDs of context streams whose consumer went away.
+final class EndedStreams: Sendable {
+    let ids = Mutex<Set<Int>>([])
+}
+
 /// The observers of one context.
 final class ContextObservers {
     var nextID = 0
     var handlers: [Int: (ChangeRecord) -> Void] = [:]
+    /// Streams whose consumer went away (set from any thread); their handlers are dropped at the next delivery.
+    let endedStreams = EndedStreams()
+
+    func dropEndedStreams() {
+        let ended = endedStreams.ids.withLock { ended in
+            defer { ended = [] }
+            return ended
+        }
+        for id in ended { handlers[id] = nil }
+    }
 }
 
 extension ObjectContext {
@@ -55,15 +71,20 @@ extension ObjectContext {
     /// ```swift
     /// for await record in context.changes { ... }
     /// ```
+    ///
+    /// The stream's handler is removed once its consumer ends or cancels the iteration (at the next delivery).
     public var changes: AsyncStream<ChangeRecord> {
         let (stream, continuation) = AsyncStream<ChangeRecord>.makeStream()
         let id = observers.nextID
         observers.nextID += 1
         observers.handlers[id] = { continuation.yield($0) }
+        let ended = observers.endedStreams
+        continuation.onTermination = { _ in ended.ids.withLock { _ = $0.insert(id) } }
         return stream
     }
 
     func deliver(_ record: ChangeRecord) {
+        observers.dropEndedStreams()
         guard !record.isEmpty else { return }
         for (_, handler) in observers.handlers.sorted(by: { $0.key < $1.key }) { handler(record) }
         NotificationCenter.default.post(
