@@ -37,6 +37,9 @@ import Testing
                 }
             }
             try Self.saveTag(store, "first")
+            // The watcher thread may have taken the delivery (it wakes on the commit too): wait for the handler.
+            let start = Date()
+            while lateSeen.values.isEmpty && Date().timeIntervalSince(start) < 20 { usleep(1000) }
             #expect(failures.all.isEmpty)
             #expect(seen.values == [1], "cancelled inside its handler: no more deliveries")
             #expect(lateSeen.values == [2], "the handler's own save reached the new subscriber")

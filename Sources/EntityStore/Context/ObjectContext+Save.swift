@@ -20,33 +20,63 @@ extension ObjectContext {
             dirty = []
             return
         }
-        saveSnapshot = [:]
         undo.isSuspended = true
         defer {
             saveSnapshot = nil
             undo.isSuspended = false
         }
-        let record: ChangeRecord
-        let resolutions: [ObjectID: ChangeWriter.Resolution]
-        do {
-            var failures = try propagateDeletes()
-            failures += validateValues()
-            (record, resolutions) = try writeChanges(requiredFailures: failures)
-        } catch {
-            restore(saveSnapshot ?? [:])
-            pendingSnapshot = [:]
-            userDrivenTouched = []
-            otherTouched = []
-            throw error
+        // Objects whose delete the store's version overrode (store wins): the delete rules leave them alone.
+        var keptByStore = Set<ObjectID>()
+        while true {
+            saveSnapshot = [:]
+            let record: ChangeRecord
+            let resolutions: [ObjectID: ChangeWriter.Resolution]
+            do {
+                var failures = try propagateDeletes(keeping: keptByStore)
+                failures += validateValues()
+                (record, resolutions) = try writeChanges(requiredFailures: failures)
+            } catch let kept as DeletesKeptByStore {
+                // Nothing was written: start over with those objects alive, as stored.
+                restore(saveSnapshot ?? [:])
+                keptByStore.formUnion(kept.ids)
+                for id in kept.ids { keepStoredVersion(of: id) }
+                continue
+            } catch {
+                restore(saveSnapshot ?? [:])
+                pendingSnapshot = [:]
+                userDrivenTouched = []
+                otherTouched = []
+                throw error
+            }
+            finishSave(resolutions)
+            processPendingChanges()
+            deliver(record)
+            store.publisher.catchUp(store, force: true)
+            return
         }
-        finishSave(resolutions)
-        processPendingChanges()
-        deliver(record)
-        store.publisher.catchUp(store, force: true)
     }
 
-    /// Runs the delete rules; returns the deny failures.
-    func propagateDeletes() throws -> [EntityStoreError.Failure] {
+    /// Under ``MergePolicy/storeWins``, deletes of objects saved elsewhere since they were read are dropped: the
+    /// save starts over without them.
+    struct DeletesKeptByStore: Error {
+        var ids: Set<ObjectID>
+    }
+
+    /// Drops the context's changes to `id` (its delete included): it becomes a fault of the stored version.
+    func keepStoredVersion(of id: ObjectID) {
+        guard let object = registered[id] else { return }
+        willChange(id)
+        object.isDeleted = false
+        object.values = nil
+        object.committed = nil
+        object.related = [:]
+        object.committedRelated = [:]
+        dirty.remove(id)
+    }
+
+    /// Runs the delete rules; returns the deny failures. Objects in `kept` are not cascaded into: their link to the
+    /// deleted object is nullified instead (the store's version of them won over a delete).
+    func propagateDeletes(keeping kept: Set<ObjectID> = []) throws -> [EntityStoreError.Failure] {
         var pending = dirty.compactMap { registered[$0] }.filter { $0.isDeleted && !$0.isInserted }
         var deleted = Set(pending.map(\.objectID))
         var closure: [ManagedObject] = []
@@ -55,6 +85,10 @@ extension ObjectContext {
             closure.append(doomed)
             for relationship in doomed.entity.relationships where relationship.deleteRule == .cascade {
                 for targetID in try targets(of: doomed, relationship) where !deleted.contains(targetID) {
+                    if kept.contains(targetID) {
+                        try unlinkIDs(doomed, relationship, targetID)
+                        continue
+                    }
                     let target = try object(with: targetID)
                     willChange(targetID)
                     target.isDeleted = true
@@ -133,10 +167,18 @@ extension ObjectContext {
                 var failures = requiredFailures
                 var conflicts: [EntityStoreError.Failure] = []
                 var resolutions: [ObjectID: ChangeWriter.Resolution] = [:]
+                var keptByStore = Set<ObjectID>()
                 failures += try writer.checkUniqueness(objects)
                 for object in objects {
                     if object.isDeleted {
-                        if !object.isInserted { try writer.delete(object) }
+                        guard !object.isInserted else { continue }
+                        let (conflict, outcome) = try writer.delete(object, policy: mergePolicy)
+                        if let conflict { conflicts.append(conflict) }
+                        switch outcome {
+                        case .deleted: break
+                        case .alreadyGone: resolutions[object.objectID] = .deletedElsewhere
+                        case .keptByStore: keptByStore.insert(object.objectID)
+                        }
                     } else if object.isInserted {
                         try writer.insert(object)
                     } else if object.hasChanges {
@@ -144,6 +186,9 @@ extension ObjectContext {
                         if let conflict { conflicts.append(conflict) }
                         if let resolution { resolutions[object.objectID] = resolution }
                     }
+                }
+                if !keptByStore.isEmpty && failures.isEmpty && conflicts.isEmpty {
+                    throw DeletesKeptByStore(ids: keptByStore)
                 }
                 if !failures.isEmpty {
                     let summary =
@@ -160,7 +205,8 @@ extension ObjectContext {
                 }
                 var record = ChangeRecord(
                     kind: .didSave, changes: savedChanges(objects, resolutions), author: name, contextID: contextID)
-                record.transaction = try store.appendHistory(record, txn)
+                // A save whose every change was already made elsewhere (deletes of deleted objects) leaves no entry.
+                if !record.changes.isEmpty { record.transaction = try store.appendHistory(record, txn) }
                 return (record, resolutions)
             }
         }
@@ -174,7 +220,8 @@ extension ObjectContext {
             let names = attributeNames(of: object.entity)
             let userDriven = unsavedUserDriven[object.objectID] ?? false
             if object.isDeleted {
-                guard !object.isInserted else { continue }
+                // An inserted-then-deleted object never reached the store; one deleted elsewhere is not deleted twice.
+                guard !object.isInserted, resolutions[object.objectID] == nil else { continue }
                 let old = object.committed ?? object.values ?? []
                 changes.append(
                     ObjectChange(

@@ -1,14 +1,28 @@
 import Foundation
 
-/// How a save resolves a conflict: an object it changes was saved elsewhere since the context read it.
+/// How a save resolves a conflict: an object it changes or deletes was saved or deleted elsewhere since the
+/// context read it.
+///
+/// Deletes take part like updates (Core Data's policies treat them alike). For an object the context deleted:
+///
+/// | Policy | Saved elsewhere since read | Deleted elsewhere since read |
+/// |---|---|---|
+/// | ``error`` | listed conflict, nothing written | listed conflict, nothing written |
+/// | ``storeWins`` | the delete is dropped, with what it cascaded to: the object stays, as stored | nothing written |
+/// | ``contextWins`` | deleted | nothing written |
+/// | ``propertyLevel`` | deleted (a delete changes every property) | nothing written |
+///
+/// "Nothing written" means no second delete and no history entry for it. Objects reached only by a cascade and
+/// never read are deleted as they are in the store.
 public enum MergePolicy: Sendable, Equatable {
     /// Refuse the save and list every conflict (the default).
     case error
-    /// Keep the stored version of conflicting objects; the context's changes to them are dropped.
+    /// Keep the stored version of conflicting objects; the context's changes to them (a delete included) are
+    /// dropped.
     case storeWins
-    /// Write the context's version of conflicting objects over the stored one.
+    /// Write the context's version of conflicting objects over the stored one; its deletes go through.
     case contextWins
-    /// Per attribute: the context's value where it changed it, the stored value elsewhere.
+    /// Per attribute: the context's value where it changed it, the stored value elsewhere; deletes go through.
     case propertyLevel
 }
 

@@ -169,20 +169,63 @@ struct ChangeWriter {
         return (nil, resolution)
     }
 
-    mutating func delete(_ object: ManagedObject) throws {
+    /// How a delete ended when the stored row had changed since the object was read.
+    enum DeleteOutcome {
+        /// The record and its index entries and relationships were removed.
+        case deleted
+        /// The object was already gone: nothing was written, and the save records no delete of it.
+        case alreadyGone
+        /// The store's version wins (``MergePolicy/storeWins``): the delete must be dropped.
+        case keptByStore
+    }
+
+    /// Deletes an object under `policy`; returns a conflict (for the error policy) and what happened.
+    ///
+    /// An object the context read (its values are loaded) is checked like an update: a record saved elsewhere
+    /// since, or deleted elsewhere, is a conflict under ``MergePolicy/error``. A delete of an object that is
+    /// already gone writes nothing under every other policy. An object never read (a fault reached by a cascade)
+    /// is deleted as it is now, and skipped when it is already gone.
+    mutating func delete(
+        _ object: ManagedObject, policy: MergePolicy
+    ) throws -> (EntityStoreError.Failure?, DeleteOutcome) {
         let storage = try store.storage(for: object.entity.name)
         let pk = object.objectID.primaryKey
-        if let bytes = try txn.get(pk, in: storage.records) {
-            let (stored, _) = try RecordCodec.decode(bytes, entity: object.entity)
-            for (i, index) in storage.indexes {
-                try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
+        let wasRead = object.committed != nil
+        guard let bytes = try txn.get(pk, in: storage.records) else {
+            if wasRead && policy == .error {
+                return (
+                    .init(
+                        entity: object.entity.name, objectID: object.objectID,
+                        message: "the object was deleted elsewhere since it was read"), .alreadyGone
+                )
             }
-            try txn.delete(pk, in: storage.records)
+            return (nil, .alreadyGone)
         }
+        let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity)
+        if wasRead && rowVersion != object.rowVersion {
+            switch policy {
+            case .error:
+                return (
+                    .init(
+                        entity: object.entity.name, objectID: object.objectID,
+                        message: "cannot delete: the object was saved elsewhere (row version \(rowVersion), read at"
+                            + " \(object.rowVersion))"), .deleted
+                )
+            case .storeWins:
+                return (nil, .keptByStore)
+            case .contextWins, .propertyLevel:
+                break
+            }
+        }
+        for (i, index) in storage.indexes {
+            try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
+        }
+        try txn.delete(pk, in: storage.records)
         for relationship in object.entity.relationships {
             guard let database = storage.relationships[relationship.name] else { continue }
             try txn.delete(pk, in: database)
         }
+        return (nil, .deleted)
     }
 
     /// Writes the difference between a relationship's stored and current targets, in both directions.
