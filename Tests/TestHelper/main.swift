@@ -124,6 +124,24 @@ do {
         done.wait()
         if let message = failure.value { fail(message) }
 
+    case "ledger-create":
+        // ledger-create PATH: a ledger of Ledger.accounts accounts.
+        guard arguments.count == 2 else { fail("usage: ledger-create PATH") }
+        try Ledger.create(at: arguments[1])
+        print("created")
+
+    case "ledger-writer":
+        // ledger-writer PATH SECONDS SEED: ledger operations until SECONDS have passed.
+        guard arguments.count == 4, let seconds = Double(arguments[2]), let seed = UInt64(arguments[3]) else {
+            fail("usage: ledger-writer PATH SECONDS SEED")
+        }
+        try Ledger.write(path: arguments[1], seconds: seconds, seed: seed)
+
+    case "ledger-reader":
+        // ledger-reader PATH SECONDS: checks the total in one snapshot, again and again.
+        guard arguments.count == 3, let seconds = Double(arguments[2]) else { fail("usage: ledger-reader PATH S") }
+        try Ledger.read(path: arguments[1], seconds: seconds)
+
     case "library-store":
         // library-store PATH: creates a library fixture store with a few authors, books and tags.
         guard arguments.count == 2 else { fail("usage: library-store PATH") }
