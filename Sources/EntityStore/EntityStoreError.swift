@@ -21,6 +21,9 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
         case schemaOlderThanStore
         /// The store was written by a newer EntityStore format.
         case storeFormatTooNew
+        /// The store's schema was migrated (by another process, or another store instance) after this store was
+        /// opened: reopen it with the current schema. Nothing was read or written.
+        case schemaChanged
         /// The store's files are not an EntityStore store.
         case notAStore
         /// Stored bytes do not decode: the record, key or entry is corrupt.

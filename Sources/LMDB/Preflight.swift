@@ -4,8 +4,13 @@ import Glibc
 
 /// The checks made on a store's files before LMDB opens them.
 ///
-/// LMDB trusts its data file: a truncated one makes it die of SIGBUS, an empty one is silently initialised, and it
-/// follows symbolic links. These checks read the two meta pages themselves and refuse what LMDB would mishandle.
+/// LMDB trusts its data file: a truncated one makes it die of SIGBUS, and it follows symbolic links. These checks
+/// read the two meta pages themselves and refuse what LMDB would mishandle.
+///
+/// An empty data file is left to LMDB, which initialises it: it is what a first open leaves when it is killed
+/// between creating the file and writing its two meta pages (one write), and what a second process sees while a
+/// first one creates the store (LMDB's lock file then makes it wait). Refusing it would make such a store
+/// unopenable for good.
 struct Preflight {
     /// The data file's device and inode, when it exists.
     var identity: Environment.FileIdentity?
@@ -59,9 +64,13 @@ struct Preflight {
         result.identity = Environment.FileIdentity(device: UInt64(dataInfo.st_dev), inode: UInt64(dataInfo.st_ino))
         let fileSize = Int(dataInfo.st_size)
         if fileSize == 0 {
-            throw LMDBError(
-                code: .notAnEnvironment, message: "the data file is empty (0 bytes): not an LMDB data file",
-                context: dataPath)
+            if readOnly {
+                throw LMDBError(
+                    code: .notAnEnvironment,
+                    message: "the data file is empty (0 bytes): the store was never created, or is being created",
+                    context: dataPath)
+            }
+            return result
         }
         let meta = try readNewestMeta(dataPath, fileSize: fileSize)
         result.storedMapSize = meta.mapSize

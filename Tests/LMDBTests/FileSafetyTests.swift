@@ -34,14 +34,22 @@ import Testing
         #expect(try size(data) == cut)
     }
 
-    @Test func anEmptyOrForeignDataFileIsNotAnEnvironment() throws {
+    @Test func anEmptyDataFileIsInitialisedAndAForeignOneIsNotAnEnvironment() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
+        // What a first open killed before LMDB wrote its meta pages leaves: read-only it is not a store yet,
+        // read-write LMDB initialises it.
         try FileManager.default.createDirectory(atPath: dir.path("empty.store"), withIntermediateDirectories: false)
         _ = FileManager.default.createFile(atPath: dir.path("empty.store/data.mdb"), contents: Data())
-        let empty = lmdbError { _ = try Environment.open(path: dir.path("empty.store")) }
-        #expect(empty?.code == .notAnEnvironment)
+        let readOnly = lmdbError { _ = try Environment.open(path: dir.path("empty.store"), options: .init(readOnly: true)) }
+        #expect(readOnly?.code == .notAnEnvironment)
         #expect(try size(dir.path("empty.store/data.mdb")) == 0)
+        do {
+            let env = try Environment.open(path: dir.path("empty.store"))
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(b("k"), b("v"), in: db) }
+        }
+        #expect(try size(dir.path("empty.store/data.mdb")) > 0)
 
         try FileManager.default.createDirectory(atPath: dir.path("text.store"), withIntermediateDirectories: false)
         let text = Data(String(repeating: "not a database\n", count: 1000).utf8)

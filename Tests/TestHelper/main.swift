@@ -142,6 +142,42 @@ do {
         guard arguments.count == 3, let seconds = Double(arguments[2]) else { fail("usage: ledger-reader PATH S") }
         try Ledger.read(path: arguments[1], seconds: seconds)
 
+    case "open-library":
+        // open-library PATH VARIANT: opens (or creates) the library store with the plain schema (a) or the one with
+        // Tag.color at the same version (b); prints "opened" or fails naming the error's code.
+        guard arguments.count == 3 else { fail("usage: open-library PATH a|b") }
+        let schema =
+            arguments[2] == "b" ? try Fixtures.librarySchemaWithTagColor(version: 1) : try Fixtures.librarySchema()
+        do {
+            _ = try PersistentStore.open(path: arguments[1], schema: schema)
+            print("opened")
+        } catch let error as EntityStoreError {
+            fail("error \(error.code.rawValue): \(error.message)")
+        }
+
+    case "tag-saver-until-error":
+        // tag-saver-until-error PATH: saves tags on the plain library schema until a save fails; prints the error's
+        // code on stdout.
+        guard arguments.count == 2 else { fail("usage: tag-saver-until-error PATH") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
+        var saved = 0
+        while true {
+            do {
+                let context = ObjectContext(store: store, name: "old schema")
+                let tag = try context.insert("Tag")
+                try tag.setValue(.string("old-\(getpid())-\(saved)"), forKey: "name")
+                try context.save()
+                saved += 1
+                if saved == 20 {
+                    print("ready")
+                    fflush(nil)
+                }
+            } catch let error as EntityStoreError {
+                print("stopped after \(saved): \(error.code.rawValue)")
+                break
+            }
+        }
+
     case "library-store":
         // library-store PATH: creates a library fixture store with a few authors, books and tags.
         guard arguments.count == 2 else { fail("usage: library-store PATH") }

@@ -50,6 +50,17 @@ public enum Fixtures {
     }
 }
 
+extension Fixtures {
+    /// The library schema with an optional `Tag.color`: a lightweight migration from the plain one at a higher
+    /// version, a refused one at the same version.
+    public static func librarySchemaWithTagColor(version: Int) throws -> Schema {
+        var schema = try librarySchema(version: version)
+        let tag = schema.entities.firstIndex { $0.name == "Tag" }!
+        schema.entities[tag].attributes.append(Attribute("color", .string, optional: true))
+        return schema
+    }
+}
+
 /// A store on a temporary directory, removed by ``remove()``.
 public struct TemporaryStore {
     public let directory: TemporaryDirectory

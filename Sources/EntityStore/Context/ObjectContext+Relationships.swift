@@ -15,7 +15,7 @@ extension ObjectContext {
         let storage = try store.storage(for: id.entityName)
         guard let database = storage.relationships[relationship.name] else { return [] }
         return try mappingStorageErrors("loading \(id).\(relationship.name)") {
-            try store.environment.read { txn in
+            try store.read { txn in
                 var targets = Set<ObjectID>()
                 try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
                     targets.insert(

@@ -160,7 +160,7 @@ extension ObjectContext {
     {
         let objects = dirty.compactMap { registered[$0] }.sorted { $0.objectID < $1.objectID }
         return try mappingStorageErrors("saving") {
-            try store.environment.write { txn in
+            try store.write { txn in
                 var writer = ChangeWriter(store: store, txn: txn)
                 writer.appendable = Set(
                     objects.lazy.filter { $0.isInserted && !$0.isDeleted }.map(\.objectID.entityName))

@@ -156,7 +156,7 @@ public final class ObjectContext {
         }
         let storage = try store.storage(for: object.objectID.entityName)
         let loaded = try mappingStorageErrors("loading \(object.objectID)") {
-            try store.environment.read { txn -> ([Value], UInt64)? in
+            try store.read { txn -> ([Value], UInt64)? in
                 guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { return nil }
                 return try RecordCodec.decode(bytes, entity: storage.entity)
             }

@@ -23,7 +23,7 @@ extension ObjectContext {
         if request.predicate == nil && !(request.includesPendingChanges && hasPendingObjects(of: request.entity)) {
             try validateWindow(request)
             let total = try mappingStorageErrors("counting \(request.entity)") {
-                try store.environment.read { try $0.statistics(storage.records).entries }
+                try store.read { try $0.statistics(storage.records).entries }
             }
             let afterOffset = max(0, total - request.fetchOffset)
             return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
@@ -82,7 +82,7 @@ extension ObjectContext {
     func run(_ request: FetchRequest, shape: Shape) throws -> [Candidate] {
         try mergeInboxReportingFailures()
         return try mappingStorageErrors("fetching \(request.entity)") {
-            try store.environment.read { txn in try run(request, shape: shape, in: txn) }
+            try store.read { txn in try run(request, shape: shape, in: txn) }
         }
     }
 
@@ -248,7 +248,7 @@ extension ObjectContext {
     package func fetchSnapshot(_ request: FetchRequest) throws -> (rows: [SnapshotRow], transaction: Int) {
         let storage = try store.storage(for: request.entity)
         return try mappingStorageErrors("fetching \(request.entity)") {
-            try store.environment.read { txn in
+            try store.read { txn in
                 let candidates = try run(request, shape: .objects, in: txn)
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: false)
                 var rows: [SnapshotRow] = []
@@ -333,7 +333,7 @@ extension ObjectContext {
         let faults = objects.filter { $0.values == nil && !$0.isInserted }
         guard !faults.isEmpty else { return }
         try mappingStorageErrors("loading \(faults.count) objects") {
-            try store.environment.read { txn in
+            try store.read { txn in
                 for object in faults {
                     let storage = try store.storage(for: object.entity.name)
                     guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { continue }

@@ -110,7 +110,7 @@ extension FetchedResultsController {
     /// The rows `ids` have now: those that exist and match, with their keys.
     func newRows(for ids: Set<ObjectID>, _ plan: Plan) throws -> [Row] {
         let includesPending = fetchRequest.includesPendingChanges
-        return try context.store.environment.read { txn in
+        return try context.store.read { txn in
             let reader = FetchReader(txn: txn, store: context.store, context: context, includesPending: includesPending)
             var result: [Row] = []
             for id in ids.sortedIDs() {

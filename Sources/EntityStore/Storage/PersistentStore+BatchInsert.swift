@@ -79,7 +79,7 @@ extension PersistentStore {
 
         let carrier = ObjectContext(store: self, name: "batch insert")
         let ids = try mappingStorageErrors("batch inserting into \(entity.name)") {
-            try environment.write { txn -> [ObjectID] in
+            try write { txn -> [ObjectID] in
                 // Keys from the entity's sequence, past every block a context has reserved.
                 let first = try nextKey(of: entity.name, txn)
                 try txn.put(

@@ -45,7 +45,7 @@ extension PersistentStore {
     /// - Returns: The findings (empty for a healthy store) and the transaction the snapshot read.
     public func checkIntegrity() throws -> (findings: [IntegrityFinding], transaction: Int) {
         try mappingStorageErrors("checking the store") {
-            try environment.read { txn in
+            try read { txn in
                 var findings: [IntegrityFinding] = []
                 var existing: [String: Set<UInt64>] = [:]
                 for entity in schema.entities {

@@ -4,7 +4,7 @@ extension PersistentStore {
     /// The format version recorded in the store.
     package func storedFormatVersion() throws -> UInt32 {
         try mappingStorageErrors("reading the format version") {
-            try environment.read { txn in
+            try read { txn in
                 guard let bytes = try txn.get(StoreNames.MetaKey.format, in: meta), bytes.count == 4 else { return 0 }
                 return UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self))
             }
@@ -17,7 +17,7 @@ extension PersistentStore {
     ) throws -> (values: [Value], relationships: [String: [ObjectID]], transaction: Int)? {
         let storage = try storage(for: id.entityName)
         return try mappingStorageErrors("reading \(id)") {
-            try environment.read { txn in
+            try read { txn in
                 guard let bytes = try txn.get(id.primaryKey, in: storage.records) else { return nil }
                 let values = try RecordCodec.decode(bytes, entity: storage.entity).values
                 var relationships: [String: [ObjectID]] = [:]
@@ -43,7 +43,7 @@ extension PersistentStore {
         let compiled = try CompiledPredicate(predicate, entity: storage.entity, schema: schema)
         let context = ObjectContext(store: self)
         return try mappingStorageErrors("reading \(id)") {
-            try environment.read { txn in
+            try read { txn in
                 let reader = FetchReader(txn: txn, store: self, context: context, includesPending: false)
                 guard let subject = try reader.subject(for: id) else { return false }
                 return try compiled.evaluate(subject)
@@ -55,7 +55,7 @@ extension PersistentStore {
     package func largestRecords(_ entity: String, count: Int) throws -> [(ObjectID, Int)] {
         let storage = try storage(for: entity)
         return try mappingStorageErrors("reading \(entity)") {
-            try environment.read { txn in
+            try read { txn in
                 var largest: [(ObjectID, Int)] = []
                 try txn.forEach(in: storage.records) { key, value in
                     let id = ObjectID(entityName: entity, primaryKey: try IndexKey.primaryKey(from: key))

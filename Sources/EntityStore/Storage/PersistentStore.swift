@@ -48,13 +48,18 @@ public final class PersistentStore: Sendable {
     let publisher = StorePublisher()
     /// Model classes already checked against the schema.
     let checkedModels = Mutex<Set<String>>([])
+    /// The schema stamp the store's records must carry for this store to use them (see ``read(_:)``).
+    let schemaStamp: [UInt8]?
+    /// The newest read snapshot whose schema stamp was checked.
+    let verifiedSnapshot = Atomic<Int>(-1)
     private let keyBlocks = Mutex<[String: (next: UInt64, end: UInt64)]>([:])
     static let keyBlockSize: UInt64 = 256
 
     private init(
         environment: Environment, schema: Schema, storeID: UUID, readOnly: Bool, meta: Database, history: Database,
-        storages: [String: EntityStorage]
+        storages: [String: EntityStorage], schemaStamp: [UInt8]?
     ) {
+        self.schemaStamp = schemaStamp
         self.environment = environment
         self.schema = schema
         self.storeID = storeID
@@ -114,6 +119,11 @@ public final class PersistentStore: Sendable {
                     try txn.put(StoreNames.MetaKey.storeID, withUnsafeBytes(of: storeID.uuid, Array.init), in: meta)
                     try writeSchema(schema, history: [schema], txn, meta: meta)
                 }
+                // Stores written before the stamp existed get it now.
+                let stamp = Array(schema.fingerprint.utf8)
+                if try txn.get(StoreNames.MetaKey.schemaStamp, in: meta).map(Array.init) != stamp {
+                    try txn.put(StoreNames.MetaKey.schemaStamp, stamp, in: meta)
+                }
                 var storages: [String: EntityStorage] = [:]
                 for entity in schema.entities {
                     storages[entity.name] = try EntityStorage.open(entity, in: txn, create: true)
@@ -124,7 +134,7 @@ public final class PersistentStore: Sendable {
         }
         return PersistentStore(
             environment: environment, schema: schema, storeID: storeID, readOnly: false, meta: meta,
-            history: history, storages: storages)
+            history: history, storages: storages, schemaStamp: Array(schema.fingerprint.utf8))
     }
 
     /// Opens the store at `path` read-only, with the schema stored in it: no writes, no migration.
@@ -156,9 +166,10 @@ public final class PersistentStore: Sendable {
                     storages[entity.name] = try EntityStorage.open(entity, in: txn, create: false)
                 }
                 let history = try txn.openDatabase(StoreNames.history)
+                let stamp = try txn.get(StoreNames.MetaKey.schemaStamp, in: meta).map(Array.init)
                 return PersistentStore(
                     environment: environment, schema: schema, storeID: storeID, readOnly: true, meta: meta,
-                    history: history, storages: storages)
+                    history: history, storages: storages, schemaStamp: stamp)
             }
         }
     }
@@ -216,7 +227,7 @@ public final class PersistentStore: Sendable {
             return key
         }
         let start = try mappingStorageErrors("reserving primary keys for \(entity)") {
-            try environment.write { txn -> UInt64 in
+            try write { txn -> UInt64 in
                 let next = try nextKey(of: entity, txn)
                 try txn.put(
                     StoreNames.MetaKey.sequence(entity), IndexKey.primaryKey(next + Self.keyBlockSize), in: meta)
@@ -285,6 +296,7 @@ extension PersistentStore {
         encoder.outputFormatting = [.sortedKeys]
         try txn.put(StoreNames.MetaKey.schema, Array(try encoder.encode(schema)), in: meta)
         try txn.put(StoreNames.MetaKey.schemaHistory, Array(try encoder.encode(history)), in: meta)
+        try txn.put(StoreNames.MetaKey.schemaStamp, Array(schema.fingerprint.utf8), in: meta)
     }
 
     static func decodeJSON<T: Decodable>(_ type: T.Type, _ bytes: UnsafeRawBufferPointer, what: String) throws -> T {

@@ -23,6 +23,9 @@ enum StoreNames {
         static let schema = Array("schema".utf8)
         static let schemaHistory = Array("schemaHistory".utf8)
         static let historySequence = Array("historySequence".utf8)
+        /// The fingerprint of the schema the records are written in: a store opened with another one must not read
+        /// or write them.
+        static let schemaStamp = Array("schemaStamp".utf8)
         static func sequence(_ entity: String) -> [UInt8] { Array("seq.\(entity)".utf8) }
     }
 }

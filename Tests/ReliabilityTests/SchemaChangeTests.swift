@@ -1,0 +1,130 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A migration while other processes (or other store instances) run the old schema, and stores created by several
+/// processes at once: nobody writes records in a layout the store no longer has, and every record decodes.
+@Suite struct SchemaChangeTests {
+    @Test func aProcessOnTheOldSchemaStopsWritingWhenAnotherMigrates() throws {
+        let dir = try TemporaryDirectory(prefix: "schema-change")
+        defer { dir.remove() }
+        let path = dir.path("lib.store")
+        #expect(try ChildProcess.helper(["library-store", path]).status == 0)
+        let (saver, out, err) = try ChildProcess.start(
+            ChildProcess.executable("es-test-helper"), ["tag-saver-until-error", path])
+        // Wait until the old-schema process is saving.
+        var text = ""
+        while !text.contains("ready") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let migrated = try PersistentStore.open(path: path, schema: try Fixtures.librarySchemaWithTagColor(version: 2))
+        let context = ObjectContext(store: migrated)
+        let tag = try context.insert("Tag")
+        try tag.setValue("new", forKey: "name")
+        try tag.setValue("blue", forKey: "color")
+        try context.save()
+        saver.waitUntilExit()
+        text += String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(saver.terminationStatus == 0, "\(stderr)")
+        #expect(text.contains(": schemaChanged"), "\(text)")
+        // Every record decodes with the new schema; the integrity check is clean.
+        let tags = try ObjectContext(store: migrated).fetch(FetchRequest(entity: "Tag"))
+        #expect(tags.count >= 21)
+        for tag in tags { _ = try tag["color"] }
+        #expect(try migrated.checkIntegrity().findings.isEmpty)
+    }
+
+    @Test func anotherStoreInstanceOfThisProcessIsRefusedAfterAMigration() throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let old = temporary.store
+        let oldContext = ObjectContext(store: old)
+        let tag = try oldContext.insert("Tag")
+        try tag.setValue("before", forKey: "name")
+        try oldContext.save()
+        _ = try PersistentStore.open(
+            path: temporary.path, schema: try Fixtures.librarySchemaWithTagColor(version: 2),
+            options: .init(sync: .noSync))
+        try tag.setValue("after", forKey: "name")
+        let error = entityStoreError { try oldContext.save() }
+        #expect(error?.code == .schemaChanged)
+        #expect(error?.message.contains("now version 2") == true)
+        #expect(entityStoreError { _ = try ObjectContext(store: old).fetch(FetchRequest(entity: "Tag")) }?.code == .schemaChanged)
+        let reopened = try PersistentStore.open(
+            path: temporary.path, schema: try Fixtures.librarySchemaWithTagColor(version: 2))
+        let names = try ObjectContext(store: reopened).fetch(FetchRequest(entity: "Tag")).map { try $0["name"] }
+        #expect(names == ["before"])
+    }
+
+    @Test func processesCreatingOneStoreAtOnce() throws {
+        let dir = try TemporaryDirectory(prefix: "schema-change")
+        defer { dir.remove() }
+        let helper = ChildProcess.executable("es-test-helper")
+        for round in 0..<10 {
+            // The same schema: every process opens the store.
+            let same = dir.path("same\(round).store")
+            let openers = try (0..<4).map { _ in try ChildProcess.start(helper, ["open-library", same, "a"]) }
+            for (process, _, err) in openers {
+                process.waitUntilExit()
+                let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                #expect(process.terminationStatus == 0, "round \(round): \(stderr)")
+            }
+            // Two schemas at one version: one creates the store, the other is refused clearly.
+            let different = dir.path("different\(round).store")
+            let rivals = try ["a", "b"].map { try ChildProcess.start(helper, ["open-library", different, $0]) }
+            var outcomes: [String] = []
+            for (process, _, err) in rivals {
+                process.waitUntilExit()
+                let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                outcomes.append(process.terminationStatus == 0 ? "opened" : stderr)
+            }
+            #expect(outcomes.filter { $0 == "opened" }.count == 1, "round \(round): \(outcomes)")
+            #expect(outcomes.contains { $0.contains("error migrationRefused") }, "round \(round): \(outcomes)")
+            let store = try PersistentStore.openReadOnly(path: different)
+            #expect(try store.checkIntegrity().findings.isEmpty)
+        }
+    }
+
+    @Test func killsDuringTheFirstOpenLeaveNoStoreOrAValidOne() throws {
+        let kills = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 60 : 400
+        let dir = try TemporaryDirectory(prefix: "creation-kill")
+        defer { dir.remove() }
+        let helper = ChildProcess.executable("es-test-helper")
+        var g = SeededGenerator(seed: 99)
+        // The creation happens near the end of the helper's short life (most of it is starting the process): time a
+        // few whole runs and kill in the second half of that span, where the files are created.
+        var durations: [Double] = []
+        for i in 0..<5 {
+            let start = Date()
+            _ = try ChildProcess.helper(["open-library", dir.path("timing\(i).store"), "a"])
+            durations.append(Date().timeIntervalSince(start))
+        }
+        let span = UInt32(durations.sorted()[2] * 1_000_000)
+        var emptyDataFiles = 0
+        for round in 0..<kills {
+            let path = dir.path("k\(round).store")
+            let (process, _, _) = try ChildProcess.start(helper, ["open-library", path, "a"])
+            usleep(UInt32.random(in: (span / 2)...(span + span / 5), using: &g))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            var info = stat()
+            if stat(path + "/data.mdb", &info) == 0 && info.st_size == 0 { emptyDataFiles += 1 }
+            // Whatever the moment of the kill, the next open gives a valid store.
+            let store = try PersistentStore.open(path: path, schema: try Fixtures.librarySchema())
+            #expect(try store.checkIntegrity().findings.isEmpty, "round \(round)")
+            let context = ObjectContext(store: store)
+            let tag = try context.insert("Tag")
+            try tag.setValue("after the kill", forKey: "name")
+            try context.save()
+        }
+        print("creation kills: \(kills) in a span of \(span) µs, \(emptyDataFiles) left an empty data file")
+    }
+}
