@@ -50,6 +50,9 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
         case invalidFetchRequest
         /// An undo or redo with nothing to undo or redo.
         case nothingToUndo
+        /// The device holding the store is full: nothing was written; free space and try again (the same save can be
+        /// retried).
+        case diskFull
         /// The storage layer failed (see ``EntityStoreError/underlying``).
         case storage
     }
@@ -123,7 +126,10 @@ extension EntityStoreError {
     /// `error` as an EntityStoreError: itself, a storage error around an LMDBError, or a storage error naming it.
     package static func wrapping(_ error: any Error, _ what: String) -> EntityStoreError {
         if let error = error as? EntityStoreError { return error }
-        if let error = error as? LMDBError { return EntityStoreError(.storage, "\(what): \(error)", underlying: error) }
+        if let error = error as? LMDBError {
+            return EntityStoreError(
+                error.code == .noSpace ? .diskFull : .storage, "\(what): \(error)", underlying: error)
+        }
         return EntityStoreError(.storage, "\(what): \(error)")
     }
 }
@@ -133,6 +139,6 @@ func mappingStorageErrors<R>(_ what: @autoclosure () -> String, _ body: () throw
     do {
         return try body()
     } catch let error as LMDBError {
-        throw EntityStoreError(.storage, "\(what()): \(error)", underlying: error)
+        throw EntityStoreError(error.code == .noSpace ? .diskFull : .storage, "\(what()): \(error)", underlying: error)
     }
 }

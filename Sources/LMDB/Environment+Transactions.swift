@@ -1,5 +1,9 @@
 import CLMDB
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension Environment {
     /// Runs `body` in a read transaction: one consistent snapshot, ended when `body` returns.
     ///
@@ -84,6 +88,7 @@ extension Environment {
                     transaction.end(committed: false)
                     if transaction.needsRetry { return .handleRetry }
                     if transaction.sawMapFull || (error as? LMDBError)?.code == .mapFull { return .mapFull }
+                    if let error = error as? LMDBError { throw spaceError(for: error) }
                     throw error
                 }
                 if transaction.needsRetry {
@@ -100,7 +105,9 @@ extension Environment {
                 }
                 transaction.end(committed: commit == MDB_SUCCESS)
                 if commit == MDB_MAP_FULL { return .mapFull }
-                try check(commit, "mdb_txn_commit at \(path)")
+                if commit != MDB_SUCCESS {
+                    throw spaceError(for: LMDBError(lmdbCode: commit, context: "mdb_txn_commit at \(path)"))
+                }
                 return .done(result)
             }
             switch outcome {
@@ -115,6 +122,26 @@ extension Environment {
                 try growMap(attempt: growths)
             }
         }
+    }
+
+    /// A write that failed with `EIO` or `ENOSPC` while the store's device is (nearly) full: LMDB reports a short
+    /// write as `EIO`, which says nothing of the cause. Anything else is returned as it is.
+    func spaceError(for error: LMDBError) -> LMDBError {
+        guard error.code == .ioError || error.code == .noSpace, let free = freeSpace(), free < 1 << 20 else {
+            return error
+        }
+        return LMDBError(
+            code: .noSpace,
+            message: "no space left on the device holding the store (\(free) bytes free; LMDB reported"
+                + " \(error.code)): nothing was committed; free some space and try again",
+            context: error.context)
+    }
+
+    /// The bytes an unprivileged process may still write on the store's file system.
+    func freeSpace() -> Int? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return Int(info.f_bavail) * Int(info.f_bsize)
     }
 
     enum Begin {

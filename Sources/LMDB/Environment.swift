@@ -137,7 +137,8 @@ public final class Environment: @unchecked Sendable {
             var keepAlive: Environment?
             let result: Result<Environment, LMDBError>? = registry.withLock { entries in
                 do throws(LMDBError) {
-                    let preflight = try Preflight.run(path: path, readOnly: options.readOnly)
+                    let preflight = try Preflight.run(
+                        path: path, readOnly: options.readOnly, maxReaders: options.maxReaders)
                     if let identity = preflight.identity, let entry = entries[identity] {
                         guard let existing = entry.environment else { return nil }  // closing right now: wait
                         if existing.isInheritedThroughFork {

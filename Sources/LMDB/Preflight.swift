@@ -22,7 +22,36 @@ struct Preflight {
     static let magic: UInt32 = 0xBEEF_C0DE
     static let dataVersion: UInt32 = 1
 
-    static func run(path: String, readOnly: Bool) throws(LMDBError) -> Preflight {
+    static func run(path: String, readOnly: Bool, maxReaders: Int = 126) throws(LMDBError) -> Preflight {
+        let result = try check(path: path, readOnly: readOnly)
+        if !readOnly { try allocateLockFile(path + "/lock.mdb", maxReaders: maxReaders) }
+        return result
+    }
+
+    /// Gives the lock file real blocks before LMDB maps it. LMDB sizes it with `ftruncate` (a hole) and writes its
+    /// header and reader slots through a shared memory map: on a full disk the first such write kills the process
+    /// with SIGBUS. Allocated here, a full disk is a clear ENOSPC instead.
+    static func allocateLockFile(_ lockPath: String, maxReaders: Int) throws(LMDBError) {
+        // LMDB's size: a header and one 64-byte slot per reader, in a cache line each; rounded up to pages.
+        let needed = (128 + 64 * maxReaders + 4095) / 4096 * 4096
+        let fd = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            let code = errno
+            throw LMDBError(code: .init(rawValue: code), message: describe(errno: code), context: lockPath)
+        }
+        defer { close(fd) }
+        let rc = posix_fallocate(fd, 0, off_t(needed))
+        guard rc == 0 else {
+            throw LMDBError(
+                code: .init(rawValue: rc),
+                message: rc == ENOSPC
+                    ? "no space left on the device for the store's lock file (\(needed) bytes)"
+                    : "cannot allocate the store's lock file: \(describe(errno: rc))",
+                context: lockPath)
+        }
+    }
+
+    private static func check(path: String, readOnly: Bool) throws(LMDBError) -> Preflight {
         var directoryInfo = stat()
         if stat(path, &directoryInfo) != 0 {
             let code = errno
