@@ -36,6 +36,8 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
         case conflict
         /// A value of the wrong type for the attribute.
         case typeMismatch
+        /// A value the store cannot hold (`Decimal.nan`).
+        case invalidValue
         /// A key that the entity does not have.
         case unknownKey
         /// An entity that the schema does not have.

@@ -81,7 +81,8 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Sets an attribute. Setting the value it already has is no change.
     /// - Throws: ``EntityStoreError/Code/typeMismatch`` for a value of another type (or nil for a required
-    ///   attribute is allowed here and refused by `save()`), ``EntityStoreError/Code/unknownKey``,
+    ///   attribute is allowed here and refused by `save()`), ``EntityStoreError/Code/invalidValue`` for a value the
+    ///   store cannot hold (`Decimal.nan`), ``EntityStoreError/Code/unknownKey``,
     ///   ``EntityStoreError/Code/invalidObject`` for a deleted object.
     public func setValue(_ value: Value, forKey key: String) throws {
         let index = try attributeIndex(key)
@@ -90,6 +91,10 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
             throw EntityStoreError(
                 .typeMismatch, "\(entity.name).\(key) is a \(attribute.type.rawValue); got \(value)",
                 entity: entity.name, key: key, objectID: objectID)
+        }
+        if let problem = value.storageProblem {
+            throw EntityStoreError(
+                .invalidValue, "\(entity.name).\(key): \(problem)", entity: entity.name, key: key, objectID: objectID)
         }
         let context = try liveContext()
         try context.setAttribute(self, index: index, to: value)

@@ -113,11 +113,13 @@ extension Optional: ValueConvertible where Wrapped: ValueConvertible {
 /// Every `@Stored` key is checked against the schema (name, type, optionality) the first time the class is used
 /// with a store, so a typo fails at once with a clear error rather than on some later access. Property accessors
 /// cannot throw: when the object's record cannot be read (it was deleted elsewhere) a getter returns the type's
-/// fallback and a setter does nothing, and ``lastError`` says why; dynamic access throws instead.
+/// fallback and ``lastError`` says why; a setter that cannot write (a deleted object, `Decimal.nan`) writes
+/// nothing, sets ``lastError``, and makes the context's next ``ObjectContext/save()`` throw that error, so a lost
+/// write cannot go unnoticed. Dynamic access throws instead.
 open class Model {
     /// The managed object the model wraps.
     public let managedObject: ManagedObject
-    /// The last error a property accessor swallowed.
+    /// The last error of a property accessor (which cannot throw).
     public internal(set) var lastError: EntityStoreError?
 
     /// Wraps a managed object (of the model's entity).
@@ -212,11 +214,15 @@ public struct Stored<T: ValueConvertible>: StoredProperty {
             let key = owner[keyPath: storageKeyPath].key
             do {
                 let value = try owner.managedObject.value(forKey: key)
-                return T(value: value) ?? T.fallback
-            } catch let error as EntityStoreError {
-                owner.lastError = error
-                return T.fallback
+                guard let typed = T(value: value) else {
+                    owner.lastError = EntityStoreError(
+                        .typeMismatch, "\(owner.managedObject.objectID).\(key) holds \(value), not a \(T.self)",
+                        entity: owner.managedObject.entity.name, key: key, objectID: owner.managedObject.objectID)
+                    return T.fallback
+                }
+                return typed
             } catch {
+                owner.lastError = EntityStoreError.wrapping(error, "reading \(key)")
                 return T.fallback
             }
         }
@@ -224,9 +230,12 @@ public struct Stored<T: ValueConvertible>: StoredProperty {
             let key = owner[keyPath: storageKeyPath].key
             do {
                 try owner.managedObject.setValue(newValue.value, forKey: key)
-            } catch let error as EntityStoreError {
-                owner.lastError = error
-            } catch {}
+            } catch {
+                // A setter cannot throw: the failure is kept, and the context's next save throws it.
+                let failure = EntityStoreError.wrapping(error, "setting \(key)")
+                owner.lastError = failure
+                owner.managedObject.context?.accessorFailures.append(failure)
+            }
         }
     }
 }

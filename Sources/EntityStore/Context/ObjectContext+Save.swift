@@ -12,8 +12,22 @@ extension ObjectContext {
     /// retried.
     ///
     /// - Throws: ``EntityStoreError`` with ``EntityStoreError/Code/validationFailed`` or
-    ///   ``EntityStoreError/Code/conflict`` listing every failure, or a storage error.
+    ///   ``EntityStoreError/Code/conflict`` listing every failure, or a storage error. Before anything else: the
+    ///   failures of typed-model setters since the last save, and a failure to read the store's changes for
+    ///   automatic merging (each thrown once).
     public func save() throws {
+        if !accessorFailures.isEmpty {
+            let failures = accessorFailures
+            accessorFailures = []
+            throw failures.count == 1
+                ? failures[0]
+                : EntityStoreError(
+                    failures[0].code, "\(failures.count) typed-model writes failed: \(failures[0].message)",
+                    entity: failures[0].entity, key: failures[0].key, objectID: failures[0].objectID,
+                    failures: failures.map {
+                        .init(entity: $0.entity, key: $0.key, objectID: $0.objectID, message: $0.message)
+                    })
+        }
         try mergeInboxReportingFailures()
         processPendingChanges()
         guard hasChanges else {
@@ -130,12 +144,19 @@ extension ObjectContext {
         for object in dirty.compactMap({ registered[$0] }).sorted(by: { $0.objectID < $1.objectID })
         where !object.isDeleted {
             if let values = object.values {
-                for (i, attribute) in object.entity.attributes.enumerated()
-                where !attribute.isOptional && values[i].isNull {
-                    failures.append(
-                        .init(
-                            entity: object.entity.name, key: attribute.name, objectID: object.objectID,
-                            message: "a required value is missing"))
+                for (i, attribute) in object.entity.attributes.enumerated() {
+                    if !attribute.isOptional && values[i].isNull {
+                        failures.append(
+                            .init(
+                                entity: object.entity.name, key: attribute.name, objectID: object.objectID,
+                                message: "a required value is missing"))
+                    } else if let problem = values[i].storageProblem {
+                        // Set by a path that skipped setValue's check (a default, say).
+                        failures.append(
+                            .init(
+                                entity: object.entity.name, key: attribute.name, objectID: object.objectID,
+                                message: problem))
+                    }
                 }
             }
             for relationship in object.entity.relationships where !relationship.isToMany && !relationship.isOptional {

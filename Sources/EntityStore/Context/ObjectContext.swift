@@ -44,6 +44,8 @@ public final class ObjectContext {
     let observers = ContextObservers()
     /// Store changes waiting to be merged (automatic merging).
     let inbox = ChangeInbox()
+    /// Failures of typed-model setters (which cannot throw), thrown by the next save.
+    var accessorFailures: [EntityStoreError] = []
     /// How a save resolves conflicts with changes saved elsewhere since the objects were read.
     public var mergePolicy: MergePolicy = .error
 
@@ -158,7 +160,7 @@ public final class ObjectContext {
         let loaded = try mappingStorageErrors("loading \(object.objectID)") {
             try store.read { txn -> ([Value], UInt64)? in
                 guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { return nil }
-                return try RecordCodec.decode(bytes, entity: storage.entity)
+                return try RecordCodec.decode(bytes, entity: storage.entity, key: object.objectID.primaryKey)
             }
         }
         guard let (values, rowVersion) = loaded else {
@@ -176,6 +178,7 @@ public final class ObjectContext {
     /// Discards every unsaved change: inserted objects go away, deleted ones come back, values return to their
     /// stored state. The undo history is cleared.
     public func rollback() {
+        accessorFailures = []
         for id in dirty { recordPending(id) }
         defer { processPendingChanges() }
         unsavedUserDriven = [:]
@@ -196,6 +199,7 @@ public final class ObjectContext {
 
     /// Forgets every registered object and every unsaved change. Objects held elsewhere are detached.
     public func reset() {
+        accessorFailures = []
         for object in registered.values { object.context = nil }
         registered = [:]
         faultBatches = [:]

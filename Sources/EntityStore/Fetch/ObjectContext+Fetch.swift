@@ -152,13 +152,13 @@ extension ObjectContext {
                     if recordFilter?.matches(bytes) == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
                     if hasPending && pendingIDs.contains(id) { return }
-                    try RecordCodec.decode(bytes, entity: entity, needed: needed, into: &scratch)
+                    try RecordCodec.decode(bytes, entity: entity, needed: needed, into: &scratch, key: id.primaryKey)
                     let subject = RecordSubject(id: id, entity: entity, values: scratch, reader: reader)
                     if let filter, try !filter.evaluate(subject) { return }
                     var candidate = Candidate(
                         id: id,
                         sortValues: try valuePaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null })
-                    if wantsRecords { candidate.record = try RecordCodec.decode(bytes, entity: entity) }
+                    if wantsRecords { candidate.record = try RecordCodec.decode(bytes, entity: entity, key: id.primaryKey) }
                     if !dictionaryPaths.isEmpty {
                         candidate.dictionary = try dictionary(dictionaryPaths, subject)
                     }
@@ -337,7 +337,8 @@ extension ObjectContext {
                 for object in faults {
                     let storage = try store.storage(for: object.entity.name)
                     guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { continue }
-                    let (values, rowVersion) = try RecordCodec.decode(bytes, entity: storage.entity)
+                    let (values, rowVersion) = try RecordCodec.decode(
+                        bytes, entity: storage.entity, key: object.objectID.primaryKey)
                     object.values = values
                     object.committed = values
                     object.rowVersion = rowVersion

@@ -91,6 +91,9 @@ public struct Schema: Codable, Sendable, Equatable {
                             message: "the default \(attribute.defaultValue) is a \(type.rawValue), not a"
                                 + " \(attribute.type.rawValue)"))
                 }
+                if let problem = attribute.defaultValue.storageProblem {
+                    failures.append(.init(entity: entity.name, key: name, message: "the default: \(problem)"))
+                }
                 if attribute.isCaseInsensitive && attribute.type != .string {
                     failures.append(
                         .init(entity: entity.name, key: name, message: "only string attributes can be case-insensitive")

@@ -24,6 +24,13 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     /// A decimal number.
     case decimal(Decimal)
 
+    /// Why the store cannot hold this value, or `nil` when it can. Only `Decimal.nan` is refused: it has no
+    /// number to store, and no order among other decimals.
+    public var storageProblem: String? {
+        if case .decimal(let decimal) = self, decimal.isNaN { return "Decimal.nan is not a number and cannot be stored" }
+        return nil
+    }
+
     /// The attribute type this value belongs to; `nil` for `.null`.
     public var type: AttributeType? {
         switch self {

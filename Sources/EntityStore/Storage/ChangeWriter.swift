@@ -59,7 +59,7 @@ struct ChangeWriter {
                     if truncated || attribute.isCaseInsensitive {
                         // The key does not identify the value exactly: compare with the stored record.
                         guard let bytes = try txn.get(holder, in: storage.records) else { continue }
-                        let stored = try RecordCodec.decode(bytes, entity: object.entity).values[i]
+                        let stored = try RecordCodec.decode(bytes, entity: object.entity, key: holder).values[i]
                         let same =
                             attribute.isCaseInsensitive
                             ? IndexKey.encode(stored, caseInsensitive: true)
@@ -136,7 +136,7 @@ struct ChangeWriter {
                     return (nil, .deletedElsewhere)
                 }
             }
-            let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity)
+            let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity, key: pk)
             var final = values
             if rowVersion != object.rowVersion {
                 switch policy {
@@ -201,7 +201,7 @@ struct ChangeWriter {
             }
             return (nil, .alreadyGone)
         }
-        let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity)
+        let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity, key: pk)
         if wasRead && rowVersion != object.rowVersion {
             switch policy {
             case .error:

@@ -146,7 +146,7 @@ enum Migration {
         if !sameLayout || old.attributes != new.attributes || renamed {
             try txn.forEach(in: oldRecords) { key, value in
                 let primaryKey = try IndexKey.primaryKey(from: key)
-                let (values, rowVersion) = try RecordCodec.decode(value, entity: old)
+                let (values, rowVersion) = try RecordCodec.decode(value, entity: old, key: primaryKey)
                 var mapped: [Value] = []
                 for (i, source) in plan.sources.enumerated() {
                     let attribute = new.attributes[i]
@@ -208,7 +208,7 @@ enum Migration {
         var entries: [(Database, [UInt8], UInt64, Int, Value)] = []
         try txn.forEach(in: records) { key, value in
             let primaryKey = try IndexKey.primaryKey(from: key)
-            let (values, _) = try RecordCodec.decode(value, entity: entity)
+            let (values, _) = try RecordCodec.decode(value, entity: entity, key: primaryKey)
             for (i, attribute, index) in indexes {
                 entries.append(
                     (

@@ -64,6 +64,12 @@ extension PersistentStore {
                         ))
                     continue
                 }
+                if let problem = value.storageProblem {
+                    mistyped.insert(index)
+                    failures.append(
+                        .init(entity: entity.name, key: key, message: "object \(position): \(key): \(problem)"))
+                    continue
+                }
                 values[index] = value
             }
             for (index, attribute) in entity.attributes.enumerated()

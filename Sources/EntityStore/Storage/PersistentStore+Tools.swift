@@ -19,7 +19,7 @@ extension PersistentStore {
         return try mappingStorageErrors("reading \(id)") {
             try read { txn in
                 guard let bytes = try txn.get(id.primaryKey, in: storage.records) else { return nil }
-                let values = try RecordCodec.decode(bytes, entity: storage.entity).values
+                let values = try RecordCodec.decode(bytes, entity: storage.entity, key: id.primaryKey).values
                 var relationships: [String: [ObjectID]] = [:]
                 for relationship in storage.entity.relationships {
                     guard let database = storage.relationships[relationship.name] else { continue }

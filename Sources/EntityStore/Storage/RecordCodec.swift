@@ -57,9 +57,10 @@ enum RecordCodec {
 
     /// Decodes a record of `entity`.
     /// - Returns: The values in schema order and the row version.
-    static func decode(_ bytes: UnsafeRawBufferPointer, entity: Entity) throws -> (values: [Value], rowVersion: UInt64)
-    {
-        var reader = ByteReader(bytes: bytes, entity: entity.name)
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil
+    ) throws -> (values: [Value], rowVersion: UInt64) {
+        var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
         let version = try reader.byte("format version")
         guard version == formatVersion else {
             throw reader.corrupt("record format version \(version) is not \(formatVersion)")
@@ -95,18 +96,20 @@ enum RecordCodec {
 
     /// Decodes only the attributes in `needed` (the others are `.null`), skipping the rest without copying; the
     /// same checks as ``decode(_:entity:)`` apply to every byte.
-    static func decode(_ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool]) throws -> [Value] {
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool], key: UInt64? = nil
+    ) throws -> [Value] {
         var values: [Value] = []
-        try decode(bytes, entity: entity, needed: needed, into: &values)
+        try decode(bytes, entity: entity, needed: needed, into: &values, key: key)
         return values
     }
 
     /// Decodes only the attributes in `needed` into `values` (reused from record to record by a scan, so that no
     /// array is allocated per record).
     static func decode(
-        _ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool], into values: inout [Value]
+        _ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool], into values: inout [Value], key: UInt64? = nil
     ) throws {
-        var reader = ByteReader(bytes: bytes, entity: entity.name)
+        var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
         let version = try reader.byte("format version")
         guard version == formatVersion else {
             throw reader.corrupt("record format version \(version) is not \(formatVersion)")
@@ -182,15 +185,24 @@ enum RecordCodec {
 struct ByteReader {
     let bytes: UnsafeRawBufferPointer
     let entity: String
+    /// The record's primary key, when known: the error names the object.
+    let key: UInt64?
     var offset = 0
 
-    init(bytes: UnsafeRawBufferPointer, entity: String) {
+    init(bytes: UnsafeRawBufferPointer, entity: String, key: UInt64? = nil) {
         self.bytes = bytes
         self.entity = entity
+        self.key = key
     }
 
     func corrupt(_ message: String) -> EntityStoreError {
-        EntityStoreError(.corruptData, "corrupt record of \(entity) at byte \(offset): \(message)", entity: entity)
+        guard let key else {
+            return EntityStoreError(
+                .corruptData, "corrupt record of \(entity) at byte \(offset): \(message)", entity: entity)
+        }
+        let id = ObjectID(entityName: entity, primaryKey: key)
+        return EntityStoreError(
+            .corruptData, "the record of \(id) is corrupt at byte \(offset): \(message)", entity: entity, objectID: id)
     }
 
     mutating func byte(_ what: @autoclosure () -> String) throws -> UInt8 {

@@ -1,0 +1,80 @@
+import EntityStore
+import Foundation
+import LMDB
+import TestSupport
+import Testing
+
+final class PricedBook: Model {
+    override class var entityName: String { "Book" }
+    @Stored("title") var title: String
+    @Stored("price") var price: Decimal?
+}
+
+/// Values the format cannot hold are refused where they are set; a damaged record is named, and the rest of its
+/// entity stays readable.
+@Suite struct HostileValueTests {
+    @Test func decimalNaNIsRefusedWhereverItIsSet() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let book = try context.insert("Book")
+            try book.setValue("Dune", forKey: "title")
+            let error = entityStoreError { try book.setValue(.decimal(.nan), forKey: "price") }
+            #expect(error?.code == .invalidValue)
+            #expect(error?.message == "Book.price: Decimal.nan is not a number and cannot be stored")
+            try context.save()
+            #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Book")).count == 1)
+
+            let batch = entityStoreError {
+                _ = try store.batchInsert(into: "Book", objects: [["title": "a", "price": .decimal(.nan)]])
+            }
+            #expect(batch?.failures.first?.message == "object 0: price: Decimal.nan is not a number and cannot be stored")
+
+            let schema = entityStoreError {
+                _ = try Schema(version: 1) { Entity("E") { Attribute("d", .decimal, default: .decimal(.nan)) } }
+            }
+            #expect(schema?.code == .invalidSchema)
+        }
+    }
+
+    @Test func aTypedSetterThatCannotWriteMakesTheNextSaveThrow() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let book = try context.insert(PricedBook.self)
+            book.title = "Dune"
+            book.price = Decimal.nan
+            #expect(book.lastError?.code == .invalidValue)
+            #expect(book.price == nil, "nothing was written")
+            let error = entityStoreError { try context.save() }
+            #expect(error?.code == .invalidValue)
+            #expect(error?.key == "price")
+            // Reported once: the app decided what to do; the next save goes through.
+            try context.save()
+            #expect(try ObjectContext(store: store).count(for: FetchRequest(entity: "Book")) == 1)
+        }
+    }
+
+    @Test func aDamagedRecordIsNamedAndTheOthersStayReadable() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            var ids: [ObjectID] = []
+            for title in ["a", "b", "c"] {
+                let book = try context.insert("Book")
+                try book.setValue(.string(title), forKey: "title")
+                ids.append(book.objectID)
+            }
+            try context.save()
+            try store.environment.write { txn in
+                let key = withUnsafeBytes(of: ids[1].primaryKey.bigEndian) { Array($0) }
+                try txn.put(key, [1, 1, 99], in: try txn.openDatabase("records.Book"))
+            }
+            let reader = ObjectContext(store: store)
+            let error = entityStoreError { _ = try reader.fetch(FetchRequest(entity: "Book")) }
+            #expect(error?.code == .corruptData)
+            #expect(error?.objectID == ids[1])
+            #expect(error?.message.contains("\(ids[1])") == true)
+            #expect(try reader.existingObject(with: ids[0])["title"] == "a")
+            let fault = entityStoreError { _ = try reader.existingObject(with: ids[1]) }
+            #expect(fault?.objectID == ids[1])
+        }
+    }
+}
