@@ -367,31 +367,37 @@ final class CompiledPredicate {
 /// Comparisons of stored values, shared by predicates and sorts.
 enum ValueComparison {
     /// Folds a string for `[c]`, `[d]`, `[cd]` (not `String.Comparator`, which traps on non-ASCII text on Linux).
+    /// The result is in normalization form C, so that scalar-wise operations (BEGINSWITH, LIKE, ...) treat
+    /// canonically equivalent text alike, as index keys do.
     static func fold(_ text: String, _ options: FetchPredicate.StringOptions) -> String {
-        guard !options.isEmpty else { return text }
+        guard !options.isEmpty else { return text.canonicalForm }
         var fold: String.CompareOptions = []
         if options.contains(.caseInsensitive) { fold.insert(.caseInsensitive) }
         if options.contains(.diacriticInsensitive) { fold.insert(.diacriticInsensitive) }
-        return text.folding(options: fold, locale: nil)
+        return text.folding(options: fold, locale: nil).canonicalForm
     }
 
     static func equal(_ a: Value, _ b: Value, _ options: FetchPredicate.StringOptions) -> Bool {
         if case .string(let x) = a, case .string(let y) = b {
+            // Swift's == is canonical equivalence.
             return options.isEmpty ? x == y : fold(x, options) == fold(y, options)
         }
         if a.isNull || b.isNull { return a.isNull && b.isNull }
         return order(a, b, options) == .orderedSame
     }
 
-    /// The order of two values of comparable types; `nil` when either is nil or the types do not compare.
+    /// The order of two values of comparable types (``ValueSemantics``); `nil` when either is nil or the types do
+    /// not compare.
     static func order(_ a: Value, _ b: Value, _ options: FetchPredicate.StringOptions) -> ComparisonResult? {
         switch (a, b) {
         case (.int(let x), .int(let y)): return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
         case (.string(let x), .string(let y)):
+            // Swift orders strings by the scalars of their NFC form: the byte order of index keys.
             let (l, r) = options.isEmpty ? (x, y) : (fold(x, options), fold(y, options))
-            return l.utf8.lexicographicallyPrecedes(r.utf8)
-                ? .orderedAscending : r.utf8.lexicographicallyPrecedes(l.utf8) ? .orderedDescending : .orderedSame
-        case (.date(let x), .date(let y)): return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+            return l < r ? .orderedAscending : l == r ? .orderedSame : .orderedDescending
+        case (.double(let x), .double(let y)): return ValueSemantics.order(x, y)
+        case (.date(let x), .date(let y)):
+            return ValueSemantics.order(x.timeIntervalSinceReferenceDate, y.timeIntervalSinceReferenceDate)
         case (.bool(let x), .bool(let y)): return x == y ? .orderedSame : (!x ? .orderedAscending : .orderedDescending)
         case (.uuid(let x), .uuid(let y)):
             return order(.string(x.uuidString), .string(y.uuidString), [])
@@ -401,7 +407,7 @@ enum ValueComparison {
         default:
             guard let x = decimal(a), let y = decimal(b) else {
                 guard let x = double(a), let y = double(b) else { return nil }
-                return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+                return ValueSemantics.order(x, y)
             }
             return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
         }

@@ -139,7 +139,7 @@ struct RecordFilter {
     static func order(_ a: Scalar?, _ b: Scalar) -> ComparisonResult? {
         switch (a, b) {
         case (.int(let x)?, .int(let y)): x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
-        case (.double(let x)?, .double(let y)): x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+        case (.double(let x)?, .double(let y)): ValueSemantics.order(x, y)
         case (.bool(let x)?, .bool(let y)): x == y ? .orderedSame : (!x ? .orderedAscending : .orderedDescending)
         default: nil
         }

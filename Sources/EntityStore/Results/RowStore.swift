@@ -419,12 +419,9 @@ struct RowKeyTable {
             let x = Int64(bitPattern: word)
             base = x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
         case (.double, .double(let y)):
-            let x = Double(bitPattern: word)
-            base = x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+            base = ValueSemantics.order(Double(bitPattern: word), y)
         case (.date, .date(let date)):
-            let x = Double(bitPattern: word)
-            let y = date.timeIntervalSinceReferenceDate
-            base = x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
+            base = ValueSemantics.order(Double(bitPattern: word), date.timeIntervalSinceReferenceDate)
         default:
             return key.order(value(column, at: bucket), other)
         }

@@ -2,8 +2,9 @@ import Foundation
 
 /// A stored attribute value, for dynamic access (`object["name"]`) and tools.
 ///
-/// Two values are equal when they hold the same type and the same value; `.double(.nan)` equals itself, so writing
-/// NaN over NaN is no change.
+/// Two values are equal when they hold the same type and the same value, by the store's one semantics
+/// (``ValueSemantics``): canonically equivalent strings are equal, `-0.0` equals `0.0` and NaN equals itself (so
+/// writing NaN over NaN is no change).
 public enum Value: Hashable, Sendable, CustomStringConvertible {
     /// No value (an optional attribute that is nil).
     case null
@@ -54,9 +55,10 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
         case (.null, .null): true
         case (.bool(let a), .bool(let b)): a == b
         case (.int(let a), .int(let b)): a == b
-        case (.double(let a), .double(let b)): a == b || (a.isNaN && b.isNaN)
+        case (.double(let a), .double(let b)): ValueSemantics.same(a, b)
         case (.string(let a), .string(let b)): a == b
-        case (.date(let a), .date(let b)): a == b
+        case (.date(let a), .date(let b)):
+            ValueSemantics.same(a.timeIntervalSinceReferenceDate, b.timeIntervalSinceReferenceDate)
         case (.data(let a), .data(let b)): a == b
         case (.uuid(let a), .uuid(let b)): a == b
         case (.decimal(let a), .decimal(let b)): a == b
@@ -69,9 +71,9 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
         case .null: hasher.combine(0)
         case .bool(let v): hasher.combine(v)
         case .int(let v): hasher.combine(v)
-        case .double(let v): hasher.combine(v.isNaN ? Double.nan.bitPattern : v.bitPattern)
+        case .double(let v): hasher.combine(ValueSemantics.canonical(v).bitPattern)
         case .string(let v): hasher.combine(v)
-        case .date(let v): hasher.combine(v)
+        case .date(let v): hasher.combine(ValueSemantics.canonical(v.timeIntervalSinceReferenceDate).bitPattern)
         case .data(let v): hasher.combine(v)
         case .uuid(let v): hasher.combine(v)
         case .decimal(let v): hasher.combine(v)

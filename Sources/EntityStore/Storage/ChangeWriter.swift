@@ -37,14 +37,16 @@ struct ChangeWriter {
                 let value = values[i]
                 guard !value.isNull, object.isInserted || object.committed?[i] != value else { continue }
                 let slot = "\(object.entity.name).\(attribute.name)"
-                if let other = claimed[slot]?[value] {
+                // One value for uniqueness: canonical strings, one NaN, one zero; folded when case-insensitive.
+                let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
+                if let other = claimed[slot]?[claim] {
                     failures.append(
                         .init(
                             entity: object.entity.name, key: attribute.name, objectID: object.objectID,
                             message: "the value \(value) must be unique; \(other) in this save has it too"))
                     continue
                 }
-                claimed[slot, default: [:]][value] = object.objectID
+                claimed[slot, default: [:]][claim] = object.objectID
                 guard let index = storage.indexes[i] else { continue }
                 let truncated = IndexKey.encode(
                     value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
@@ -60,13 +62,9 @@ struct ChangeWriter {
                         // The key does not identify the value exactly: compare with the stored record.
                         guard let bytes = try txn.get(holder, in: storage.records) else { continue }
                         let stored = try RecordCodec.decode(bytes, entity: object.entity, key: holder).values[i]
-                        let same =
-                            attribute.isCaseInsensitive
-                            ? IndexKey.encode(stored, caseInsensitive: true)
-                                == IndexKey.encode(value, caseInsensitive: true)
-                                && (!truncated || stored == value)
-                            : stored == value
-                        if !same { continue }
+                        if ValueSemantics.uniquenessKey(stored, caseInsensitive: attribute.isCaseInsensitive) != claim {
+                            continue
+                        }
                     }
                     failures.append(
                         .init(

@@ -3,12 +3,18 @@ import Foundation
 /// The order-preserving encoding of attribute values as LMDB index keys.
 ///
 /// Comparing two encoded keys bytewise orders them as their values: a tag byte first (null sorts first), then
-/// integers sign-flipped big-endian, doubles by the IEEE total-order transform (`-0.0` folded into `0.0`), dates as
-/// doubles, strings and binary data as their bytes (a case-insensitive index stores the folded string), UUIDs as
-/// their 16 bytes. A key longer than LMDB's 511-byte limit is cut: lookups through it re-check the record.
+/// integers sign-flipped big-endian, doubles by the IEEE total-order transform (`-0.0` folded into `0.0`, every NaN
+/// into one NaN, after `+infinity`), dates as doubles, strings as the UTF-8 bytes of their NFC form (a
+/// case-insensitive index stores the folded form), binary data as its bytes, UUIDs as their 16 bytes: the order and
+/// equality of ``ValueSemantics``. A key longer than LMDB's 511-byte limit is cut: lookups through it re-check the
+/// record.
+///
+/// Stores written before keys were canonical (``currentFormat``) have their indexes rebuilt when opened.
 enum IndexKey {
     static let nullTag: UInt8 = 0x00
     static let valueTag: UInt8 = 0x01
+    /// The index key format: 2 since strings are keyed by their NFC form and NaN by one pattern.
+    static let currentFormat: UInt32 = 2
 
     /// Encodes `value` into `buffer` (emptied first).
     /// - Returns: Whether the key was cut to `maxLength` and so no longer identifies the value exactly.
@@ -33,7 +39,7 @@ enum IndexKey {
             return true  // a double approximates the decimal: equal keys must be re-checked
         case .string(let v):
             buffer.append(valueTag)
-            buffer.append(contentsOf: caseInsensitive ? Array(fold(v).utf8) : Array(v.utf8))
+            buffer.append(contentsOf: caseInsensitive ? Array(fold(v).utf8) : Array(v.canonicalForm.utf8))
         case .data(let v): buffer.append(valueTag); buffer.append(contentsOf: v)
         case .uuid(let v):
             buffer.append(valueTag)
@@ -53,14 +59,13 @@ enum IndexKey {
         return buffer
     }
 
-    /// The case- and diacritic-insensitive form of a string (not `String.Comparator`, which traps on Linux).
-    static func fold(_ string: String) -> String {
-        string.folding(options: [.caseInsensitive, .diacriticInsensitive, .widthInsensitive], locale: nil)
-    }
+    /// The case-, diacritic- and width-insensitive canonical form of a string (not `String.Comparator`, which traps
+    /// on Linux).
+    static func fold(_ string: String) -> String { ValueSemantics.folded(string) }
 
     /// The IEEE total-order transform: bit patterns that compare as unsigned integers like the doubles do.
     static func orderedBits(_ value: Double) -> UInt64 {
-        let bits = (value == 0 ? 0.0 : value).bitPattern
+        let bits = ValueSemantics.canonical(value).bitPattern
         return bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
     }
 

@@ -197,7 +197,14 @@ enum Migration {
         }
     }
 
-    static func rebuildIndexes(of entity: Entity, records: Database, _ txn: WriteTransaction) throws {
+    /// Rebuilds every index of `entity` from its records.
+    ///
+    /// - Parameter enforcingUniqueness: Refuse when two records share a unique value (a migration making an
+    ///   attribute unique); off when rebuilding keys in a new format, where such records are the integrity check's
+    ///   to report rather than a reason to lock the app out of its store.
+    static func rebuildIndexes(
+        of entity: Entity, records: Database, _ txn: WriteTransaction, enforcingUniqueness: Bool = true
+    ) throws {
         var indexes: [(Int, Attribute, Database)] = []
         for (i, attribute) in entity.attributes.enumerated() where attribute.isIndexed {
             let index = try txn.openDatabase(StoreNames.index(entity.name, attribute.name), dupSort: true, create: true)
@@ -218,18 +225,19 @@ enum Migration {
             }
             return .continue
         }
-        var seen: [String: [[UInt8]: (UInt64, Value)]] = [:]
+        var seen: [String: [Value: UInt64]] = [:]
         for (index, key, primaryKey, i, value) in entries {
             let attribute = entity.attributes[i]
-            if attribute.isUnique && !value.isNull {
-                if let (other, otherValue) = seen[attribute.name]?[key], otherValue == value || key.count < 511 {
+            if enforcingUniqueness && attribute.isUnique && !value.isNull {
+                let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
+                if let other = seen[attribute.name]?[claim] {
                     throw EntityStoreError(
                         .migrationRefused,
                         "cannot make '\(attribute.name)' unique: objects p\(other) and p\(primaryKey) both hold"
                             + " \(value)",
                         entity: entity.name, key: attribute.name)
                 }
-                seen[attribute.name, default: [:]][key] = (primaryKey, value)
+                seen[attribute.name, default: [:]][claim] = primaryKey
             }
             try txn.put(key, IndexKey.primaryKey(primaryKey), in: index)
         }

@@ -76,13 +76,15 @@ extension PersistentStore {
                             entry += IndexKey.primaryKey(pk)
                             expected[i, default: []].insert(entry)
                             if attribute.isUnique, !values[i].isNull {
-                                if let other = uniques[i]?[values[i]] {
+                                let claim = ValueSemantics.uniquenessKey(
+                                    values[i], caseInsensitive: attribute.isCaseInsensitive)
+                                if let other = uniques[i]?[claim] {
                                     findings.append(
                                         .init(
                                             kind: .duplicateUniqueValue, location: "\(entity.name).\(attribute.name)",
                                             detail: "p\(other) and p\(pk) both hold \(values[i])"))
                                 }
-                                uniques[i, default: [:]][values[i]] = pk
+                                uniques[i, default: [:]][claim] = pk
                             }
                         }
                         return .continue

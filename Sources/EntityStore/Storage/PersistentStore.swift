@@ -128,6 +128,7 @@ public final class PersistentStore: Sendable {
                 for entity in schema.entities {
                     storages[entity.name] = try EntityStorage.open(entity, in: txn, create: true)
                 }
+                try upgradeIndexKeys(txn, meta: meta, storages: storages)
                 let history = try txn.openDatabase(StoreNames.history, create: true)
                 return (storeID, meta, history, storages)
             }
@@ -242,6 +243,23 @@ public final class PersistentStore: Sendable {
 }
 
 extension PersistentStore {
+    /// Rebuilds the indexes of a store whose index keys were written in an older format (before strings were keyed
+    /// by their NFC form and NaN by one pattern), once, inside the opening transaction.
+    static func upgradeIndexKeys(_ txn: WriteTransaction, meta: Database, storages: [String: EntityStorage]) throws {
+        let stored = try txn.get(StoreNames.MetaKey.indexFormat, in: meta).map { bytes -> UInt32 in
+            guard bytes.count == 4 else { return 0 }
+            return UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self))
+        }
+        guard stored != IndexKey.currentFormat else { return }
+        for storage in storages.values.sorted(by: { $0.entity.name < $1.entity.name }) where !storage.indexes.isEmpty {
+            try Migration.rebuildIndexes(
+                of: storage.entity, records: storage.records, txn, enforcingUniqueness: false)
+        }
+        try txn.put(
+            StoreNames.MetaKey.indexFormat, withUnsafeBytes(of: IndexKey.currentFormat.littleEndian, Array.init),
+            in: meta)
+    }
+
     /// The next unreserved primary key of `entity`, from its sequence in the meta database.
     func nextKey(of entity: String, _ txn: ReadTransaction) throws -> UInt64 {
         guard let bytes = try txn.get(StoreNames.MetaKey.sequence(entity), in: meta) else { return 1 }

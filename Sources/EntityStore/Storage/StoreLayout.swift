@@ -26,6 +26,8 @@ enum StoreNames {
         /// The fingerprint of the schema the records are written in: a store opened with another one must not read
         /// or write them.
         static let schemaStamp = Array("schemaStamp".utf8)
+        /// The format of index keys (``IndexKey/currentFormat``); missing in stores written before format 2.
+        static let indexFormat = Array("indexFormat".utf8)
         static func sequence(_ entity: String) -> [UInt8] { Array("seq.\(entity)".utf8) }
     }
 }

@@ -1,0 +1,57 @@
+import Foundation
+
+/// One meaning of equality and order for stored values, shared by index keys, scans, predicates, in-memory sorts,
+/// uniqueness, the integrity check and the CLI.
+///
+/// - **Strings** compare as Swift's `==` and `<` do: canonically equivalent strings (NFC "café" and NFD
+///   "cafe\u{301}") are equal, and the order is that of their Unicode scalars in normalization form C. Index keys
+///   hold the NFC form's UTF-8 bytes, whose byte order is that order. An attribute declared case-insensitive
+///   compares (for its index and its uniqueness) case-, diacritic- and width-folded strings: "zeta", "ZETA" and
+///   "Zéta" are one value there.
+/// - **Doubles and dates** are totally ordered: `-0.0` and `0.0` are one value, every NaN is one value, equal to
+///   itself and greater than `+infinity`. So `score > 5` matches NaN, `score < .infinity` does not, `score == NaN`
+///   finds the NaNs, and a sort puts NaN after `+infinity` (before it, descending).
+/// - **nil** equals only nil and takes part in no ordering comparison (`<`, `>`, `BETWEEN` are false for it); sorts
+///   put it first.
+/// - `Decimal.nan` cannot be stored (``Value/storageProblem``).
+enum ValueSemantics {
+    /// The total order of doubles described above.
+    @inline(__always)
+    static func order(_ x: Double, _ y: Double) -> ComparisonResult {
+        if x < y { return .orderedAscending }
+        if x > y { return .orderedDescending }
+        if x == y { return .orderedSame }  // -0.0 == 0.0
+        // At least one NaN: NaN equals NaN and follows every number.
+        if x.isNaN { return y.isNaN ? .orderedSame : .orderedDescending }
+        return .orderedAscending
+    }
+
+    /// Whether two doubles are one value (`-0.0 == 0.0`, NaN == NaN).
+    @inline(__always)
+    static func same(_ x: Double, _ y: Double) -> Bool { x == y || (x.isNaN && y.isNaN) }
+
+    /// The double every NaN and both zeros are stored, hashed and indexed as.
+    @inline(__always)
+    static func canonical(_ x: Double) -> Double { x.isNaN ? .nan : (x == 0 ? 0 : x) }
+
+    /// The case-, diacritic- and width-folded canonical form of a case-insensitive attribute's string.
+    static func folded(_ string: String) -> String {
+        string.folding(options: [.caseInsensitive, .diacriticInsensitive, .widthInsensitive], locale: nil)
+            .canonicalForm
+    }
+
+    /// The value uniqueness and the integrity check compare for `attribute`: folded for a case-insensitive
+    /// attribute, the value itself otherwise (its equality and hash follow the rules above).
+    static func uniquenessKey(_ value: Value, caseInsensitive: Bool) -> Value {
+        guard caseInsensitive, case .string(let text) = value else { return value }
+        return .string(folded(text))
+    }
+}
+
+extension String {
+    /// The string in Unicode normalization form C (ASCII text is returned as it is, without work).
+    var canonicalForm: String {
+        if utf8.allSatisfy({ $0 < 0x80 }) { return self }
+        return precomposedStringWithCanonicalMapping
+    }
+}
