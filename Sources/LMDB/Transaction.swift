@@ -101,7 +101,8 @@ public class ReadTransaction {
             // The main database always exists; opening it touches no handle slot.
             guard !dupSort else {
                 throw LMDBError(
-                    code: .incompatible, message: "the main database is not DUPSORT", context: "opening the main database")
+                    code: .incompatible, message: "the main database is not DUPSORT",
+                    context: "opening the main database")
             }
             var dbi: MDB_dbi = 0
             try check(mdb_dbi_open(pointer, nil, 0, &dbi), "mdb_dbi_open of the main database")
@@ -126,7 +127,8 @@ public class ReadTransaction {
         if rc == MDB_INCOMPATIBLE {
             throw LMDBError(
                 code: .incompatible,
-                message: "database '\(name)' exists with other flags (DUPSORT \(dupSort ? "expected" : "not expected"))",
+                message:
+                    "database '\(name)' exists with other flags (DUPSORT \(dupSort ? "expected" : "not expected"))",
                 context: environment.path)
         }
         try check(rc, "mdb_dbi_open '\(name)'")

@@ -1,8 +1,9 @@
-import EntityStore
 import Foundation
 import LMDB
 import TestSupport
 import Testing
+
+@testable import EntityStore
 
 final class PricedBook: Model {
     override class var entityName: String { "Book" }
@@ -27,7 +28,8 @@ final class PricedBook: Model {
             let batch = entityStoreError {
                 _ = try store.batchInsert(into: "Book", objects: [["title": "a", "price": .decimal(.nan)]])
             }
-            #expect(batch?.failures.first?.message == "object 0: price: Decimal.nan is not a number and cannot be stored")
+            #expect(
+                batch?.failures.first?.message == "object 0: price: Decimal.nan is not a number and cannot be stored")
 
             let schema = entityStoreError {
                 _ = try Schema(version: 1) { Entity("E") { Attribute("d", .decimal, default: .decimal(.nan)) } }
@@ -77,4 +79,72 @@ final class PricedBook: Model {
             #expect(fault?.objectID == ids[1])
         }
     }
+}
+
+/// Predicates built in code, however deep, are either flattened or refused with a clear error: never a stack
+/// overflow.
+@Suite struct DeepPredicateTests {
+    /// Runs `body` on a thread with a large stack, so that building and releasing a deep value cannot be what
+    /// overflows.
+    static func onLargeStack(_ body: @escaping @Sendable () -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            body()
+            done.signal()
+        }
+        thread.stackSize = 64 << 20
+        thread.start()
+        done.wait()
+    }
+
+    @Test func tenThousandClausesAddedOneByOneStayOneLevel() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let book = try context.insert("Book")
+            try book.setValue("Dune", forKey: "title")
+            try book.setValue(500, forKey: "pages")
+            try context.save()
+            var predicate: FetchPredicate = .key("pages") > 0
+            for i in 0..<10_000 { predicate = predicate && .key("pages") != .int(Int64(-i - 1)) }
+            var alternatives: FetchPredicate = .key("pages") == 1
+            for i in 0..<10_000 { alternatives = alternatives || .key("pages") == .int(Int64(i + 2)) }
+            #expect(predicate.nesting == 2 && alternatives.nesting == 2)
+            #expect(try context.count(for: FetchRequest(entity: "Book", predicate: predicate)) == 1)
+            #expect(try context.count(for: FetchRequest(entity: "Book", predicate: alternatives)) == 1)
+        }
+    }
+
+    @Test func aPredicateNestedThousandsOfLevelsIsRefusedClearly() throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        let outcome = LockedMessage()
+        Self.onLargeStack {
+            var predicate: FetchPredicate = .key("pages") > 0
+            for i in 0..<10_000 {
+                predicate = i % 2 == 0 ? !predicate : (predicate || .key("pages") == 1) && .key("title") != "x"
+            }
+            do {
+                _ = try ObjectContext(store: store).fetch(FetchRequest(entity: "Book", predicate: predicate))
+                outcome.set("fetched")
+            } catch let error as EntityStoreError {
+                outcome.set("\(error.code): \(error.message)")
+            } catch {
+                outcome.set("\(error)")
+            }
+        }
+        #expect(outcome.value?.hasPrefix("invalidPredicate: the predicate nests") == true, "\(outcome.value ?? "")")
+        // Right at the limit it runs.
+        var predicate: FetchPredicate = .key("pages") > 0
+        for _ in 0..<(FetchPredicate.maximumNesting - 1) { predicate = !predicate }
+        _ = try ObjectContext(store: store).fetch(FetchRequest(entity: "Book", predicate: predicate))
+    }
+}
+
+final class LockedMessage: @unchecked Sendable {
+    // @unchecked Sendable: `message` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var message: String?
+    func set(_ value: String) { lock.withLock { message = value } }
+    var value: String? { lock.withLock { message } }
 }

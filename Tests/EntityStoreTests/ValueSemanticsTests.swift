@@ -105,8 +105,10 @@ import Testing
             }
             // The documented places: nil first, -inf, ..., -0 == 0, ..., +inf, NaN last.
             let values = try context.fetch(FetchRequest(entity: "Item", sortKeys: [SortKey("d")])).map { try $0["d"] }
-            let order: [Value] = [.null, .double(-.infinity), .double(-2.5), .double(0), .double(1.5), .double(3),
-                .double(.infinity), .double(.nan)]
+            let order: [Value] = [
+                .null, .double(-.infinity), .double(-2.5), .double(0), .double(1.5), .double(3),
+                .double(.infinity), .double(.nan),
+            ]
             var collapsed: [Value] = []
             for value in values where collapsed.last != value { collapsed.append(value) }
             #expect(collapsed == order.filter { collapsed.contains($0) })
@@ -151,7 +153,9 @@ import Testing
         let inOneSave = entityStoreError { try context.save() }
         #expect(inOneSave?.code == .validationFailed)
         context.rollback()
-        let objects: [[String: Value]] = [["name": "a", "email": .string(first)], ["name": "b", "email": .string(second)]]
+        let objects: [[String: Value]] = [
+            ["name": "a", "email": .string(first)], ["name": "b", "email": .string(second)],
+        ]
         let inOneBatch = entityStoreError { _ = try store.batchInsert(into: "Author", objects: objects) }
         #expect(inOneBatch?.code == .validationFailed)
         // And across saves.
@@ -180,7 +184,8 @@ import Testing
         try env.write { txn in
             let s = try txn.openDatabase("index.Item.s", dupSort: true)
             try txn.empty(s)
-            try txn.put([IndexKey.valueTag] + Array("cafe\u{301}".utf8), IndexKey.primaryKey(item.objectID.primaryKey), in: s)
+            try txn.put(
+                [IndexKey.valueTag] + Array("cafe\u{301}".utf8), IndexKey.primaryKey(item.objectID.primaryKey), in: s)
             try txn.delete(Array("indexFormat".utf8), in: try txn.openDatabase("meta"))
         }
         let found = try context.fetchObjectIDs(

@@ -41,7 +41,9 @@ import Testing
         // read-write LMDB initialises it.
         try FileManager.default.createDirectory(atPath: dir.path("empty.store"), withIntermediateDirectories: false)
         _ = FileManager.default.createFile(atPath: dir.path("empty.store/data.mdb"), contents: Data())
-        let readOnly = lmdbError { _ = try Environment.open(path: dir.path("empty.store"), options: .init(readOnly: true)) }
+        let readOnly = lmdbError {
+            _ = try Environment.open(path: dir.path("empty.store"), options: .init(readOnly: true))
+        }
         #expect(readOnly?.code == .notAnEnvironment)
         #expect(try size(dir.path("empty.store/data.mdb")) == 0)
         do {

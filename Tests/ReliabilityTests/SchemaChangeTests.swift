@@ -57,7 +57,9 @@ import Glibc
         let error = entityStoreError { try oldContext.save() }
         #expect(error?.code == .schemaChanged)
         #expect(error?.message.contains("now version 2") == true)
-        #expect(entityStoreError { _ = try ObjectContext(store: old).fetch(FetchRequest(entity: "Tag")) }?.code == .schemaChanged)
+        #expect(
+            entityStoreError { _ = try ObjectContext(store: old).fetch(FetchRequest(entity: "Tag")) }?.code
+                == .schemaChanged)
         let reopened = try PersistentStore.open(
             path: temporary.path, schema: try Fixtures.librarySchemaWithTagColor(version: 2))
         let names = try ObjectContext(store: reopened).fetch(FetchRequest(entity: "Tag")).map { try $0["name"] }

@@ -51,7 +51,9 @@ enum Ledger {
     }
 
     /// One operation in one save; `false` when it met a conflict (nothing was written).
-    static func operate(_ store: PersistentStore, writer: String, serial: Int, using g: inout SeededGenerator) throws
+    static func operate(
+        _ store: PersistentStore, writer: String, serial: Int, using g: inout SeededGenerator
+    ) throws
         -> Bool
     {
         let context = ObjectContext(store: store, name: writer)

@@ -78,68 +78,71 @@ struct HelperFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func makeResourcePaths() -> [ResourcePath] { [
-    ResourcePath(name: "context and save") { store, _ in
-        try saveTag(store, "t")
-    },
-    ResourcePath(name: "fetch") { store, _ in
-        try saveTag(store, "t")
-        _ = try ObjectContext(store: store).fetch(FetchRequest(entity: "Tag", predicate: try FetchPredicate("name == 't'")))
-    },
-    controllerPath("controller", limit: 0, sectioned: false, merge: false),
-    controllerPath("sectioned controller merging by hand", limit: 0, sectioned: true, merge: true),
-    controllerPath("windowed controller merging by hand", limit: 5, sectioned: false, merge: true),
-    ResourcePath(name: "automatic merging with a controller") { store, _ in
-        let context = ObjectContext(store: store)
-        context.automaticallyMergesChangesFromStore = true
-        let controller = FetchedResultsController(
-            fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
-        try controller.performFetch()
-        try saveTag(store, "auto")
-        context.processPendingChanges()
-        guard controller.fetchedObjectIDs.count == 1 else { throw HelperFailure("the merge did not arrive") }
-    },
-    ResourcePath(name: "store.changes() finished") { store, _ in
-        let stream = store.changes()
-        try saveTag(store, "s")
-        for try await _ in stream { break }
-    },
-    ResourcePath(name: "store.changes() cancelled") { store, _ in
-        let task = Task {
-            for try await _ in store.changes() {}
-        }
-        try saveTag(store, "s")
-        task.cancel()
-        _ = await task.result
-    },
-    ResourcePath(name: "context.changes finished and cancelled") { store, _ in
-        let context = ObjectContext(store: store)
-        let stream = context.changes
-        let tag = try context.insert("Tag")
-        try tag.setValue("c", forKey: "name")
-        context.processPendingChanges()
-        for await _ in stream { break }
-        _ = context.changes  // never iterated: ends with the context
-    },
-    ResourcePath(name: "observeCommits") { store, _ in
-        let token = try store.observeCommits(onError: { _ in }) { _ in }
-        try saveTag(store, "o")
-        token.cancel()
-        _ = try store.observeCommits(onError: { _ in }) { _ in }  // released at once
-    },
-    ResourcePath(name: "typed models") { store, _ in
-        let context = ObjectContext(store: store)
-        let book = try context.insert(ResourceBook.self)
-        book.title = "Dune"
-        try context.save()
-        _ = try context.existingObject(ResourceBook.self, with: book.objectID).title
-    },
-    ResourcePath(name: "read-only open beside the app") { store, path in
-        try saveTag(store, "r")
-        let reader = try PersistentStore.openReadOnly(path: path)
-        _ = try ObjectContext(store: reader).count(for: FetchRequest(entity: "Tag"))
-    },
-] }
+func makeResourcePaths() -> [ResourcePath] {
+    [
+        ResourcePath(name: "context and save") { store, _ in
+            try saveTag(store, "t")
+        },
+        ResourcePath(name: "fetch") { store, _ in
+            try saveTag(store, "t")
+            _ = try ObjectContext(store: store).fetch(
+                FetchRequest(entity: "Tag", predicate: try FetchPredicate("name == 't'")))
+        },
+        controllerPath("controller", limit: 0, sectioned: false, merge: false),
+        controllerPath("sectioned controller merging by hand", limit: 0, sectioned: true, merge: true),
+        controllerPath("windowed controller merging by hand", limit: 5, sectioned: false, merge: true),
+        ResourcePath(name: "automatic merging with a controller") { store, _ in
+            let context = ObjectContext(store: store)
+            context.automaticallyMergesChangesFromStore = true
+            let controller = FetchedResultsController(
+                fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
+            try controller.performFetch()
+            try saveTag(store, "auto")
+            context.processPendingChanges()
+            guard controller.fetchedObjectIDs.count == 1 else { throw HelperFailure("the merge did not arrive") }
+        },
+        ResourcePath(name: "store.changes() finished") { store, _ in
+            let stream = store.changes()
+            try saveTag(store, "s")
+            for try await _ in stream { break }
+        },
+        ResourcePath(name: "store.changes() cancelled") { store, _ in
+            let task = Task {
+                for try await _ in store.changes() {}
+            }
+            try saveTag(store, "s")
+            task.cancel()
+            _ = await task.result
+        },
+        ResourcePath(name: "context.changes finished and cancelled") { store, _ in
+            let context = ObjectContext(store: store)
+            let stream = context.changes
+            let tag = try context.insert("Tag")
+            try tag.setValue("c", forKey: "name")
+            context.processPendingChanges()
+            for await _ in stream { break }
+            _ = context.changes  // never iterated: ends with the context
+        },
+        ResourcePath(name: "observeCommits") { store, _ in
+            let token = try store.observeCommits(onError: { _ in }) { _ in }
+            try saveTag(store, "o")
+            token.cancel()
+            _ = try store.observeCommits(onError: { _ in }) { _ in }  // released at once
+        },
+        ResourcePath(name: "typed models") { store, _ in
+            let context = ObjectContext(store: store)
+            let book = try context.insert(ResourceBook.self)
+            book.title = "Dune"
+            try context.save()
+            _ = try context.existingObject(ResourceBook.self, with: book.objectID).title
+        },
+        ResourcePath(name: "read-only open beside the app") { store, path in
+            try saveTag(store, "r")
+            let reader = try PersistentStore.openReadOnly(path: path)
+            _ = try ObjectContext(store: reader).count(for: FetchRequest(entity: "Tag"))
+        },
+    ]
+}
 
 /// Opens, uses and releases `cycles` stores per path and checks that descriptors, threads and mappings come back to
 /// where they were; prints one line per path.

@@ -2,7 +2,9 @@ import Foundation
 
 /// A condition on objects: EntityStore's predicate, parsed from the NSPredicate format language or built in Swift.
 ///
-/// (Named so as not to clash with Foundation's `Predicate`.)
+/// (Named so as not to clash with Foundation's `Predicate`.) A predicate may nest NOT, AND and OR at most
+/// ``maximumNesting`` levels deep (an AND directly inside an AND, or an OR inside an OR, does not count: it is the
+/// same level); a deeper one is refused with ``EntityStoreError/Code/invalidPredicate`` before it is used.
 ///
 /// ```swift
 /// let parsed = try FetchPredicate("title BEGINSWITH[cd] %@ AND pages > %d", "du", 100)
@@ -184,9 +186,24 @@ extension FetchPredicate {
     }
 
     /// Both predicates.
-    public static func && (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate { .and([lhs, rhs]) }
-    /// Either predicate.
-    public static func || (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate { .or([lhs, rhs]) }
+    ///
+    /// Conjunctions are flattened (`a && b && c` is one AND of three), so a predicate built clause by clause in a
+    /// loop stays one level deep.
+    public static func && (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate {
+        var parts: [FetchPredicate] = []
+        for side in [lhs, rhs] {
+            if case .and(let inner) = side { parts += inner } else { parts.append(side) }
+        }
+        return .and(parts)
+    }
+    /// Either predicate (disjunctions are flattened like conjunctions).
+    public static func || (lhs: FetchPredicate, rhs: FetchPredicate) -> FetchPredicate {
+        var parts: [FetchPredicate] = []
+        for side in [lhs, rhs] {
+            if case .or(let inner) = side { parts += inner } else { parts.append(side) }
+        }
+        return .or(parts)
+    }
     /// The negation.
     public static prefix func ! (operand: FetchPredicate) -> FetchPredicate { .not(operand) }
 }
@@ -267,4 +284,40 @@ extension KeyExpression {
     public static func all(_ path: String) -> KeyExpression { FetchPredicate.all(path) }
     /// `NONE path`
     public static func none(_ path: String) -> KeyExpression { FetchPredicate.none(path) }
+}
+
+extension FetchPredicate {
+    /// How deeply NOT, AND and OR nest, counted without recursion (a predicate built in code can be deep enough
+    /// to overflow the stack of any recursive walk); an AND inside an AND, or an OR inside an OR, adds no level.
+    var nesting: Int {
+        var deepest = 0
+        var pending: [(FetchPredicate, depth: Int)] = [(self, 1)]
+        while let (node, depth) = pending.popLast() {
+            deepest = max(deepest, depth)
+            switch node {
+            case .constant, .comparison: break
+            case .and(let parts):
+                for part in parts {
+                    if case .and = part { pending.append((part, depth)) } else { pending.append((part, depth + 1)) }
+                }
+            case .or(let parts):
+                for part in parts {
+                    if case .or = part { pending.append((part, depth)) } else { pending.append((part, depth + 1)) }
+                }
+            case .not(let inner):
+                pending.append((inner, depth + 1))
+            }
+        }
+        return deepest
+    }
+
+    /// Refuses a predicate nested deeper than ``maximumNesting``.
+    func checkNesting() throws {
+        let nesting = self.nesting
+        guard nesting <= Self.maximumNesting + 1 else {
+            throw EntityStoreError(
+                .invalidPredicate,
+                "the predicate nests \(nesting - 1) levels of NOT, AND and OR; the limit is \(Self.maximumNesting)")
+        }
+    }
 }

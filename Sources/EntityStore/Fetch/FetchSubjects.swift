@@ -25,7 +25,8 @@ final class FetchReader {
         let storage = try store.storage(for: id.entityName)
         guard let bytes = try txn.get(id.primaryKey, in: storage.records) else { return nil }
         let subject = RecordSubject(
-            id: id, entity: storage.entity, values: try RecordCodec.decode(bytes, entity: storage.entity, key: id.primaryKey).values,
+            id: id, entity: storage.entity,
+            values: try RecordCodec.decode(bytes, entity: storage.entity, key: id.primaryKey).values,
             reader: self)
         records[id] = subject
         return subject

@@ -158,7 +158,9 @@ extension ObjectContext {
                     var candidate = Candidate(
                         id: id,
                         sortValues: try valuePaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null })
-                    if wantsRecords { candidate.record = try RecordCodec.decode(bytes, entity: entity, key: id.primaryKey) }
+                    if wantsRecords {
+                        candidate.record = try RecordCodec.decode(bytes, entity: entity, key: id.primaryKey)
+                    }
                     if !dictionaryPaths.isEmpty {
                         candidate.dictionary = try dictionary(dictionaryPaths, subject)
                     }

@@ -94,6 +94,7 @@ final class CompiledPredicate {
     private var regexes: [String: NSRegularExpression] = [:]
 
     init(_ predicate: FetchPredicate, entity: Entity, schema: Schema) throws {
+        try predicate.checkNesting()
         source = predicate
         root = try CompiledPredicate.compile(predicate, entity, schema)
     }

@@ -68,7 +68,8 @@ final class CommitWatcher: @unchecked Sendable {
     static func systemFailure(_ call: String, _ path: String) -> EntityStoreError {
         let code = errno
         return EntityStoreError(
-            .storage, "cannot watch \(path) for other processes' commits: \(call) failed: \(String(cString: strerror(code)))",
+            .storage,
+            "cannot watch \(path) for other processes' commits: \(call) failed: \(String(cString: strerror(code)))",
             underlying: LMDBError(code: .init(rawValue: code), message: String(cString: strerror(code)), context: call))
     }
 

@@ -89,7 +89,9 @@ extension ObjectContext {
             if newValue {
                 let inbox = self.inbox
                 do {
-                    let id = store.publisher.subscribe(since: try store.lastTransaction(), isQuick: true) { inbox.receive($0) }
+                    let id = store.publisher.subscribe(since: try store.lastTransaction(), isQuick: true) {
+                        inbox.receive($0)
+                    }
                     inbox.subscription.withLock { $0 = id }
                     try store.publisher.startWatching(store)
                 } catch {

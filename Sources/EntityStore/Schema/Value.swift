@@ -28,7 +28,9 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     /// Why the store cannot hold this value, or `nil` when it can. Only `Decimal.nan` is refused: it has no
     /// number to store, and no order among other decimals.
     public var storageProblem: String? {
-        if case .decimal(let decimal) = self, decimal.isNaN { return "Decimal.nan is not a number and cannot be stored" }
+        if case .decimal(let decimal) = self, decimal.isNaN {
+            return "Decimal.nan is not a number and cannot be stored"
+        }
         return nil
     }
 
