@@ -111,6 +111,9 @@ import Testing
 
 final class InsertCounter: FetchedResultsControllerDelegate {
     var inserts = 0
+    func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+        Issue.record("the controller failed: \(error)")
+    }
     func controller(
         _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
         for type: ResultsChangeType, newIndexPath: ItemPath?

@@ -91,13 +91,13 @@ import Testing
             let author = try context.insert("Author")
             try author.setValue("Le Guin", forKey: "name")
             try author.setValue(3, forKey: "rating")
-            #expect(author.committedValues(forKeys: ["name"]).isEmpty)  // inserted: nothing stored yet
+            #expect(try author.committedValues(forKeys: ["name"]).isEmpty)  // inserted: nothing stored yet
             try context.save()
 
             try author.setValue(5, forKey: "rating")
             #expect(author.isUpdated)
             #expect(author.changedValues() == ["rating": 5])
-            #expect(author.committedValues(forKeys: ["rating"]) == ["rating": 3])
+            #expect(try author.committedValues(forKeys: ["rating"]) == ["rating": 3])
             #expect(context.updatedObjects == [author])
             try author.setValue(3, forKey: "rating")  // back to the stored value
             #expect(!author.isUpdated)

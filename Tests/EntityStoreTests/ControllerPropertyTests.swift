@@ -12,6 +12,10 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
     var updates: [ObjectID] = []
     /// Every callback, for comparing the incremental and the whole-list computations.
     var log: [String] = []
+
+    func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+        problems.append("the controller failed: \(error)")
+    }
     let deliversWholeBatches: Bool
 
     init(_ controller: FetchedResultsController, wholeBatches: Bool = true) {

@@ -33,6 +33,10 @@ final class RecordingDelegate: FetchedResultsControllerDelegate {
 
     func label(_ id: ObjectID) -> String { names[id].map { " " + $0 } ?? "" }
 
+    func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+        calls.append("failed: \(error.message)")
+    }
+
     func controllerWillChangeContent(_ controller: FetchedResultsController) {
         calls.append("will")
         userDrivenFlags.append(controller.isUserDrivenBatch)

@@ -148,3 +148,39 @@ final class LockedMessage: @unchecked Sendable {
     func set(_ value: String) { lock.withLock { message = value } }
     var value: String? { lock.withLock { message } }
 }
+
+/// A controller that cannot read the rows of a change says so, instead of treating them as gone.
+@Suite struct ControllerFailureTests {
+    @Test func anUnreadableRowIsAFailureNotARemoval() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let tag = try context.insert("Tag")
+            try tag.setValue("a", forKey: "name")
+            try context.save()
+            let controller = FetchedResultsController(
+                fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
+            let delegate = RecordingDelegate()
+            controller.delegate = delegate
+            try controller.performFetch()
+
+            let other = ObjectContext(store: store)
+            try other.existingObject(with: tag.objectID).setValue("b", forKey: "name")
+            try other.save()
+            let key = withUnsafeBytes(of: tag.objectID.primaryKey.bigEndian) { Array($0) }
+            let good = try store.environment.read { txn in
+                try txn.get(key, in: try txn.openDatabase("records.Tag")).map(Array.init)
+            }
+            try store.environment.write { txn in try txn.put(key, [1, 7], in: try txn.openDatabase("records.Tag")) }
+            context.merge(try store.history().last!)
+            #expect(delegate.calls.count == 1 && delegate.calls[0].hasPrefix("failed:"), "\(delegate.calls)")
+            #expect(controller.failure?.code == .corruptData)
+            #expect(controller.failure?.objectID == tag.objectID)
+            #expect(controller.fetchedObjectIDs == [tag.objectID], "the row was not dropped")
+
+            // Repaired, a new fetch starts following changes again.
+            try store.environment.write { txn in try txn.put(key, good!, in: try txn.openDatabase("records.Tag")) }
+            try controller.performFetch()
+            #expect(controller.failure == nil)
+        }
+    }
+}

@@ -41,6 +41,9 @@ final class ResourceBook: Model {
 
 final class CountingDelegate: FetchedResultsControllerDelegate {
     var batches = 0
+    func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+        fail("the controller failed: \(error)")
+    }
     func controllerDidChangeContent(_ controller: FetchedResultsController) { batches += 1 }
 }
 

@@ -264,8 +264,15 @@ extension Runner {
                 code: ExitCode.ioError, message: "cannot write the backup to \(destination): \(error.message)")
         }
         var table = Table(columns: ["backup", "bytes"])
-        let size = (try? FileManager.default.attributesOfItem(atPath: destination + "/data.mdb")[.size] as? Int) ?? 0
-        table.rows = [[.text(destination), .int(Int64(size))]]
+        var info = stat()
+        guard stat(destination + "/data.mdb", &info) == 0 else {
+            throw CommandFailure(
+                code: ExitCode.ioError,
+                message:
+                    "the backup was written but \(destination)/data.mdb cannot be read: \(String(cString: strerror(errno)))"
+            )
+        }
+        table.rows = [[.text(destination), .int(Int64(info.st_size))]]
         emit(table)
     }
 }

@@ -56,12 +56,7 @@ final class BatchPrinter: FetchedResultsControllerDelegate {
         self.output = output
     }
 
-    func title(_ id: ObjectID) -> String {
-        (try? context.object(with: id).value(forKey: "title")).flatMap {
-            if case .string(let s) = $0 { s } else { nil }
-        }
-            ?? id.description
-    }
+    func title(_ id: ObjectID) -> String { titleOf(id, in: context) }
 
     func controllerWillChangeContent(_ controller: FetchedResultsController) {
         lines = []
@@ -91,16 +86,26 @@ final class BatchPrinter: FetchedResultsControllerDelegate {
     func controllerDidChangeContent(_ controller: FetchedResultsController) {
         output(lines.joined(separator: "\n"))
     }
+
+    func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+        output("  the list stopped following changes: \(error)")
+    }
+}
+
+/// An object's title for display; a deleted or unreadable object shows its ID and why.
+func titleOf(_ id: ObjectID, in context: ObjectContext) -> String {
+    do {
+        if case .string(let title) = try context.object(with: id).value(forKey: "title") { return title }
+        return id.description
+    } catch {
+        return "\(id) (\(error))"
+    }
 }
 
 /// The sections as one line: `[0] Jill Jack | [1] Garfunkel Simon`.
 func layout(_ controller: FetchedResultsController, _ context: ObjectContext) -> String {
     controller.sections.map { section in
         "[\(section.name)] "
-            + section.objectIDs.map { id in
-                (try? context.object(with: id).value(forKey: "title")).flatMap {
-                    if case .string(let s) = $0 { s } else { nil }
-                } ?? id.description
-            }.joined(separator: " ")
+            + section.objectIDs.map { titleOf($0, in: context) }.joined(separator: " ")
     }.joined(separator: " | ")
 }

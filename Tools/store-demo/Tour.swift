@@ -14,7 +14,7 @@ func runTour(storePath: String, script: Bool) async throws {
         fflush(nil)
     }
     // A fresh store each run: the tour starts from seed 002's contents.
-    try? FileManager.default.removeItem(atPath: storePath)
+    if FileManager.default.fileExists(atPath: storePath) { try FileManager.default.removeItem(atPath: storePath) }
     let store = try DemoModel.open(storePath)
     let context = ObjectContext(store: store, name: "demo")
     for (title, group, rank) in DemoModel.seed { try DemoModel.insert(title, group: group, rank: rank, in: context) }

@@ -6,6 +6,10 @@ import Foundation
 final class CountingDelegate: FetchedResultsControllerDelegate {
     var moves = 0
     var batches = 0
+    func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+        FileHandle.standardError.write(Data("the controller failed: \(error)\n".utf8))
+        exit(1)
+    }
     func controllerWillChangeContent(_ controller: FetchedResultsController) { batches += 1 }
     func controller(
         _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
@@ -180,6 +184,10 @@ func s8Observer(path: String, saves: Int) async throws {
     let store = try PersistentStore.open(path: path, schema: benchSchema())
     let context = ObjectContext(store: store)
     final class Printer: FetchedResultsControllerDelegate {
+        func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+            FileHandle.standardError.write(Data("the controller failed: \(error)\n".utf8))
+            exit(1)
+        }
         var count = 0
         func controllerDidChangeContent(_ controller: FetchedResultsController) {
             count += 1

@@ -122,8 +122,11 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// The stored values of `keys` (every attribute when `nil`), as they were before unsaved changes.
     ///
     /// An inserted object has no stored values: the result is empty.
-    public func committedValues(forKeys keys: [String]? = nil) -> [String: Value] {
-        guard let committed = committed ?? (isInserted ? nil : (try? loadedValues())) else { return [:] }
+    /// - Throws: ``EntityStoreError/Code/objectNotFound`` when a fault's record cannot be loaded.
+    public func committedValues(forKeys keys: [String]? = nil) throws -> [String: Value] {
+        if isInserted && committed == nil { return [:] }
+        if committed == nil { _ = try loadedValues() }
+        guard let committed else { return [:] }
         var result: [String: Value] = [:]
         for (i, attribute) in entity.attributes.enumerated() where keys?.contains(attribute.name) ?? true {
             result[attribute.name] = committed[i]

@@ -112,6 +112,15 @@ public final class ObjectContext {
         return object
     }
 
+    /// The object for an ID of an entity the store has (a controller's or a fetch's): registered, or a new fault.
+    func registeredObject(for id: ObjectID) -> ManagedObject {
+        if let object = registered[id] { return object }
+        let entity = store.storages[id.entityName]?.entity ?? store.schema.entity(id.entityName)!
+        let object = ManagedObject(objectID: id, entity: entity, context: self)
+        registered[id] = object
+        return object
+    }
+
     /// The object for `id`, loaded: throws when the store has no such object.
     /// - Throws: ``EntityStoreError/Code/objectNotFound`` naming entity and ID.
     public func existingObject(with id: ObjectID) throws -> ManagedObject {

@@ -46,7 +46,12 @@ extension ObjectContext {
                 var mergedChange = change
                 if let object = registered[id], object.values != nil, !object.isInserted {
                     let before = ObjectState(object)
-                    try? refresh(object, mergeChanges: true)
+                    do {
+                        try refresh(object, mergeChanges: true)
+                    } catch {
+                        // merge() cannot throw: the next fetch or save does.
+                        inbox.receive(.failure(EntityStoreError.wrapping(error, "merging \(id)")))
+                    }
                     if let values = before.values {
                         for (i, attribute) in object.entity.attributes.enumerated()
                         where change.changedKeys.contains(attribute.name) {

@@ -150,7 +150,7 @@ extension ObjectContext {
 
     /// The attributes' names of `entity`, shared from the store's layout.
     func attributeNames(of entity: Entity) -> [String] {
-        (try? store.storage(for: entity.name))?.attributeNames ?? entity.attributes.map(\.name)
+        store.storages[entity.name]?.attributeNames ?? entity.attributes.map(\.name)
     }
 
     /// The change between an object's recorded state and its state now; `nil` when nothing changed.

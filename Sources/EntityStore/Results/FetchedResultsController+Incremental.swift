@@ -99,10 +99,13 @@ extension FetchedResultsController {
     /// Recomputes the rows of `ids` (membership, section and sort values): a few rows are moved one by one (a
     /// chunk's memmove each), a batch large against the rows rebuilds the order in one pass. Returns where the
     /// rows were before, and where they are now.
-    func updateRows(_ ids: Set<ObjectID>, _ plan: Plan) -> (oldIndex: [ObjectID: Int], newIndex: [ObjectID: Int]) {
+    func updateRows(
+        _ ids: Set<ObjectID>, _ plan: Plan
+    ) throws -> (oldIndex: [ObjectID: Int], newIndex: [ObjectID: Int]) {
+        // Read first: when the rows cannot be read, nothing has changed yet.
+        let fresh = try newRows(for: ids, plan)
         var oldIndex: [ObjectID: Int] = [:]
         for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
-        let fresh = (try? newRows(for: ids, plan)) ?? []
         var newIndex: [ObjectID: Int] = [:]
         let rebuild = mergeThreshold == 0 || (ids.count >= mergeThreshold && ids.count * 512 >= rows.count)
         if !rebuild {
@@ -146,12 +149,12 @@ extension FetchedResultsController {
     /// Applies the changes of `ids` and computes the batch incrementally.
     func applyIncrementally(
         _ ids: Set<ObjectID>, _ affected: [ObjectID: AffectedRow], _ plan: Plan
-    )
+    ) throws
         -> IncrementalBatch
     {
         let oldStarts = sectionStarts
         let oldCount = rows.count
-        let (oldIndex, newIndex) = updateRows(ids, plan)
+        let (oldIndex, newIndex) = try updateRows(ids, plan)
 
         let itemCount = oldCount + rows.count + 1
         var oldSectionOf: [Value: Int] = [:]

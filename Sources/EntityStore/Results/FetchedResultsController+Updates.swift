@@ -13,7 +13,22 @@ extension FetchedResultsController {
     /// Applies a processed change record: user-driven changes first (silently, unless the delegate asks for
     /// them), then the others, delivered against the state after the user's changes.
     func handle(_ record: ChangeRecord) {
-        guard hasFetched, let plan else { return }
+        guard hasFetched, failure == nil, let plan else { return }
+        do {
+            try apply(record, plan)
+        } catch {
+            fail(EntityStoreError.wrapping(error, "updating the results of \(fetchRequest.entity)"))
+        }
+    }
+
+    /// Stops following changes after a batch could not be computed, and tells the delegate; ``performFetch()``
+    /// starts again.
+    func fail(_ error: EntityStoreError) {
+        failure = error
+        delegate?.controller(self, didFailWith: error)
+    }
+
+    func apply(_ record: ChangeRecord, _ plan: Plan) throws {
         // With pending changes the controller follows the context's processed changes (a save's record repeats
         // them); without, it shows the stored state: saves and merges only.
         if fetchRequest.includesPendingChanges ? record.kind == .didSave : record.kind == .objectsDidChange { return }
@@ -34,7 +49,7 @@ extension FetchedResultsController {
                 note(change.objectID, change.kind == .update ? change.changedKeys : [], flag)
             }
             if !plan.dependencies.isEmpty {
-                for (dependent, keyPath) in dependents(of: change, plan) { note(dependent, [keyPath], flag) }
+                for (dependent, keyPath) in try dependents(of: change, plan) { note(dependent, [keyPath], flag) }
             }
         }
         guard !affected.isEmpty else { return }
@@ -46,10 +61,10 @@ extension FetchedResultsController {
         if isUnwindowed && delegate?.deliversWholeBatches != true {
             // O(k log n): no window to shift, no whole-list forms to build.
             if !userIDs.isEmpty {
-                let batch = applyIncrementally(userIDs, affected, plan)
+                let batch = try applyIncrementally(userIDs, affected, plan)
                 if delegate?.deliversUserDrivenChanges == true { deliver(batch, userDriven: true) }
             }
-            if !otherIDs.isEmpty { deliver(applyIncrementally(otherIDs, affected, plan), userDriven: false) }
+            if !otherIDs.isEmpty { deliver(try applyIncrementally(otherIDs, affected, plan), userDriven: false) }
             return
         }
         func changedKeys(_ ids: Set<ObjectID>) -> [ObjectID: Set<String>] {
@@ -59,28 +74,21 @@ extension FetchedResultsController {
         }
         if !userIDs.isEmpty {
             let before = displayed
-            _ = updateRows(userIDs, plan)
-            if delegate?.deliversUserDrivenChanges == true,
-                let changes = try? ChangeSet(
-                    from: before, to: displayed, changedKeys: changedKeys(userIDs))
-            {
-                deliver(changes, userDriven: true)
+            _ = try updateRows(userIDs, plan)
+            if delegate?.deliversUserDrivenChanges == true {
+                deliver(try ChangeSet(from: before, to: displayed, changedKeys: changedKeys(userIDs)), userDriven: true)
             }
         }
         if !otherIDs.isEmpty {
             let before = displayed
-            _ = updateRows(otherIDs, plan)
-            if let changes = try? ChangeSet(
-                from: before, to: displayed, changedKeys: changedKeys(otherIDs))
-            {
-                deliver(changes, userDriven: false)
-            }
+            _ = try updateRows(otherIDs, plan)
+            deliver(try ChangeSet(from: before, to: displayed, changedKeys: changedKeys(otherIDs)), userDriven: false)
         }
     }
 
     /// The objects of the controller's entity whose predicate, sort or section values read the changed object
     /// through relationships, with the key path they read it by.
-    func dependents(of change: ObjectChange, _ plan: Plan) -> [(ObjectID, String)] {
+    func dependents(of change: ObjectChange, _ plan: Plan) throws -> [(ObjectID, String)] {
         var result: [(ObjectID, String)] = []
         for chain in plan.dependencies {
             for depth in 1...chain.count where chain[depth - 1].destination == change.objectID.entityName {
@@ -92,11 +100,11 @@ extension FetchedResultsController {
                         if let old = change.oldRelationships[step.inverse], id == change.objectID {
                             previous.formUnion(old)
                         }
-                        guard let object = try? context.object(with: id),
-                            let inverse = object.entity.relationship(step.inverse),
-                            let targets = try? context.targets(of: object, inverse)
-                        else { continue }
-                        previous.formUnion(targets)
+                        let object = try context.object(with: id)
+                        // A deleted object's relationships are gone from the store: its old ones were noted above.
+                        if object.isDeleted && object.context == nil { continue }
+                        guard let inverse = object.entity.relationship(step.inverse) else { continue }
+                        previous.formUnion(try context.targets(of: object, inverse))
                     }
                     current = previous
                 }

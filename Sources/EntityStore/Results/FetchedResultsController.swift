@@ -28,6 +28,10 @@ public final class FetchedResultsController {
     public weak var delegate: (any FetchedResultsControllerDelegate)?
     /// Whether the batch being delivered is user-driven (only when the delegate asks for such batches).
     public internal(set) var isUserDrivenBatch = false
+    /// Why the controller stopped following changes: a batch could not be computed (its rows could not be read,
+    /// say). The delegate was told (``FetchedResultsControllerDelegate/controller(_:didFailWith:)``); the results
+    /// stay as they were before that batch until ``performFetch()`` succeeds, which clears it.
+    public internal(set) var failure: EntityStoreError?
 
     /// A row on its way in: an object and its keys (the section value first when sectioned, then the sort keys).
     struct Row {
@@ -140,7 +144,7 @@ public final class FetchedResultsController {
     }
 
     /// The fetched objects, in order (faults until their values are read).
-    public var fetchedObjects: [ManagedObject] { fetchedObjectIDs.compactMap { try? context.object(with: $0) } }
+    public var fetchedObjects: [ManagedObject] { fetchedObjectIDs.map { context.registeredObject(for: $0) } }
 
     /// The object at `path`.
     /// - Throws: ``EntityStoreError/Code/invalidFetchRequest`` when the path is out of range.
@@ -236,9 +240,8 @@ public final class FetchedResultsController {
         if observation == nil {
             observation = context.addObserver { [weak self] record in self?.handle(record) }
         }
-        if wasFetched, let changes = try? ChangeSet(from: old, to: displayed) {
-            deliver(changes, userDriven: false)
-        }
+        failure = nil
+        if wasFetched { deliver(try ChangeSet(from: old, to: displayed), userDriven: false) }
     }
 
     func makePlan() throws -> Plan {
@@ -266,7 +269,7 @@ public final class FetchedResultsController {
         }
         var chains: [[Relationship]] = keyPaths.filter { !$0.steps.isEmpty }.map(\.steps)
         for path in fetchRequest.predicate?.keyPaths ?? [] {
-            guard let resolved = try? ResolvedKeyPath.resolve(path, from: entity, in: schema) else { continue }
+            let resolved = try ResolvedKeyPath.resolve(path, from: entity, in: schema)
             var chain = resolved.steps
             if case .relationship(let relationship) = resolved.terminal { chain.append(relationship) }
             if !chain.isEmpty { chains.append(chain) }

@@ -33,8 +33,9 @@ public struct ResultsSnapshot: Sendable, Hashable {
 /// (ascending new path) and updates (with old and new path); then the whole-batch calls (the change set, the
 /// snapshot, and the `CollectionDifference` when the controller has no sections, for a delegate whose
 /// ``deliversWholeBatches`` is `true`); then
-/// ``controllerDidChangeContent(_:)``. An empty change sends nothing at all. Every method has a default that does
-/// nothing: implement the ones you need.
+/// ``controllerDidChangeContent(_:)``. An empty change sends nothing at all. Every method but
+/// ``controller(_:didFailWith:)`` has a default that does nothing: implement the ones you need. A failure has no
+/// default, so that no app loses one silently.
 public protocol FetchedResultsControllerDelegate: AnyObject {
     /// A batch of changes is about to be reported.
     func controllerWillChangeContent(_ controller: FetchedResultsController)
@@ -50,6 +51,10 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
         for type: ResultsChangeType)
     /// The batch has been reported.
     func controllerDidChangeContent(_ controller: FetchedResultsController)
+    /// A batch could not be computed (its rows could not be read): the controller stops following changes, its
+    /// results stay as they were before that batch, and ``FetchedResultsController/failure`` holds `error` until
+    /// ``FetchedResultsController/performFetch()`` succeeds again.
+    func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError)
     /// The index title of a section; `nil` for the default (the name's capitalised first letter).
     func controller(_ controller: FetchedResultsController, sectionIndexTitleForSectionName name: String) -> String?
     /// The whole batch as a change set: every object's fate, section by section.

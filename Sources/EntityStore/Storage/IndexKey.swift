@@ -78,6 +78,12 @@ enum IndexKey {
         withUnsafeBytes(of: key.bigEndian) { Array($0) }
     }
 
+    /// `p42` for 8 bytes holding a primary key, else what the bytes are (for findings about damaged entries).
+    static func describe(primaryKey bytes: UnsafeRawBufferPointer) -> String {
+        guard bytes.count == 8 else { return "a key of \(bytes.count) bytes" }
+        return "p\(UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)))"
+    }
+
     /// Reads a primary key from 8 big-endian bytes.
     static func primaryKey(from bytes: UnsafeRawBufferPointer) throws -> UInt64 {
         guard bytes.count == 8 else {

@@ -97,7 +97,7 @@ extension PersistentStore {
                             let entry = Array(key) + Array(value)
                             actual.insert(entry)
                             if !(expected[i]?.contains(entry) ?? false) {
-                                let pk = (try? IndexKey.primaryKey(from: value)).map { "p\($0)" } ?? "a bad key"
+                                let pk = IndexKey.describe(primaryKey: value)
                                 findings.append(
                                     .init(
                                         kind: .staleIndexEntry, location: name,
@@ -106,9 +106,9 @@ extension PersistentStore {
                             return .continue
                         }
                         for entry in expected[i] ?? [] where !actual.contains(entry) {
-                            let pk = entry.suffix(8).withUnsafeBytes { (try? IndexKey.primaryKey(from: $0)) ?? 0 }
+                            let pk = entry.suffix(8).withUnsafeBytes { IndexKey.describe(primaryKey: $0) }
                             findings.append(
-                                .init(kind: .missingIndexEntry, location: name, detail: "no entry for p\(pk)"))
+                                .init(kind: .missingIndexEntry, location: name, detail: "no entry for \(pk)"))
                         }
                     }
                 }
@@ -121,13 +121,17 @@ extension PersistentStore {
                         let name = "\(entity.name).\(relationship.name)"
                         var targetsPerSource: [UInt64: Int] = [:]
                         try txn.forEach(in: database) { key, value in
-                            guard let source = try? IndexKey.primaryKey(from: key),
-                                let target = try? IndexKey.primaryKey(from: value)
-                            else {
+                            guard key.count == 8, value.count == 8 else {
                                 findings.append(
-                                    .init(kind: .danglingReference, location: name, detail: "an entry of bad length"))
+                                    .init(
+                                        kind: .danglingReference, location: name,
+                                        detail:
+                                            "an entry of bad length (\(key.count)-byte key, \(value.count)-byte value)")
+                                )
                                 return .continue
                             }
+                            let source = try IndexKey.primaryKey(from: key)
+                            let target = try IndexKey.primaryKey(from: value)
                             targetsPerSource[source, default: 0] += 1
                             if !(existing[entity.name]?.contains(source) ?? false) {
                                 findings.append(
@@ -175,7 +179,13 @@ extension PersistentStore {
                 }
                 var previous: UInt64?
                 try txn.forEach(in: historyDatabase) { key, value in
-                    guard let number = try? IndexKey.primaryKey(from: key) else { return .continue }
+                    guard key.count == 8 else {
+                        findings.append(
+                            .init(kind: .undecodableHistory, location: "history", detail: "a key of \(key.count) bytes")
+                        )
+                        return .continue
+                    }
+                    let number = try IndexKey.primaryKey(from: key)
                     if let previous, number != previous + 1 {
                         findings.append(
                             .init(
@@ -183,9 +193,13 @@ extension PersistentStore {
                                 detail: "transactions \(previous + 1)...\(number - 1) are missing"))
                     }
                     previous = number
-                    if (try? HistoryCodec.decode(value)) == nil {
+                    do {
+                        _ = try HistoryCodec.decode(value)
+                    } catch {
                         findings.append(
-                            .init(kind: .undecodableHistory, location: "history", detail: "transaction \(number)"))
+                            .init(
+                                kind: .undecodableHistory, location: "history",
+                                detail: "transaction \(number): \(error)"))
                     }
                     return .continue
                 }
