@@ -24,7 +24,7 @@ import Glibc
 public final class Environment: @unchecked Sendable {
     // @unchecked Sendable: the MDB_env pointer is used only through LMDB calls that are thread-safe with MDB_NOTLS;
     // `gate` (its own pthread mutex) orders map resizes against transactions, and `handles` serialises handle
-    // opening (its own lock) and keeps the published handles behind a Mutex.
+    // opening (its own lock) and keeps the published handles behind a lock (`Locked`).
 
     /// How commits reach the disk.
     public enum SyncMode: Sendable, Equatable {
@@ -80,7 +80,7 @@ public final class Environment: @unchecked Sendable {
     /// The process that opened the environment, as a count of forks: a forked child must not use it (lmdb.h).
     let forkGeneration: Int
     /// A fault to inject (tests): the write-path call that brings the count to zero fails with the code.
-    let faultPlan = Mutex<(remaining: Int, code: Int32)?>(nil)
+    let faultPlan = Locked<(remaining: Int, code: Int32)?>(nil)
     /// LMDB's largest key (and DUPSORT value) in bytes: 511 with the default build.
     public let maxKeySize: Int
 
@@ -118,7 +118,7 @@ public final class Environment: @unchecked Sendable {
         var token: ObjectIdentifier
     }
 
-    static let registry = Mutex<[FileIdentity: RegistryEntry]>([:])
+    static let registry = Locked<[FileIdentity: RegistryEntry]>([:])
 
     /// Opens (or creates) the environment in the directory at `path`.
     ///

@@ -26,7 +26,7 @@ final class HandleTable: @unchecked Sendable {
         /// The thread whose transaction holds `openLock`.
         var owner: UInt?
     }
-    let state = Mutex(State())
+    let state = Locked(State())
     /// Raised each time handles are published; a transaction reads it before it begins.
     let generation = Atomic<UInt64>(0)
 

@@ -1,6 +1,5 @@
 import Foundation
 import LMDB
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -14,11 +13,11 @@ import Glibc
 /// The thread holds the store weakly, and strongly only while it catches up: releasing the store stops it.
 final class CommitWatcher: @unchecked Sendable {
     // @unchecked Sendable: the descriptors are set once at creation; the thread alone reads `inotify` and the stop
-    // pipe's read end, `stop()` writes its write end once (guarded by `stopped`, an atomic flag in a Mutex).
+    // pipe's read end, `stop()` writes its write end once (guarded by `stopped`, a flag behind a lock).
     private let inotify: Int32
     private let stopReader: Int32
     private let stopWriter: Int32
-    private let stopped = Mutex(false)
+    private let stopped = Locked(false)
 
     /// How long the thread sleeps without an event before it looks anyway: a safety net for an event the kernel
     /// dropped (a full inotify queue is itself reported, and handled as an event).

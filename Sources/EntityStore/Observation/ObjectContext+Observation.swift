@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LMDB
 
 /// An observer's registration; the observer is removed by ``cancel()`` or when the token is released.
 public final class ObservationToken: @unchecked Sendable {
@@ -31,7 +31,7 @@ extension Notification.Name {
 
 /// The IDs of context streams whose consumer went away.
 final class EndedStreams: Sendable {
-    let ids = Mutex<Set<Int>>([])
+    let ids = Locked<Set<Int>>([])
 }
 
 /// The observers of one context.

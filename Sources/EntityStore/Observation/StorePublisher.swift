@@ -1,6 +1,5 @@
 import Foundation
 import LMDB
-import Synchronization
 
 /// Publishes a store's committed saves, in transaction order, exactly once to each subscriber: this process's
 /// saves right after they commit, other processes' saves when the ``CommitWatcher`` sees the data file change.
@@ -41,7 +40,7 @@ final class StorePublisher: Sendable {
         var isShutDown = false
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
     /// Signalled when a subscriber stops being busy (for threads waiting on a quick subscriber).
     private let idle = Condition()
 
@@ -211,9 +210,9 @@ private final class ConditionBox: @unchecked Sendable {
 
 /// Store records waiting for a context that merges automatically, and a failure to read them.
 final class ChangeInbox: Sendable {
-    let records = Mutex<[ChangeRecord]>([])
-    let failure = Mutex<EntityStoreError?>(nil)
-    let subscription = Mutex<Int?>(nil)
+    let records = Locked<[ChangeRecord]>([])
+    let failure = Locked<EntityStoreError?>(nil)
+    let subscription = Locked<Int?>(nil)
 
     func take() -> [ChangeRecord] {
         records.withLock { records in

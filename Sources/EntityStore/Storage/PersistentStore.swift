@@ -47,12 +47,12 @@ public final class PersistentStore: Sendable {
     let storages: [String: EntityStorage]
     let publisher = StorePublisher()
     /// Model classes already checked against the schema.
-    let checkedModels = Mutex<Set<String>>([])
+    let checkedModels = Locked<Set<String>>([])
     /// The schema stamp the store's records must carry for this store to use them (see ``read(_:)``).
     let schemaStamp: [UInt8]?
     /// The newest read snapshot whose schema stamp was checked.
     let verifiedSnapshot = Atomic<Int>(-1)
-    private let keyBlocks = Mutex<[String: (next: UInt64, end: UInt64)]>([:])
+    private let keyBlocks = Locked<[String: (next: UInt64, end: UInt64)]>([:])
     static let keyBlockSize: UInt64 = 256
 
     private init(
