@@ -61,9 +61,21 @@ import Testing
     @Test func aTransactionUsedAfterItsClosureIsMisuse() throws {
         try withEnvironment { env, _ in
             let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(b("a"), b("1"), in: db) }
             let escaped = try env.read { $0 }
             let error = lmdbError { _ = try escaped.get(b("a"), in: db) }
             #expect(error?.code == .misuse)
+            // Its ID and a cursor's duplicate count read freed memory before: now they are misuse too.
+            #expect(lmdbError { _ = try escaped.id }?.code == .misuse)
+            let dup = try env.openDatabase("dups", dupSort: true)
+            try env.write { txn in try txn.put(b("k"), b("v"), in: dup) }
+            let cursor = try env.read { txn in
+                try txn.withCursor(on: dup) { cursor in
+                    _ = try cursor.first()
+                    return cursor
+                }
+            }
+            #expect(lmdbError { _ = try cursor.duplicateCount() }?.code == .misuse)
         }
     }
 

@@ -27,6 +27,7 @@ import Glibc
         kill(writers[0].0.processIdentifier, SIGKILL)
         var saves = 0
         var conflicts = 0
+        var snapshots = 0
         for (i, (process, out, err)) in writers.enumerated() {
             let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -45,6 +46,8 @@ import Glibc
             process.waitUntilExit()
             #expect(process.terminationStatus == 0, "\(stderr)")
             #expect(stdout.contains("violations 0"), "\(stdout) \(stderr.prefix(500))")
+            let numbers = stdout.split(separator: "\n").last?.split(separator: " ") ?? []
+            if numbers.count == 4 { snapshots += Int(numbers[1]) ?? 0 }
         }
         #expect(saves > 20, "the writers got work done (\(saves) saves, \(conflicts) conflicts)")
 
@@ -62,6 +65,9 @@ import Glibc
             deletes[change.objectID, default: 0] += 1
         }
         #expect(deletes.values.allSatisfy { $0 == 1 })
+        print(
+            "ledger: \(seconds) s, \(saves) saves and \(conflicts) conflicts by the surviving writers,"
+                + " \(snapshots) snapshots checked, \(deletes.count) accounts closed, total \(total)")
     }
 
     func ledgerSchema() throws -> Schema {

@@ -209,7 +209,9 @@ func s8Targets(_ report: Report) {
     let busy = report.median("S8 save-to-delegate across processes (median)", "EntityStore")
     report.target(
         "S8", "median <= 2 ms and p99 <= 10 ms, also after idle gaps", median <= 0.002 && p99 <= 0.010 && busy <= 0.002,
-        String(format: "busy median %.2f ms; after idle median %.2f ms, p99 %.2f ms", busy * 1000, median * 1000, p99 * 1000))
+        String(
+            format: "busy median %.2f ms; after idle median %.2f ms, p99 %.2f ms", busy * 1000, median * 1000,
+            p99 * 1000))
     let cpu = report.median("S8 observer CPU while idle", "EntityStore")
     report.target("S8", "no CPU use while idle", cpu < 1, String(format: "%.3f ms of CPU per second idle", cpu))
 }

@@ -80,7 +80,9 @@ do {
         try? FileManager.default.removeItem(atPath: path)
     }
     if runs("S8") {
-        for _ in 0..<3 { try s8(report, sizes.crossProcessSaves, idleSaves: quick ? 3 : 10, idleGap: quick ? 0.5 : 1.5) }
+        for _ in 0..<3 {
+            try s8(report, sizes.crossProcessSaves, idleSaves: quick ? 3 : 10, idleGap: quick ? 0.5 : 1.5)
+        }
         s8Targets(report)
     }
 } catch {

@@ -29,6 +29,10 @@ extension ObjectContext {
                     })
         }
         try mergeInboxReportingFailures()
+        // What the save delivers (its processed changes, those of the delete rules, the did-save record) is one batch
+        // for controllers.
+        beginBatch()
+        defer { endBatch() }
         processPendingChanges()
         guard hasChanges else {
             dirty = []

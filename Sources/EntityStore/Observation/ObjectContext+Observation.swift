@@ -38,6 +38,11 @@ final class EndedStreams: Sendable {
 final class ContextObservers {
     var nextID = 0
     var handlers: [Int: (ChangeRecord) -> Void] = [:]
+    /// Called when a batch of records ends (a save delivers up to three records: its processed changes before the
+    /// write, those of its delete rules, the did-save record); controllers deliver one batch then.
+    var batchEnds: [Int: () -> Void] = [:]
+    /// Open batches: records delivered meanwhile belong to one batch.
+    var batchDepth = 0
     /// Streams whose consumer went away (set from any thread); their handlers are dropped at the next delivery.
     let endedStreams = EndedStreams()
 
@@ -60,10 +65,34 @@ extension ObjectContext {
     /// let token = context.addObserver { record in print(record.insertedIDs) }
     /// ```
     public func addObserver(_ handler: @escaping (ChangeRecord) -> Void) -> ObservationToken {
+        addObserver(handler, endOfBatch: nil)
+    }
+
+    /// Adds an observer that is also told when a batch of records ends (see ``beginBatch()``).
+    func addObserver(
+        _ handler: @escaping (ChangeRecord) -> Void, endOfBatch: (() -> Void)?
+    ) -> ObservationToken {
         let id = observers.nextID
         observers.nextID += 1
         observers.handlers[id] = handler
-        return ObservationToken { [weak observers] in observers?.handlers[id] = nil }
+        observers.batchEnds[id] = endOfBatch
+        return ObservationToken { [weak observers] in
+            observers?.handlers[id] = nil
+            observers?.batchEnds[id] = nil
+        }
+    }
+
+    /// Whether records delivered now belong to a batch that ends later (inside ``save()``).
+    var isInBatch: Bool { observers.batchDepth > 0 }
+
+    /// Opens a batch: the records delivered until the matching ``endBatch()`` are one batch for controllers.
+    func beginBatch() { observers.batchDepth += 1 }
+
+    /// Closes a batch; the outermost one tells the observers that asked.
+    func endBatch() {
+        observers.batchDepth -= 1
+        guard observers.batchDepth == 0 else { return }
+        for (_, end) in observers.batchEnds.sorted(by: { $0.key < $1.key }) { end() }
     }
 
     /// Every processed change and save of this context, as an asynchronous sequence.

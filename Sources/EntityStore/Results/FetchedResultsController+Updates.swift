@@ -15,7 +15,27 @@ extension FetchedResultsController {
     func handle(_ record: ChangeRecord) {
         guard hasFetched, failure == nil, let plan else { return }
         do {
-            try apply(record, plan)
+            let affected = try collect(record, plan)
+            guard !affected.isEmpty else { return }
+            if context.isInBatch {
+                // One batch for the whole save: rows are read when it ends.
+                for (id, row) in affected { pendingBatch.note(id, row.keys, row.isUserDriven) }
+            } else {
+                try apply(affected, plan)
+            }
+        } catch {
+            fail(EntityStoreError.wrapping(error, "updating the results of \(fetchRequest.entity)"))
+        }
+    }
+
+    /// Delivers the rows a batch touched, as one batch.
+    func endBatch() {
+        guard !pendingBatch.isEmpty else { return }
+        let affected = pendingBatch
+        pendingBatch = [:]
+        guard hasFetched, failure == nil, let plan else { return }
+        do {
+            try apply(affected, plan)
         } catch {
             fail(EntityStoreError.wrapping(error, "updating the results of \(fetchRequest.entity)"))
         }
@@ -25,34 +45,37 @@ extension FetchedResultsController {
     /// starts again.
     func fail(_ error: EntityStoreError) {
         failure = error
+        pendingBatch = [:]
         delegate?.controller(self, didFailWith: error)
     }
 
-    func apply(_ record: ChangeRecord, _ plan: Plan) throws {
+    /// The controller's objects a record touches: its own changed objects and the objects whose predicate, sort or
+    /// section values read what changed.
+    func collect(_ record: ChangeRecord, _ plan: Plan) throws -> [ObjectID: AffectedRow] {
         // With pending changes the controller follows the context's processed changes (a save's record repeats
         // them); without, it shows the stored state: saves and merges only.
-        if fetchRequest.includesPendingChanges ? record.kind == .didSave : record.kind == .objectsDidChange { return }
+        if fetchRequest.includesPendingChanges ? record.kind == .didSave : record.kind == .objectsDidChange {
+            return [:]
+        }
         // One entry per affected object: the keys that changed, and whether every change to it was user-driven.
         var affected: [ObjectID: AffectedRow] = [:]
         affected.reserveCapacity(record.changes.count)
-        func note(_ id: ObjectID, _ keys: [String], _ userDriven: Bool) {
-            if let index = affected.index(forKey: id) {
-                affected.values[index].keys += keys
-                affected.values[index].isUserDriven = affected.values[index].isUserDriven && userDriven
-            } else {
-                affected[id] = AffectedRow(keys: keys, isUserDriven: userDriven)
-            }
-        }
         for change in record.changes {
             let flag = change.isUserDriven && record.kind != .merged
             if change.objectID.entityName == plan.entity.name {
-                note(change.objectID, change.kind == .update ? change.changedKeys : [], flag)
+                affected.note(change.objectID, change.kind == .update ? change.changedKeys : [], flag)
             }
             if !plan.dependencies.isEmpty {
-                for (dependent, keyPath) in try dependents(of: change, plan) { note(dependent, [keyPath], flag) }
+                for (dependent, keyPath) in try dependents(of: change, plan) {
+                    affected.note(dependent, [keyPath], flag)
+                }
             }
         }
-        guard !affected.isEmpty else { return }
+        return affected
+    }
+
+    /// Recomputes the affected rows and delivers the batch (two when some changes were user-driven).
+    func apply(_ affected: [ObjectID: AffectedRow], _ plan: Plan) throws {
         var userIDs = Set<ObjectID>()
         var otherIDs = Set<ObjectID>()
         for (id, row) in affected {
@@ -86,12 +109,17 @@ extension FetchedResultsController {
         }
     }
 
-    /// The objects of the controller's entity whose predicate, sort or section values read the changed object
-    /// through relationships, with the key path they read it by.
+    /// The objects of the controller's entity whose predicate, sort or section values read what `change` changed,
+    /// with the key path they read it by. An update of a related object counts only if it changed the key read at
+    /// its depth (a project's `tasks` changing does not touch tasks sectioned by `project.name`); inserts and
+    /// deletes of related objects reach the controller's objects as their own changes (inverses, delete rules).
     func dependents(of change: ObjectChange, _ plan: Plan) throws -> [(ObjectID, String)] {
+        guard change.kind == .update else { return [] }
         var result: [(ObjectID, String)] = []
-        for chain in plan.dependencies {
+        for dependency in plan.dependencies {
+            let chain = dependency.steps
             for depth in 1...chain.count where chain[depth - 1].destination == change.objectID.entityName {
+                guard let key = dependency.key(atDepth: depth), change.changedKeys.contains(key) else { continue }
                 // Walk back from the changed object to the controller's entity through the inverses.
                 var current: Set<ObjectID> = [change.objectID]
                 for step in chain[0..<depth].reversed() {
@@ -108,7 +136,7 @@ extension FetchedResultsController {
                     }
                     current = previous
                 }
-                let text = chain[0..<depth].map(\.name).joined(separator: ".")
+                let text = (chain[0..<depth].map(\.name) + [key]).joined(separator: ".")
                 for id in current { result.append((id, text)) }
             }
         }
@@ -169,5 +197,17 @@ extension FetchedResultsController {
             }
         }
         delegate.controllerDidChangeContent(self)
+    }
+}
+
+extension [ObjectID: FetchedResultsController.AffectedRow] {
+    /// Adds `keys` to `id`'s entry; the row stays user-driven only if every change to it was.
+    mutating func note(_ id: ObjectID, _ keys: [String], _ userDriven: Bool) {
+        if let index = index(forKey: id) {
+            values[index].keys += keys
+            values[index].isUserDriven = values[index].isUserDriven && userDriven
+        } else {
+            self[id] = FetchedResultsController.AffectedRow(keys: keys, isUserDriven: userDriven)
+        }
     }
 }

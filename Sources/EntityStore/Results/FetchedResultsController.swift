@@ -44,8 +44,19 @@ public final class FetchedResultsController {
         var predicate: CompiledPredicate?
         var keyPaths: [ResolvedKeyPath]
         var sortKeys: [SortKey]
-        /// Relationship chains from the entity that the predicate, sort and section keys read.
-        var dependencies: [[Relationship]]
+        /// What the predicate, sort and section keys read through relationships.
+        var dependencies: [Dependency]
+    }
+
+    /// A key path through relationships that the request reads: the relationships walked, and the key read at the
+    /// end (`nil` when the path ends at a relationship or a count, read one level up). A change to an object at
+    /// depth d matters only if it changed the key read there: the next relationship, or the final key.
+    struct Dependency {
+        var steps: [Relationship]
+        var readKey: String?
+
+        /// The key whose change at `depth` (the object reached by `steps[depth - 1]`) changes what is read.
+        func key(atDepth depth: Int) -> String? { depth < steps.count ? steps[depth].name : readKey }
     }
 
     var plan: Plan?
@@ -70,6 +81,8 @@ public final class FetchedResultsController {
     var mergeThreshold = 16
     var observation: ObservationToken?
     var hasFetched = false
+    /// The rows touched by the records of a batch still open (a save), delivered as one batch when it ends.
+    var pendingBatch: [ObjectID: AffectedRow] = [:]
 
     /// Creates a controller; nothing is fetched until ``performFetch()``.
     public init(fetchRequest: FetchRequest, context: ObjectContext, sectionNameKeyPath: String? = nil) {
@@ -238,9 +251,11 @@ public final class FetchedResultsController {
         rebuildSectionStarts()
         hasFetched = true
         if observation == nil {
-            observation = context.addObserver { [weak self] record in self?.handle(record) }
+            observation = context.addObserver(
+                { [weak self] record in self?.handle(record) }, endOfBatch: { [weak self] in self?.endBatch() })
         }
         failure = nil
+        pendingBatch = [:]
         if wasFetched { deliver(try ChangeSet(from: old, to: displayed), userDriven: false) }
     }
 
@@ -267,14 +282,27 @@ public final class FetchedResultsController {
             }
             keyPaths.append(path)
         }
-        var chains: [[Relationship]] = keyPaths.filter { !$0.steps.isEmpty }.map(\.steps)
+        var dependencies: [Dependency] = []
+        for path in keyPaths where !path.steps.isEmpty {
+            if case .attribute(_, let attribute) = path.terminal {
+                dependencies.append(Dependency(steps: path.steps, readKey: attribute.name))
+            }
+        }
         for path in fetchRequest.predicate?.keyPaths ?? [] {
             let resolved = try ResolvedKeyPath.resolve(path, from: entity, in: schema)
-            var chain = resolved.steps
-            if case .relationship(let relationship) = resolved.terminal { chain.append(relationship) }
-            if !chain.isEmpty { chains.append(chain) }
+            switch resolved.terminal {
+            case .attribute(_, let attribute):
+                if !resolved.steps.isEmpty {
+                    dependencies.append(Dependency(steps: resolved.steps, readKey: attribute.name))
+                }
+            case .relationship(let relationship):
+                dependencies.append(Dependency(steps: resolved.steps + [relationship], readKey: nil))
+            case .count:
+                if resolved.steps.count > 1 { dependencies.append(Dependency(steps: resolved.steps, readKey: nil)) }
+            }
         }
-        return Plan(entity: entity, predicate: predicate, keyPaths: keyPaths, sortKeys: sortKeys, dependencies: chains)
+        return Plan(
+            entity: entity, predicate: predicate, keyPaths: keyPaths, sortKeys: sortKeys, dependencies: dependencies)
     }
 
     /// Groups the window of rows into the displayed sections.
