@@ -51,7 +51,7 @@ fuzz: deps
 	bash scripts/fuzz.sh
 
 stress: deps
-	ENTITYSTORE_STRESS=1 $(SWIFT) test --filter 'CrashTests|FaultInjectionTests|MalformedFileTests|MultiProcessReliabilityTests|LedgerTests|SchemaChangeTests'
+	ENTITYSTORE_STRESS=1 $(SWIFT) test --filter 'CrashTests|FaultInjectionTests|MalformedFileTests|MultiProcessReliabilityTests|LedgerTests|SchemaChangeTests|RelationshipPropertyTests'
 
 # The concurrency, multi-context and multi-process tests under ThreadSanitizer.
 tsan: deps

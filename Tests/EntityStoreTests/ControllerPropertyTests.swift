@@ -49,7 +49,11 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
         for type: ResultsChangeType
     ) {
         log.append("section \(type) \(index) \(section.name) \(section.objectIDs)")
-        if type == .insert { replica.insertSection(index) } else { replica.deleteSection(index) }
+        if type == .insert {
+            replica.insertSection(index, items: section.objectIDs)
+        } else {
+            replica.deleteSection(index)
+        }
     }
     func controller(_ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>) {
         problems += BatchValidator.problems(changes)

@@ -3,27 +3,7 @@ import Foundation
 import TestSupport
 import Testing
 
-/// Projects, tasks and tags: the controller's contract where relationships take part.
-func projectSchema() throws -> Schema {
-    try Schema(version: 1) {
-        Entity("Project") {
-            Attribute("name", .string)
-            Attribute("archived", .bool, default: false)
-            Relationship("tasks", to: "Task", inverse: "project", toMany: true, deleteRule: .cascade)
-        }
-        Entity("Task") {
-            Attribute("title", .string)
-            Attribute("rank", .int64, default: 0)
-            Attribute("notes", .string, optional: true)
-            Relationship("project", to: "Project", inverse: "tasks")
-            Relationship("tags", to: "Tag", inverse: "tasks", toMany: true)
-        }
-        Entity("Tag") {
-            Attribute("name", .string)
-            Relationship("tasks", to: "Task", inverse: "tags", toMany: true)
-        }
-    }
-}
+func projectSchema() throws -> Schema { try Fixtures.projectSchema() }
 
 /// A project store with named projects and tasks, and a controller over the tasks.
 final class ProjectWorld {

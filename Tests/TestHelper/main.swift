@@ -178,6 +178,22 @@ do {
             }
         }
 
+    case "project-saver":
+        // project-saver PATH SEED: one save on a project store: renames a project and adds a task to it.
+        guard arguments.count == 3, let seed = UInt64(arguments[2]) else { fail("usage: project-saver PATH SEED") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.projectSchema())
+        let context = ObjectContext(store: store, name: "project-saver")
+        var g = SeededGenerator(seed: seed)
+        let projects = try context.fetch(FetchRequest(entity: "Project", sortKeys: [SortKey("name")]))
+        guard let project = projects.randomElement(using: &g) else { fail("no project") }
+        try project.setValue(.string("P\(Int.random(in: 0..<6, using: &g))"), forKey: "name")
+        let task = try context.insert("Task")
+        try task.setValue(.string("x\(seed)"), forKey: "title")
+        try task.setValue(.int(Int64.random(in: 0..<50, using: &g)), forKey: "rank")
+        try task.setObject(project, forKey: "project")
+        try context.save()
+        print("saved")
+
     case "library-store":
         // library-store PATH: creates a library fixture store with a few authors, books and tags.
         guard arguments.count == 2 else { fail("usage: library-store PATH") }

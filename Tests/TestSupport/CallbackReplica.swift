@@ -7,7 +7,7 @@ public struct CallbackReplica<Item: Hashable> {
     public var sections: [[Item]]
     var deletedRows: [(Int, Int)] = []
     var deletedSections: [Int] = []
-    var insertedSections: [Int] = []
+    var insertedSections: [(index: Int, items: [Item])] = []
     var placed: [(Int, Int, Item)] = []
 
     public init(_ sections: [[Item]]) { self.sections = sections }
@@ -26,7 +26,9 @@ public struct CallbackReplica<Item: Hashable> {
         placed.append((to.0, to.1, item))
     }
     public mutating func deleteSection(_ index: Int) { deletedSections.append(index) }
-    public mutating func insertSection(_ index: Int) { insertedSections.append(index) }
+    /// A section inserted with the items it arrives with (a table view asks its data source for them: they get no
+    /// row callback).
+    public mutating func insertSection(_ index: Int, items: [Item] = []) { insertedSections.append((index, items)) }
 
     /// Applies the collected batch; returns a problem when it cannot apply.
     public mutating func end() -> String? {
@@ -41,9 +43,9 @@ public struct CallbackReplica<Item: Hashable> {
         for (s, section) in working.enumerated() where !deletedSections.contains(s) {
             kept.append(section.compactMap { $0 })
         }
-        for index in insertedSections.sorted() {
+        for (index, items) in insertedSections.sorted(by: { $0.index < $1.index }) {
             guard index <= kept.count else { return "cannot insert section \(index)" }
-            kept.insert([], at: index)
+            kept.insert(items, at: index)
         }
         for (s, r, item) in placed.sorted(by: { ($0.0, $0.1) < ($1.0, $1.1) }) {
             guard kept.indices.contains(s), r <= kept[s].count else { return "cannot place \(item) at [\(s),\(r)]" }

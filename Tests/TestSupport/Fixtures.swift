@@ -51,6 +51,28 @@ public enum Fixtures {
 }
 
 extension Fixtures {
+    /// Projects, tasks and tags: the controller's contract where relationships take part.
+    public static func projectSchema() throws -> Schema {
+        try Schema(version: 1) {
+            Entity("Project") {
+                Attribute("name", .string)
+                Attribute("archived", .bool, default: false)
+                Relationship("tasks", to: "Task", inverse: "project", toMany: true, deleteRule: .cascade)
+            }
+            Entity("Task") {
+                Attribute("title", .string)
+                Attribute("rank", .int64, default: 0)
+                Attribute("notes", .string, optional: true)
+                Relationship("project", to: "Project", inverse: "tasks")
+                Relationship("tags", to: "Tag", inverse: "tasks", toMany: true)
+            }
+            Entity("Tag") {
+                Attribute("name", .string)
+                Relationship("tasks", to: "Task", inverse: "tags", toMany: true)
+            }
+        }
+    }
+
     /// The library schema with an optional `Tag.color`: a lightweight migration from the plain one at a higher
     /// version, a refused one at the same version.
     public static func librarySchemaWithTagColor(version: Int) throws -> Schema {

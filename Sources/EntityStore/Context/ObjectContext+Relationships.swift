@@ -78,6 +78,9 @@ extension ObjectContext {
         }
         if !inverse.isToMany {
             for old in try targets(of: target, inverse) { try unlinkIDs(target, inverse, old) }
+        } else {
+            // Load the inverse before adding to it: a partial set would stand for all of the target's objects.
+            _ = try targets(of: target, inverse)
         }
         willChange(source.objectID)
         willChange(target.objectID)

@@ -235,6 +235,7 @@ public final class ObjectContext {
         }
         let changes = object.changedValues()
         let relationshipChanges = object.related.filter { object.committedRelated[$0.key] != $0.value }
+        let previouslyCommitted = object.committedRelated
         object.values = nil
         try fault(in: object)
         var values = object.values ?? []
@@ -246,8 +247,17 @@ public final class ObjectContext {
         object.related = [:]
         for (name, targets) in relationshipChanges {
             guard let relationship = object.entity.relationship(name) else { continue }
-            object.committedRelated[name] = try storedTargets(of: object.objectID, relationship)
-            object.related[name] = targets
+            let stored = try storedTargets(of: object.objectID, relationship)
+            object.committedRelated[name] = stored
+            if relationship.isToMany {
+                // The context's additions and removals on top of what is stored now: targets added or removed
+                // elsewhere meanwhile are kept.
+                let before = previouslyCommitted[name] ?? []
+                object.related[name] = stored.union(targets.subtracting(before)).subtracting(
+                    before.subtracting(targets))
+            } else {
+                object.related[name] = targets
+            }
         }
     }
 

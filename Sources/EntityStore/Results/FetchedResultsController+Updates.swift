@@ -111,15 +111,17 @@ extension FetchedResultsController {
 
     /// The objects of the controller's entity whose predicate, sort or section values read what `change` changed,
     /// with the key path they read it by. An update of a related object counts only if it changed the key read at
-    /// its depth (a project's `tasks` changing does not touch tasks sectioned by `project.name`); inserts and
-    /// deletes of related objects reach the controller's objects as their own changes (inverses, delete rules).
+    /// its depth (a project's `tasks` changing does not touch tasks sectioned by `project.name`); a related object
+    /// deleted, or inserted (a rollback or an undo brings a deleted one back with its links), changes everything
+    /// read through it: before a save its delete rules have not run, yet the objects that read it no longer see it.
     func dependents(of change: ObjectChange, _ plan: Plan) throws -> [(ObjectID, String)] {
-        guard change.kind == .update else { return [] }
         var result: [(ObjectID, String)] = []
         for dependency in plan.dependencies {
             let chain = dependency.steps
             for depth in 1...chain.count where chain[depth - 1].destination == change.objectID.entityName {
-                guard let key = dependency.key(atDepth: depth), change.changedKeys.contains(key) else { continue }
+                guard let key = dependency.key(atDepth: depth),
+                    change.kind != .update || change.changedKeys.contains(key)
+                else { continue }
                 // Walk back from the changed object to the controller's entity through the inverses.
                 var current: Set<ObjectID> = [change.objectID]
                 for step in chain[0..<depth].reversed() {

@@ -2,9 +2,9 @@ import Foundation
 
 /// A stored attribute value, for dynamic access (`object["name"]`) and tools.
 ///
-/// Two values are equal when they hold the same type and the same value, by the store's one semantics
-/// (``ValueSemantics``): canonically equivalent strings are equal, `-0.0` equals `0.0` and NaN equals itself (so
-/// writing NaN over NaN is no change).
+/// Two values are equal when they hold the same type and the same value, by the store's one semantics (see
+/// "Equality and order of values" in the EntityStore documentation): canonically equivalent strings are equal,
+/// `-0.0` equals `0.0` and NaN equals itself (so writing NaN over NaN is no change).
 public enum Value: Hashable, Sendable, CustomStringConvertible {
     /// No value (an optional attribute that is nil).
     case null

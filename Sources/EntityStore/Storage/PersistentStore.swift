@@ -48,7 +48,7 @@ public final class PersistentStore: Sendable {
     let publisher = StorePublisher()
     /// Model classes already checked against the schema.
     let checkedModels = Locked<Set<String>>([])
-    /// The schema stamp the store's records must carry for this store to use them (see ``read(_:)``).
+    /// The schema stamp the store's records must carry for this store to use them (checked by every read and write).
     let schemaStamp: [UInt8]?
     /// The newest read snapshot whose schema stamp was checked.
     let verifiedSnapshot = Atomic<Int>(-1)
