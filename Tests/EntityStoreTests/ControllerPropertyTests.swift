@@ -24,6 +24,7 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
     }
 
     func controllerWillChangeContent(_ controller: FetchedResultsController) {
+        before = replica.sections
         replica.begin()
         updates = []
         batches += 1
@@ -55,12 +56,41 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
             replica.deleteSection(index)
         }
     }
+    /// The whole-batch forms of the batch being delivered, checked against the callbacks when it ends.
+    var wholeBatch: (changes: [[ObjectID]]?, snapshot: [[ObjectID]]?, difference: CollectionDifference<ObjectID>?)
+    var before: [[ObjectID]] = []
+
     func controller(_ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>) {
         problems += BatchValidator.problems(changes)
         if (try? changes.apply(to: changes.old)) != changes.new { problems.append("apply(old) != new") }
+        wholeBatch.changes = changes.new.sections.map(\.items)
+    }
+    func controller(_ controller: FetchedResultsController, didChangeContentWith snapshot: ResultsSnapshot) {
+        wholeBatch.snapshot = snapshot.itemIdentifiers
+    }
+    func controller(
+        _ controller: FetchedResultsController, didChangeContentWith difference: CollectionDifference<ObjectID>
+    ) {
+        wholeBatch.difference = difference
     }
     func controllerDidChangeContent(_ controller: FetchedResultsController) {
         if let problem = replica.end() { problems.append(problem) }
+        // The whole-batch forms agree with what the callbacks did.
+        if deliversWholeBatches {
+            if wholeBatch.changes != replica.sections { problems.append("the change set's new lists differ") }
+            if wholeBatch.snapshot != replica.sections { problems.append("the snapshot differs") }
+            if controller.sectionNameKeyPath == nil {
+                let flat = before.flatMap { $0 }
+                if let difference = wholeBatch.difference {
+                    if flat.applying(difference) != replica.sections.flatMap({ $0 }) {
+                        problems.append("the CollectionDifference does not lead to the new list")
+                    }
+                } else {
+                    problems.append("no CollectionDifference for a controller without sections")
+                }
+            }
+        }
+        wholeBatch = (nil, nil, nil)
         // Updates name objects that are still there, at their new paths.
         for id in updates where controller.indexPath(for: id) == nil { problems.append("update of a vanished \(id)") }
     }
