@@ -117,7 +117,8 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
 
     public var description: String {
         var text = "\(code.rawValue): \(message)"
-        if failures.count > 1 || (failures.count == 1 && failures[0].message != message) {
+        // A single failure is listed only when the message does not already say it (errors read once).
+        if failures.count > 1 || (failures.count == 1 && !message.contains(failures[0].message)) {
             text += failures.map { "\n  - \($0)" }.joined()
         }
         return text

@@ -46,7 +46,7 @@ final class Misfit: Model {
             let error = entityStoreError { _ = try context.insert(Misfit.self) }
             #expect(error?.code == .typeMismatch)
             let messages = error?.failures.map(\.message) ?? []
-            #expect(messages.contains("Misfit maps a int64 to a string"))
+            #expect(messages.contains("Misfit maps an int64 to a string"))
             #expect(messages.contains("Misfit maps 'subtitle', which Book does not have"))
             #expect(messages.contains("Misfit maps an optional attribute to a non-optional type"))
         }

@@ -144,8 +144,8 @@ import Testing
         ("title.length > 3", "'title' is an attribute of Book, not a relationship (in 'title.length')"),
         ("tags.name == 'sf'", "'tags.name' goes through a to-many relationship: use ANY, ALL or NONE, or @count"),
         ("ANY title == 'x'", "ANY needs a to-many key path; 'title' is not"),
-        ("pages BEGINSWITH '3'", "BEGINSWITH needs a string; 'pages' is a int64"),
-        ("pages == 'many'", "'pages' is a int64 and cannot be compared with \"many\""),
+        ("pages BEGINSWITH '3'", "BEGINSWITH needs a string; 'pages' is an int64"),
+        ("pages == 'many'", "'pages' is an int64 and cannot be compared with \"many\""),
         ("title.@count > 1", "@count must follow a to-many relationship (in 'title.@count')"),
         ("author == 'x'", "'author' is a relationship: compare it with == or != to an object or nil"),
     ]

@@ -30,7 +30,7 @@ import Testing
         }
         #expect(error?.code == .invalidSchema)
         let messages = error?.failures.map(\.description) ?? []
-        #expect(messages.contains("A.x: the default \"text\" is a string, not a int64"))
+        #expect(messages.contains("A.x: the default \"text\" is a string, not an int64"))
         #expect(messages.contains("A.x: duplicate property name 'x'"))
         #expect(messages.contains("A.bs: unknown inverse 'nothing' on 'B'"))
         #expect(messages.contains("A.cs: unknown destination entity 'C'"))

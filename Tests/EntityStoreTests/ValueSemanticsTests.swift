@@ -113,7 +113,7 @@ import Testing
             for value in values where collapsed.last != value { collapsed.append(value) }
             #expect(collapsed == order.filter { collapsed.contains($0) })
             let nanCount = try context.count(
-                for: FetchRequest(entity: "Item", predicate: try FetchPredicate("d == %@", .value(.double(.nan)))))
+                for: FetchRequest(entity: "Item", predicate: try FetchPredicate("d == %@", Double.nan)))
             let greater = try context.fetchObjectIDs(
                 FetchRequest(entity: "Item", predicate: try FetchPredicate("d > 1000.0")))
             #expect(greater.count == nanCount + values.filter { $0 == .double(.infinity) }.count)

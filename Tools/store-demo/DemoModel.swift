@@ -26,7 +26,7 @@ enum DemoModel {
     /// The item with a title, if any.
     static func item(_ title: String, in context: ObjectContext) throws -> ManagedObject? {
         try context.fetch(
-            FetchRequest(entity: "Item", predicate: try FetchPredicate("title == %@", .value(.string(title))))
+            FetchRequest(entity: "Item", predicate: try FetchPredicate("title == %@", title))
         ).first
     }
 

@@ -34,11 +34,24 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     public internal(set) var isInserted = false
     /// Whether the object is deleted (until the delete is saved or rolled back).
     public internal(set) var isDeleted = false
+    /// The typed model wrapping this object, while one is alive (one instance per object).
+    weak var model: Model?
+    /// For a recording instance of a model (key paths, schemas): where the keys read are recorded.
+    let recorder: KeyRecorder?
 
     init(objectID: ObjectID, entity: Entity, context: ObjectContext) {
         self.objectID = objectID
         self.entity = entity
         self.context = context
+        self.recorder = nil
+    }
+
+    /// An object of no context that records the keys read through its model.
+    init(recordingFor entityName: String, recorder: KeyRecorder) {
+        self.objectID = ObjectID(entityName: entityName, primaryKey: 0)
+        self.entity = Entity(entityName)
+        self.context = nil
+        self.recorder = recorder
     }
 
     /// Whether the object's values have not been loaded yet.
@@ -89,7 +102,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
         let attribute = entity.attributes[index]
         if let type = value.type, type != attribute.type {
             throw EntityStoreError(
-                .typeMismatch, "\(entity.name).\(key) is a \(attribute.type.rawValue); got \(value)",
+                .typeMismatch, "\(entity.name).\(key) is \(attribute.type.withArticle); got \(value)",
                 entity: entity.name, key: key, objectID: objectID)
         }
         if let problem = value.storageProblem {

@@ -188,7 +188,10 @@ public final class ObjectContext {
     /// stored state. The undo history is cleared.
     public func rollback() {
         accessorFailures = []
-        for id in dirty { recordPending(id) }
+        for id in dirty {
+            recordPending(id)
+            registered[id]?.announceChange(of: nil)
+        }
         defer { processPendingChanges() }
         unsavedUserDriven = [:]
         for id in dirty {
@@ -224,6 +227,7 @@ public final class ObjectContext {
     ///     them and turn the object into a fault (`false`).
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard object.context === self, !object.isInserted else { return }
+        object.announceChange(of: nil)
         if !mergeChanges || !object.hasChanges {
             object.values = nil
             object.committed = nil
@@ -274,6 +278,9 @@ public final class ObjectContext {
     /// A write of attribute `attribute` records only the old value for undo.
     func willChange(_ id: ObjectID, attribute: Int? = nil) {
         recordPending(id)
+        if let object = registered[id], object.model != nil {
+            object.announceChange(of: attribute.map { [object.entity.attributes[$0].name] })
+        }
         if let attribute, let values = registered[id]?.values {
             undo.recordAttribute(id, attribute, values[attribute])
         } else {
@@ -303,6 +310,7 @@ public final class ObjectContext {
     func restore(_ states: [ObjectID: ObjectState?]) {
         for (id, state) in states {
             recordPending(id)
+            registered[id]?.announceChange(of: nil)
             guard let state else {
                 registered[id]?.context = nil
                 registered[id] = nil

@@ -241,6 +241,31 @@ public struct KeyExpression: Sendable {
     /// `relationship == object`
     public static func == (lhs: KeyExpression, rhs: ObjectID) -> FetchPredicate { lhs.compare(.equal, .object(rhs)) }
 
+    /// `path == value`, for any plain Swift value (`String`, `Int`, `Date`, ...).
+    public static func == (lhs: KeyExpression, rhs: some ValueConvertible) -> FetchPredicate {
+        lhs.compare(.equal, .value(rhs.value))
+    }
+    /// `path != value`, for any plain Swift value.
+    public static func != (lhs: KeyExpression, rhs: some ValueConvertible) -> FetchPredicate {
+        lhs.compare(.notEqual, .value(rhs.value))
+    }
+    /// `path < value`, for any plain Swift value.
+    public static func < (lhs: KeyExpression, rhs: some ValueConvertible) -> FetchPredicate {
+        lhs.compare(.less, .value(rhs.value))
+    }
+    /// `path <= value`, for any plain Swift value.
+    public static func <= (lhs: KeyExpression, rhs: some ValueConvertible) -> FetchPredicate {
+        lhs.compare(.lessOrEqual, .value(rhs.value))
+    }
+    /// `path > value`, for any plain Swift value.
+    public static func > (lhs: KeyExpression, rhs: some ValueConvertible) -> FetchPredicate {
+        lhs.compare(.greater, .value(rhs.value))
+    }
+    /// `path >= value`, for any plain Swift value.
+    public static func >= (lhs: KeyExpression, rhs: some ValueConvertible) -> FetchPredicate {
+        lhs.compare(.greaterOrEqual, .value(rhs.value))
+    }
+
     /// `path == [options] value`
     public func equals(_ value: Value, options: FetchPredicate.StringOptions = []) -> FetchPredicate {
         compare(.equal, .value(value), options)

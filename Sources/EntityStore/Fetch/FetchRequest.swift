@@ -114,7 +114,7 @@ public struct FetchRequest: Hashable, Sendable {
     }
     /// When above 0, objects beyond the first batch are returned as faults and load this many at a time.
     public var fetchBatchSize: Int = 0
-    /// The result's shape (``ObjectContext/fetch(_:)`` returns objects whatever this says; ``ObjectContext/execute(_:)`` honours
+    /// The result's shape (``ObjectContext/fetch(_:)->[ManagedObject]`` returns objects whatever this says; ``ObjectContext/execute(_:)`` honours
     /// it).
     public var resultType: ResultType = .objects
     /// Reflect the context's unsaved inserts, updates and deletes (as Core Data does by default).

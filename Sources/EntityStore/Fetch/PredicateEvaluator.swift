@@ -176,7 +176,7 @@ final class CompiledPredicate {
         switch path.terminal {
         case .attribute(_, let attribute):
             if stringOps.contains(c.op) && attribute.type != .string {
-                throw fail("\(c.op.rawValue) needs a string; '\(path.text)' is a \(attribute.type.rawValue)")
+                throw fail("\(c.op.rawValue) needs a string; '\(path.text)' is \(attribute.type.withArticle)")
             }
             let values: [Value]
             switch c.operand {
@@ -191,7 +191,7 @@ final class CompiledPredicate {
                 let compatible =
                     type == attribute.type || (numeric.contains(type) && numeric.contains(attribute.type))
                 if !compatible && !(c.op == .matches || c.op == .like) {
-                    throw fail("'\(path.text)' is a \(attribute.type.rawValue) and cannot be compared with \(value)")
+                    throw fail("'\(path.text)' is \(attribute.type.withArticle) and cannot be compared with \(value)")
                 }
             }
         case .relationship(let relationship):

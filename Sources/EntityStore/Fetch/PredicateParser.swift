@@ -27,6 +27,67 @@ public enum PredicateArgument: Sendable, ExpressibleByStringLiteral, Expressible
     public init(arrayLiteral elements: Value...) { self = .values(elements) }
 }
 
+/// A value that can stand for a placeholder of a predicate format: `String`, every integer type, `Double`,
+/// `Float`, `Bool`, `Date`, `UUID`, `Data`, `Decimal`, optionals and arrays of those, `ObjectID`, models, and
+/// ``PredicateArgument`` itself.
+///
+/// ```swift
+/// let name = "Momo"; let minimum = 300
+/// try FetchPredicate("title == %@ OR pages > %d", name, minimum)
+/// ```
+public protocol PredicateArgumentConvertible {
+    /// The argument it stands for.
+    var predicateArgument: PredicateArgument { get }
+}
+
+extension PredicateArgument: PredicateArgumentConvertible {
+    /// Itself.
+    public var predicateArgument: PredicateArgument { self }
+}
+
+extension PredicateArgumentConvertible where Self: ValueConvertible {
+    /// The value.
+    public var predicateArgument: PredicateArgument { .value(value) }
+}
+
+extension String: PredicateArgumentConvertible {}
+extension Int: PredicateArgumentConvertible {}
+extension Int64: PredicateArgumentConvertible {}
+extension Int32: PredicateArgumentConvertible {}
+extension Int16: PredicateArgumentConvertible {}
+extension Int8: PredicateArgumentConvertible {}
+extension UInt32: PredicateArgumentConvertible {}
+extension UInt16: PredicateArgumentConvertible {}
+extension UInt8: PredicateArgumentConvertible {}
+extension Double: PredicateArgumentConvertible {}
+extension Float: PredicateArgumentConvertible {}
+extension Bool: PredicateArgumentConvertible {}
+extension Date: PredicateArgumentConvertible {}
+extension UUID: PredicateArgumentConvertible {}
+extension Data: PredicateArgumentConvertible {}
+extension Decimal: PredicateArgumentConvertible {}
+extension Optional: PredicateArgumentConvertible where Wrapped: ValueConvertible {}
+
+extension Value: PredicateArgumentConvertible {
+    /// The value.
+    public var predicateArgument: PredicateArgument { .value(self) }
+}
+
+extension Array: PredicateArgumentConvertible where Element: ValueConvertible {
+    /// The values, for `IN %@`.
+    public var predicateArgument: PredicateArgument { .values(map(\.value)) }
+}
+
+extension ObjectID: PredicateArgumentConvertible {
+    /// The object, for `relationship == %@`.
+    public var predicateArgument: PredicateArgument { .object(self) }
+}
+
+extension Model: PredicateArgumentConvertible {
+    /// The model's object, for `relationship == %@`.
+    public var predicateArgument: PredicateArgument { .object(objectID) }
+}
+
 extension FetchPredicate {
     /// The longest format string accepted, in UTF-8 bytes.
     public static let maximumFormatLength = 4096
@@ -41,8 +102,8 @@ extension FetchPredicate {
     /// `ANY` `SOME` `ALL` `NONE` and `@count`; the placeholders `%@` `%K` `%d` `%i` `%ld` `%f`.
     ///
     /// - Throws: ``EntityStoreError/Code/invalidPredicate`` with the position and what was expected there.
-    public init(_ format: String, _ arguments: PredicateArgument...) throws {
-        self = try FetchPredicate(format: format, arguments: arguments)
+    public init(_ format: String, _ arguments: any PredicateArgumentConvertible...) throws {
+        self = try FetchPredicate(format: format, arguments: arguments.map(\.predicateArgument))
     }
 
     /// Parses a predicate with an argument array.

@@ -272,8 +272,16 @@ public final class FetchedResultsController {
         }
         var keyPaths: [ResolvedKeyPath] = []
         for key in sortKeys {
-            let path = try ResolvedKeyPath.resolve(
-                key.keyPath.split(separator: ".").map(String.init), from: entity, in: schema)
+            let what = key.keyPath == sectionNameKeyPath ? "the section key path" : "the sort key"
+            let path: ResolvedKeyPath
+            do {
+                path = try ResolvedKeyPath.resolve(
+                    key.keyPath.split(separator: ".").map(String.init), from: entity, in: schema)
+            } catch let error as EntityStoreError {
+                throw EntityStoreError(
+                    .invalidFetchRequest, "\(what) '\(key.keyPath)': \(error.message)", entity: entity.name,
+                    key: key.keyPath)
+            }
             guard case .attribute = path.terminal, !path.isToMany else {
                 throw EntityStoreError(
                     .invalidFetchRequest,

@@ -88,8 +88,8 @@ public struct Schema: Codable, Sendable, Equatable {
                     failures.append(
                         .init(
                             entity: entity.name, key: name,
-                            message: "the default \(attribute.defaultValue) is a \(type.rawValue), not a"
-                                + " \(attribute.type.rawValue)"))
+                            message: "the default \(attribute.defaultValue) is \(type.withArticle), not"
+                                + " \(attribute.type.withArticle)"))
                 }
                 if let problem = attribute.defaultValue.storageProblem {
                     failures.append(.init(entity: entity.name, key: name, message: "the default: \(problem)"))

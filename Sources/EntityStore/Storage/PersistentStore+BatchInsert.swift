@@ -60,7 +60,7 @@ extension PersistentStore {
                         .init(
                             entity: entity.name, key: key,
                             message:
-                                "object \(position): \(entity.name).\(key) is a \(attribute.type.rawValue); got \(value)"
+                                "object \(position): \(entity.name).\(key) is \(attribute.type.withArticle); got \(value)"
                         ))
                     continue
                 }

@@ -83,7 +83,7 @@ enum RecordCodec {
                 let type = attributes[i].type
                 let found = try reader.byte("type tag of '\(attributes[i].name)'")
                 guard found == tag(of: type) else {
-                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', a \(type.rawValue)")
+                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', \(type.withArticle)")
                 }
                 values.append(try reader.value(of: type, attributes[i].name))
             }
@@ -131,7 +131,7 @@ enum RecordCodec {
                 let type = attributes[i].type
                 let found = try reader.byte("type tag of '\(attributes[i].name)'")
                 guard found == tag(of: type) else {
-                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', a \(type.rawValue)")
+                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', \(type.withArticle)")
                 }
                 if needed[i] {
                     values[i] = try reader.value(of: type, attributes[i].name)

@@ -1,0 +1,64 @@
+extension Entity {
+    /// The entity a model class declares: its `@Stored` attributes and `@ToOne` / `@ToMany` relationships, keyed by
+    /// property name unless a key was given, in declaration order. An inverse left out is found by the schema (see
+    /// ``Schema/init(version:models:entities:)``).
+    public init(model: Model.Type, renamedFrom: String? = nil) {
+        // Through the metatype value: a subclass's entity name and properties, whatever the static type.
+        self.init(model.entityName, renamedFrom: renamedFrom)
+        for (key, property) in model.modelProperties() {
+            switch property.declaration(key: key) {
+            case .attribute(let attribute): attributes.append(attribute)
+            case .relationship(let relationship): relationships.append(relationship)
+            }
+        }
+    }
+}
+
+extension Schema {
+    /// A schema made from model classes, and declared entities beside them.
+    ///
+    /// ```swift
+    /// let schema = try Schema(version: 2, models: [Author.self, Book.self, Tag.self])
+    /// ```
+    ///
+    /// A relationship declared without its inverse takes the only relationship of its destination that points back
+    /// (not counting itself); when there is none, or several, the schema is refused naming it.
+    ///
+    /// - Throws: ``EntityStoreError`` with code ``EntityStoreError/Code/invalidSchema`` listing every problem.
+    public init(version: Int, models: [Model.Type], @EntityBuilder entities: () -> [Entity] = { [] }) throws {
+        var all = models.map { Self.entity(of: $0) } + entities()
+        var failures: [EntityStoreError.Failure] = []
+        for e in all.indices {
+            for r in all[e].relationships.indices where all[e].relationships[r].inverse.isEmpty {
+                let relationship = all[e].relationships[r]
+                let source = all[e].name
+                guard let destination = all.first(where: { $0.name == relationship.destination }) else { continue }
+                let candidates = destination.relationships.filter { candidate in
+                    candidate.destination == source
+                        && !(destination.name == source && candidate.name == relationship.name)
+                        && (candidate.inverse.isEmpty || candidate.inverse == relationship.name)
+                }
+                guard candidates.count == 1 else {
+                    failures.append(
+                        .init(
+                            entity: source, key: relationship.name,
+                            message: candidates.isEmpty
+                                ? "no relationship of \(destination.name) points back to \(source): declare one, or"
+                                    + " name the inverse"
+                                : "\(candidates.count) relationships of \(destination.name) point back to \(source)"
+                                    + " (\(candidates.map(\.name).joined(separator: ", "))): name the inverse"))
+                    continue
+                }
+                all[e].relationships[r].inverse = candidates[0].name
+            }
+        }
+        guard failures.isEmpty else {
+            throw EntityStoreError(
+                .invalidSchema, failures.count == 1 ? failures[0].description : "\(failures.count) schema problems",
+                entity: failures[0].entity, key: failures[0].key, failures: failures)
+        }
+        try self.init(version: version, entities: all)
+    }
+
+    private static func entity(of model: Model.Type) -> Entity { Entity(model: model) }
+}

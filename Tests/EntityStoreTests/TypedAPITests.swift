@@ -1,0 +1,296 @@
+import EntityStore
+import Foundation
+import Observation
+import TestSupport
+import Testing
+
+// A realistic model written only with the typed API: projects, tickets, labels (many-to-many).
+
+final class Project: Model {
+    @Stored var name: String
+    @Stored var archived: Bool = false
+    @ToMany(deleteRule: .cascade) var tickets: [Ticket]
+}
+
+final class Ticket: Model {
+    @Stored var title: String
+    @Stored(.indexed) var rank: Int = 0
+    @Stored var estimate: Double?
+    @Stored var due: Date?
+    @Stored var done: Bool = false
+    @ToOne var project: Project?
+    @ToMany var labels: [Label]
+    /// A plain Swift property: not stored, and no key path of a predicate.
+    var scratch = ""
+}
+
+final class Label: Model {
+    @Stored(.unique, .caseInsensitive) var name: String
+    @ToMany var tickets: [Ticket]
+}
+
+/// A class whose key does not exist: its check must fail and leave nothing behind.
+final class Typo: Model {
+    override class var entityName: String { "Ticket" }
+    @Stored var titel: String
+}
+
+struct TicketForm: Codable, Equatable {
+    var title: String
+    var rank: Int
+    var estimate: Double?
+}
+
+func typedSchema() throws -> Schema { try Schema(version: 1, models: [Project.self, Ticket.self, Label.self]) }
+
+/// A store with two projects, five tickets and three labels, made with the typed API.
+struct TypedWorld {
+    let temporary: TemporaryStore
+    let context: ObjectContext
+    var store: PersistentStore { temporary.store }
+
+    init() throws {
+        temporary = try TemporaryStore(schema: try typedSchema())
+        context = ObjectContext(store: temporary.store, name: "typed")
+        let alpha = try context.insert(Project.self)
+        alpha.name = "Alpha"
+        let beta = try context.insert(Project.self)
+        beta.name = "Beta"
+        var labels: [String: Label] = [:]
+        for name in ["urgent", "bug", "idea"] {
+            let label = try context.insert(Label.self)
+            label.name = name
+            labels[name] = label
+        }
+        for (title, rank, project, tags) in [
+            ("Fix the login bug", 1, alpha, ["urgent", "bug"]), ("Write docs", 5, alpha, ["idea"]),
+            ("Crash on start", 2, beta, ["bug"]), ("Dark mode", 8, beta, []), ("Release notes", 3, alpha, []),
+        ] {
+            let ticket = try context.insert(Ticket.self)
+            ticket.title = title
+            ticket.rank = rank
+            ticket.project = project
+            ticket.labels = tags.map { labels[$0]! }
+        }
+        try context.save()
+    }
+
+    func titles(_ tickets: [Ticket]) -> [String] { tickets.map(\.title) }
+}
+
+@Suite struct TypedAPITests {
+    @Test func aSchemaComesFromTheModelClasses() throws {
+        let schema = try typedSchema()
+        let ticket = try #require(schema.entity("Ticket"))
+        #expect(ticket.attributes.map(\.name) == ["title", "rank", "estimate", "due", "done"])
+        #expect(ticket.attribute("rank")?.isIndexed == true && ticket.attribute("rank")?.defaultValue == 0)
+        #expect(ticket.attribute("estimate")?.isOptional == true && ticket.attribute("title")?.isOptional == false)
+        #expect(ticket.relationship("project")?.inverse == "tickets")
+        #expect(ticket.relationship("labels")?.inverse == "tickets" && ticket.relationship("labels")?.isToMany == true)
+        let label = try #require(schema.entity("Label"))
+        #expect(label.attribute("name")?.isUnique == true && label.attribute("name")?.isCaseInsensitive == true)
+        #expect(schema.entity("Project")?.relationship("tickets")?.deleteRule == .cascade)
+        // Mixed with declared entities.
+        let mixed = try Schema(version: 1, models: [Project.self, Ticket.self, Label.self]) {
+            Entity("Note") { Attribute("text", .string) }
+        }
+        #expect(mixed.entities.map(\.name) == ["Project", "Ticket", "Label", "Note"])
+    }
+
+    @Test func modelsReadAndWriteAttributesAndRelationships() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let other = ObjectContext(store: world.store)
+        let alpha = try #require(try other.first(Project.self, where: \Project.name == "Alpha"))
+        #expect(Set(world.titles(alpha.tickets)) == ["Fix the login bug", "Write docs", "Release notes"])
+        let login = try #require(try other.first(Ticket.self, where: \Ticket.title == "Fix the login bug"))
+        #expect(login.project?.name == "Alpha")
+        #expect(Set(login.labels.map(\.name)) == ["urgent", "bug"])
+        #expect(login.project === alpha, "one model instance per object while it is alive")
+        // Move it to Beta, drop a label, add one, set optionals.
+        let beta = try #require(try other.first(Project.self, where: \Project.name == "Beta"))
+        login.project = beta
+        login.labels = login.labels.filter { $0.name != "urgent" }
+        let idea = try #require(try other.first(Label.self, where: \Label.name == "idea"))
+        try login.add(idea, to: \.labels)
+        login.estimate = 1.5
+        login.due = Date(timeIntervalSinceReferenceDate: 1000)
+        try other.save()
+        #expect(!alpha.tickets.contains { $0 === login })
+        #expect(beta.tickets.contains { $0 === login })
+        #expect(idea.tickets.contains { $0 === login })
+        let fresh = ObjectContext(store: world.store)
+        let reread = try #require(try fresh.first(Ticket.self, where: \Ticket.title == "Fix the login bug"))
+        #expect(reread.project?.name == "Beta" && reread.estimate == 1.5)
+        #expect(Set(reread.labels.map(\.name)) == ["bug", "idea"])
+        try reread.remove(idea, from: \.labels)
+        login.estimate = nil
+        #expect(login.estimate == nil)
+        #expect(login.lastError == nil && reread.lastError == nil)
+    }
+
+    @Test func keyPathPredicatesAndSortsFetchModels() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let context = world.context
+        #expect(
+            world.titles(try context.fetch(Ticket.self, where: \Ticket.rank > 2, sortedBy: [SortKey(\Ticket.rank)]))
+                == ["Release notes", "Write docs", "Dark mode"])
+        #expect(
+            world.titles(
+                try context.fetch(
+                    Ticket.self, where: (\Ticket.title).contains("BUG", .caseInsensitive) || \Ticket.rank >= 8,
+                    sortedBy: [SortKey(\Ticket.title)])) == ["Dark mode", "Fix the login bug"])
+        #expect(
+            world.titles(
+                try context.fetch(
+                    Ticket.self, where: \Ticket.project?.name == "Beta",
+                    sortedBy: [SortKey(\Ticket.rank, ascending: false)]))
+                == ["Dark mode", "Crash on start"])
+        #expect(
+            Set(world.titles(try context.fetch(Ticket.self, where: (\Ticket.labels).any(\Label.name == "bug"))))
+                == ["Fix the login bug", "Crash on start"])
+        #expect(try context.count(Ticket.self, where: ["Dark mode", "Write docs"].contains(\Ticket.title)) == 2)
+        #expect(try context.count(Ticket.self, where: (2...5).contains(\Ticket.rank)) == 3)
+        #expect(try context.count(Ticket.self, where: \Ticket.estimate == nil) == 5)
+        #expect(try context.count(Project.self, where: (\Project.tickets).count() > 2) == 1)
+        #expect(try context.count(Ticket.self, where: !(\Ticket.done == true)) == 5)
+        let beta = try #require(try context.first(Project.self, where: \Project.name == "Beta"))
+        #expect(try context.count(Ticket.self, where: \Ticket.project == beta) == 2)
+        #expect(
+            world.titles(
+                try context.fetch(
+                    Ticket.self, sortedBy: [SortKey(\Ticket.project?.name), SortKey(\Ticket.rank)], limit: 2, offset: 1)
+            )
+                == ["Release notes", "Write docs"])
+        // The same planner and explain as the format language.
+        var request = ModelFetchRequest<Ticket>(where: \Ticket.rank == 5)
+        request.fetchLimit = 1
+        let parsed = FetchRequest(entity: "Ticket", predicate: try FetchPredicate("rank == 5"))
+        #expect(try context.explain(request.fetchRequest).description == context.explain(parsed).description)
+        #expect(try context.fetch(request).map(\.title) == ["Write docs"])
+        // A key path that reads no typed property is a clear error at fetch.
+        let unnamed = entityStoreError { _ = try context.fetch(Ticket.self, where: \Ticket.scratch == "x") }
+        #expect(unnamed?.code == .invalidPredicate)
+    }
+
+    @Test func plainSwiftValuesArePredicateArguments() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let context = world.context
+        let name = "Write docs"
+        let minimum = 4
+        let small: Int32 = 2
+        #expect(
+            try context.count(Ticket.self, where: try ModelPredicate("title == %@ AND rank > %d", name, minimum)) == 1)
+        #expect(try context.count(Ticket.self, where: try ModelPredicate("rank <= %d", small)) == 2)
+        #expect(try context.count(Ticket.self, where: try ModelPredicate("title IN %@", ["Dark mode", name])) == 2)
+        #expect(try context.count(Ticket.self, where: try ModelPredicate("due == %@", Date?.none)) == 5)
+        let beta = try #require(try context.first(Project.self, where: \Project.name == "Beta"))
+        #expect(try context.count(Ticket.self, where: try ModelPredicate("project == %@", beta)) == 2)
+        let built: FetchPredicate = .key("rank") > minimum
+        #expect(try FetchPredicate("rank > %d", minimum) == built)
+    }
+
+    @Test func aTypedControllerDeliversModels() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let controller = ModelResultsController(
+            ModelFetchRequest<Ticket>(sortedBy: [SortKey(\Ticket.rank)]), context: world.context,
+            sectionedBy: \Ticket.project?.name)
+        let delegate = RecordingDelegate()
+        controller.delegate = delegate
+        try controller.performFetch()
+        #expect(controller.sections.map(\.name) == ["Alpha", "Beta"])
+        let first: Ticket = try controller.object(at: ItemPath(section: 1, item: 0))
+        #expect(first.title == "Crash on start")
+        first.rank = 10
+        world.context.processPendingChanges()
+        #expect(delegate.calls == ["will", "move [1,0]->[1,1]", "did"])
+        #expect(controller.indexPath(for: first) == ItemPath(section: 1, item: 1))
+    }
+
+    @Test func codableValuesGoInAndComeOut() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let context = world.context
+        let ticket = try context.insert(Ticket.self, from: TicketForm(title: "From a form", rank: 4, estimate: 2))
+        #expect(ticket.title == "From a form" && ticket.rank == 4 && ticket.estimate == 2)
+        try ticket.update(from: TicketForm(title: "Renamed", rank: 6, estimate: nil))
+        let decoded = try ticket.decode(TicketForm.self)
+        #expect(decoded == TicketForm(title: "Renamed", rank: 6, estimate: nil), "\(decoded)")
+        try context.save()
+        var request = FetchRequest(entity: "Ticket", predicate: try FetchPredicate("rank == 6"))
+        request.resultType = .dictionaries(["title", "rank", "estimate"])
+        guard case .dictionaries(let rows) = try context.execute(request) else { throw CancellationError() }
+        #expect(try ValueCoding.decode([TicketForm].self, from: rows) == [TicketForm(title: "Renamed", rank: 6)])
+
+        struct Nested: Codable { var title: String; var form: TicketForm }
+        let nested = entityStoreError {
+            _ = try context.insert(Ticket.self, from: Nested(title: "x", form: .init(title: "", rank: 0)))
+        }
+        #expect(nested?.code == .typeMismatch && nested?.key == "form")
+        struct Unknown: Codable { var colour: String }
+        #expect(
+            entityStoreError { _ = try context.insert(Ticket.self, from: Unknown(colour: "red")) }?.code == .unknownKey)
+        struct Wrong: Codable { var rank: String }
+        #expect(entityStoreError { try ticket.update(from: Wrong(rank: "high")) }?.code == .typeMismatch)
+        #expect(!context.hasChanges, "refused inserts left nothing behind")
+    }
+
+    @Test func aModelThatFailsItsCheckLeavesNothingBehind() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let error = entityStoreError { _ = try world.context.insert(Typo.self) }
+        #expect(error?.code == .unknownKey)
+        #expect(error?.message == "Typo maps 'titel', which Ticket does not have")
+        #expect(error?.description == "unknownKey: Typo maps 'titel', which Ticket does not have", "read once")
+        #expect(!world.context.hasChanges)
+        try world.context.save()
+    }
+
+    @Test func aSingleValidationFailureReadsOnce() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let label = try world.context.insert(Label.self)
+        label.name = "BUG"  // the unique attribute is case-insensitive
+        let error = try #require(entityStoreError { try world.context.save() })
+        #expect(error.description.components(separatedBy: "must be unique").count == 2, "\(error.description)")
+    }
+
+    @Test func modelsTakePartInObservationAlsoThroughMerges() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let ticket = try #require(try world.context.first(Ticket.self, where: \Ticket.title == "Write docs"))
+        let fired = Flag()
+        withObservationTracking {
+            _ = ticket.rank
+        } onChange: {
+            fired.set()
+        }
+        let other = ObjectContext(store: world.store)
+        try #require(try other.first(Ticket.self, where: \Ticket.title == "Write docs")).rank = 42
+        try other.save()
+        #expect(!fired.value)
+        world.context.merge(try world.store.history().last!)
+        #expect(fired.value, "a merge fires the observers of the changed property")
+        #expect(ticket.rank == 42)
+
+        let again = Flag()
+        withObservationTracking {
+            _ = ticket.title
+        } onChange: {
+            again.set()
+        }
+        ticket.title = "Write the docs"
+        #expect(again.value, "a setter fires too")
+    }
+}
+
+final class Flag: @unchecked Sendable {
+    // @unchecked Sendable: `fired` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var fired = false
+    func set() { lock.withLock { fired = true } }
+    var value: Bool { lock.withLock { fired } }
+}
