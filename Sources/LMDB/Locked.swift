@@ -8,8 +8,8 @@ import Glibc
 /// built on raw futexes that it cannot see, so every access through one looks like a race to it.
 package final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is only read or written between pthread_mutex_lock and pthread_mutex_unlock.
-    private var mutex = pthread_mutex_t()
-    private var value: Value
+    @usableFromInline var mutex = pthread_mutex_t()
+    @usableFromInline var value: Value
 
     /// A lock holding `value`.
     package init(_ value: Value) {
@@ -20,6 +20,7 @@ package final class Locked<Value>: @unchecked Sendable {
     deinit { pthread_mutex_destroy(&mutex) }
 
     /// Runs `body` with the value, the lock held.
+    @inlinable
     package func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }

@@ -36,6 +36,34 @@ extension ItemData {
     }
 }
 
+/// The benchmark item as a typed model (the same entity).
+final class BenchItem: Model {
+    override class var entityName: String { "Item" }
+    @Stored var id: Int64
+    @Stored var title: String
+    @Stored var score: Int64
+    @Stored var date: Double
+    @Stored var blob: Data
+    @Stored var group: Int64
+}
+
+/// Loads `items` through the typed API into a new store.
+func typedStore(_ path: String, _ items: [ItemData]) throws -> PersistentStore {
+    let store = try PersistentStore.open(path: path, schema: benchSchema(), options: .init(mapSize: 1 << 30))
+    let context = ObjectContext(store: store)
+    for item in items {
+        let object = try context.insert(BenchItem.self)
+        object.id = item.id
+        object.title = item.title
+        object.score = item.score
+        object.date = item.date
+        object.blob = Data(item.blob)
+        object.group = item.id % 100
+    }
+    try context.save()
+    return store
+}
+
 func insert(_ item: ItemData, _ context: ObjectContext) throws {
     let object = try context.insert("Item")
     try object.setValue(.int(item.id), forKey: "id")
@@ -70,6 +98,12 @@ func s1(_ report: Report, _ n: Int) throws {
         report.record(name, "EntityStore context", "s/op", (now() - start) / Double(n))
         try? FileManager.default.removeItem(atPath: path)
 
+        path = temporaryDirectory("s1-typed")
+        start = now()
+        _ = try typedStore(path, items)
+        report.record(name, "EntityStore typed models", "s/op", (now() - start) / Double(n))
+        try? FileManager.default.removeItem(atPath: path)
+
         path = temporaryDirectory("s1-batch")
         start = now()
         let store = try PersistentStore.open(path: path, schema: benchSchema(), options: .init(mapSize: 1 << 30))
@@ -99,6 +133,11 @@ func s1(_ report: Report, _ n: Int) throws {
     }
     let raw = report.median(name, "raw LMDB (C)")
     let sqlite = report.median(name, "SQLite")
+    let typed = report.median(name, "EntityStore typed models")
+    let dynamic = report.median(name, "EntityStore context")
+    report.target(
+        "S1", "typed models: at most 10% more than the dynamic context path", typed <= 1.1 * dynamic,
+        String(format: "%+.0f%%", 100 * (typed / dynamic - 1)))
     for path in ["context", "batchInsert"] {
         let es = report.median(name, "EntityStore \(path)")
         report.target(
@@ -180,6 +219,15 @@ func s3(_ report: Report, _ n: Int) throws {
         report.record(name, "EntityStore", "s/op", (now() - start) / Double(lookups))
 
         start = now()
+        for (i, key) in keys.enumerated() {
+            if i % 1000 == 0 { context = ObjectContext(store: store) }
+            let item = try context.existingObject(
+                BenchItem.self, with: ObjectID(entityName: "Item", primaryKey: UInt64(key + 1)))
+            consume(Int(item.score))
+        }
+        report.record(name, "EntityStore typed models", "s/op", (now() - start) / Double(lookups))
+
+        start = now()
         for key in keys { consume(Int(raw.get(key)?.score ?? 0)) }
         report.record(name, "raw LMDB (C) get+decode", "s/op", (now() - start) / Double(lookups))
 
@@ -192,6 +240,10 @@ func s3(_ report: Report, _ n: Int) throws {
     }
     sqlite3_finalize(statement)
     let es = report.median(name, "EntityStore")
+    let typed = report.median(name, "EntityStore typed models")
+    report.target(
+        "S3", "\(n): typed models at most 10% more than the dynamic path", typed <= 1.1 * es,
+        String(format: "%+.0f%%", 100 * (typed / es - 1)))
     report.target(
         "S3", "\(n): at most 2x raw get + decode", es <= 2 * report.median(name, "raw LMDB (C) get+decode"),
         String(format: "%.2fx", es / report.median(name, "raw LMDB (C) get+decode")))

@@ -34,10 +34,16 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     public internal(set) var isInserted = false
     /// Whether the object is deleted (until the delete is saved or rolled back).
     public internal(set) var isDeleted = false
-    /// The typed model wrapping this object, while one is alive (one instance per object).
-    weak var model: Model?
+    /// The typed model wrapping this object, while one is alive (one instance per object). Unretained rather than
+    /// weak (a weak reference gives the model a side table, a cost on every model made): the model clears it in
+    /// its deinit, while this object is still alive (the model holds it).
+    var modelReference: Unmanaged<Model>?
+    var model: Model? {
+        get { modelReference?.takeUnretainedValue() }
+        set { modelReference = newValue.map { Unmanaged.passUnretained($0) } }
+    }
     /// For a recording instance of a model (key paths, schemas): where the keys read are recorded.
-    let recorder: KeyRecorder?
+    @usableFromInline let recorder: KeyRecorder?
 
     init(objectID: ObjectID, entity: Entity, context: ObjectContext) {
         self.objectID = objectID

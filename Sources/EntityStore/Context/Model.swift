@@ -30,12 +30,25 @@ open class Model {
     public let managedObject: ManagedObject
     /// The last error of a property accessor (which cannot throw).
     public internal(set) var lastError: EntityStoreError?
-    /// Who observes the model's properties (Swift's Observation).
-    let observationRegistrar = ObservationRegistrar()
+    /// Who observes the model's properties (Swift's Observation), made by the first read: before any read nothing
+    /// can be observing the model, so writes need not announce anything (and a model only written costs nothing).
+    @usableFromInline var registrarIfAny: ObservationRegistrar?
+    @usableFromInline var observationRegistrar: ObservationRegistrar {
+        if let registrarIfAny { return registrarIfAny }
+        let registrar = ObservationRegistrar()
+        registrarIfAny = registrar
+        return registrar
+    }
 
     /// Wraps a managed object (of the model's entity).
     public required init(managedObject: ManagedObject) {
         self.managedObject = managedObject
+    }
+
+    deinit {
+        if managedObject.modelReference?.toOpaque() == Unmanaged.passUnretained(self).toOpaque() {
+            managedObject.modelReference = nil
+        }
     }
 
     /// The entity the class maps to; the class's name by default.
@@ -56,6 +69,7 @@ open class Model {
     }
 
     /// Keeps a failure of an accessor that cannot throw: in ``lastError``, and for a write, for the next save.
+    @usableFromInline
     func report(_ error: any Error, _ what: String, write: Bool) {
         let failure = EntityStoreError.wrapping(error, what)
         lastError = failure
@@ -64,6 +78,7 @@ open class Model {
 }
 
 /// The typed properties of a model: what `Mirror` finds in a model's storage.
+@usableFromInline
 protocol ModelProperty {
     /// The key given to the wrapper, if any (else the property's name).
     var explicitKey: String? { get }
@@ -151,9 +166,9 @@ extension ObjectContext {
 
     /// Checks a model class against the store's schema, once per store.
     func checkModel<M: Model>(_ type: M.Type) throws {
-        let name = String(reflecting: type)
-        if store.checkedModels.withLock({ $0.contains(name) }) { return }
+        let id = ObjectIdentifier(type)
+        if store.checkedModels.withLock({ $0.contains(id) }) { return }
         try type.check(against: try store.storage(for: type.entityName).entity)
-        store.checkedModels.withLock { _ = $0.insert(name) }
+        store.checkedModels.withLock { _ = $0.insert(id) }
     }
 }

@@ -190,7 +190,7 @@ public final class ObjectContext {
         accessorFailures = []
         for id in dirty {
             recordPending(id)
-            registered[id]?.announceChange(of: nil)
+            registered[id]?.announceChange()
         }
         defer { processPendingChanges() }
         unsavedUserDriven = [:]
@@ -227,7 +227,7 @@ public final class ObjectContext {
     ///     them and turn the object into a fault (`false`).
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard object.context === self, !object.isInserted else { return }
-        object.announceChange(of: nil)
+        object.announceChange()
         if !mergeChanges || !object.hasChanges {
             object.values = nil
             object.committed = nil
@@ -278,9 +278,7 @@ public final class ObjectContext {
     /// A write of attribute `attribute` records only the old value for undo.
     func willChange(_ id: ObjectID, attribute: Int? = nil) {
         recordPending(id)
-        if let object = registered[id], object.model != nil {
-            object.announceChange(of: attribute.map { [object.entity.attributes[$0].name] })
-        }
+        registered[id]?.announceChange()
         if let attribute, let values = registered[id]?.values {
             undo.recordAttribute(id, attribute, values[attribute])
         } else {
@@ -310,7 +308,7 @@ public final class ObjectContext {
     func restore(_ states: [ObjectID: ObjectState?]) {
         for (id, state) in states {
             recordPending(id)
-            registered[id]?.announceChange(of: nil)
+            registered[id]?.announceChange()
             guard let state else {
                 registered[id]?.context = nil
                 registered[id] = nil

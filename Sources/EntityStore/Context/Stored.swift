@@ -26,9 +26,10 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     public let explicitKey: String?
     /// The options.
     public let options: [StoredOption]
-    let initialValue: T?
+    @usableFromInline let initialValue: T?
 
     /// An attribute keyed by the property's name, without options.
+    @inlinable
     public init() {
         explicitKey = nil
         options = []
@@ -36,6 +37,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     }
 
     /// An attribute keyed by the property's name.
+    @inlinable
     public init(_ options: StoredOption...) {
         explicitKey = nil
         self.options = options
@@ -43,6 +45,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     }
 
     /// An attribute with an explicit key.
+    @inlinable
     public init(_ key: String, _ options: StoredOption...) {
         explicitKey = key
         self.options = options
@@ -50,6 +53,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     }
 
     /// An attribute keyed by the property's name whose default is the initial value.
+    @inlinable
     public init(wrappedValue: T, _ options: StoredOption...) {
         explicitKey = nil
         self.options = options
@@ -57,6 +61,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     }
 
     /// An attribute with an explicit key whose default is the initial value.
+    @inlinable
     public init(wrappedValue: T, _ key: String, _ options: StoredOption...) {
         explicitKey = key
         self.options = options
@@ -69,23 +74,26 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
         set { fatalError("unreachable: @Stored outside a Model") }
     }
 
+    @inlinable
     public static subscript<Owner: Model>(
         _enclosingInstance owner: Owner, wrapped wrappedKeyPath: ReferenceWritableKeyPath<Owner, T>,
         storage storageKeyPath: ReferenceWritableKeyPath<Owner, Stored<T>>
     ) -> T {
         get {
-            let key = owner[keyPath: storageKeyPath].explicitKey ?? ModelKeys.name(ofStorage: storageKeyPath)
+            let key = ModelKeys.key(of: owner, storageKeyPath)
             if let recorder = owner.managedObject.recorder {
                 recorder.keys.append(key)
                 return T.fallback
             }
-            ModelObservation.access(owner, wrappedKeyPath, key: key)
+            ModelObservation.access(owner, wrappedKeyPath)
             do {
                 let value = try owner.managedObject.value(forKey: key)
                 guard let typed = T(value: value) else {
-                    owner.lastError = EntityStoreError(
-                        .typeMismatch, "\(owner.objectID).\(key) holds \(value), not \(T.self)",
-                        entity: owner.managedObject.entity.name, key: key, objectID: owner.objectID)
+                    owner.report(
+                        EntityStoreError(
+                            .typeMismatch, "\(owner.objectID).\(key) holds \(value), not \(T.self)",
+                            entity: owner.managedObject.entity.name, key: key, objectID: owner.objectID),
+                        "reading \(key)", write: false)
                     return T.fallback
                 }
                 return typed
@@ -95,7 +103,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
             }
         }
         set {
-            let key = owner[keyPath: storageKeyPath].explicitKey ?? ModelKeys.name(ofStorage: storageKeyPath)
+            let key = ModelKeys.key(of: owner, storageKeyPath)
             ModelObservation.mutation(owner, wrappedKeyPath) {
                 do {
                     try owner.managedObject.setValue(newValue.value, forKey: key)
@@ -106,6 +114,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
         }
     }
 
+    @usableFromInline
     func declaration(key: String) -> Property {
         var renamedFrom: String?
         for case .renamedFrom(let name) in options { renamedFrom = name }
@@ -116,6 +125,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
                 caseInsensitive: options.contains(.caseInsensitive), renamedFrom: renamedFrom))
     }
 
+    @usableFromInline
     func mismatches(key: String, in entity: Entity, model: String) -> [EntityStoreError.Failure] {
         guard let attribute = entity.attribute(key) else {
             let hint = entity.relationship(key) != nil ? " as an attribute (it is a relationship)" : ""

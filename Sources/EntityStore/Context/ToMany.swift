@@ -47,12 +47,12 @@ public struct ToMany<Destination: Model>: ModelProperty {
         storage storageKeyPath: ReferenceWritableKeyPath<Owner, ToMany<Destination>>
     ) -> [Destination] {
         get {
-            let key = owner[keyPath: storageKeyPath].explicitKey ?? ModelKeys.name(ofStorage: storageKeyPath)
+            let key = ModelKeys.key(of: owner, storageKeyPath)
             if let recorder = owner.managedObject.recorder {
                 recorder.keys.append(key)
                 return []
             }
-            ModelObservation.access(owner, wrappedKeyPath, key: key)
+            ModelObservation.access(owner, wrappedKeyPath)
             do {
                 guard let context = owner.context else { return [] }
                 return try owner.managedObject.objects(forKey: key).map { try context.model(Destination.self, for: $0) }
@@ -62,7 +62,7 @@ public struct ToMany<Destination: Model>: ModelProperty {
             }
         }
         set {
-            let key = owner[keyPath: storageKeyPath].explicitKey ?? ModelKeys.name(ofStorage: storageKeyPath)
+            let key = ModelKeys.key(of: owner, storageKeyPath)
             ModelObservation.mutation(owner, wrappedKeyPath) {
                 do {
                     let current = Set(try owner.managedObject.objectIDs(forKey: key))
@@ -81,11 +81,13 @@ public struct ToMany<Destination: Model>: ModelProperty {
         }
     }
 
+    @usableFromInline
     func declaration(key: String) -> Property {
         .relationship(
             Relationship(key, to: Destination.entityName, inverse: inverse ?? "", toMany: true, deleteRule: deleteRule))
     }
 
+    @usableFromInline
     func mismatches(key: String, in entity: Entity, model: String) -> [EntityStoreError.Failure] {
         relationshipMismatches(key: key, in: entity, model: model, destination: Destination.entityName, toMany: true)
     }

@@ -50,12 +50,12 @@ public struct ToOne<Destination: Model>: ModelProperty {
         storage storageKeyPath: ReferenceWritableKeyPath<Owner, ToOne<Destination>>
     ) -> Destination? {
         get {
-            let key = owner[keyPath: storageKeyPath].explicitKey ?? ModelKeys.name(ofStorage: storageKeyPath)
+            let key = ModelKeys.key(of: owner, storageKeyPath)
             if let recorder = owner.managedObject.recorder {
                 recorder.keys.append(key)
                 return Destination.recordingInstance(recorder)
             }
-            ModelObservation.access(owner, wrappedKeyPath, key: key)
+            ModelObservation.access(owner, wrappedKeyPath)
             do {
                 guard let context = owner.context, let target = try owner.managedObject.object(forKey: key) else {
                     return nil
@@ -67,7 +67,7 @@ public struct ToOne<Destination: Model>: ModelProperty {
             }
         }
         set {
-            let key = owner[keyPath: storageKeyPath].explicitKey ?? ModelKeys.name(ofStorage: storageKeyPath)
+            let key = ModelKeys.key(of: owner, storageKeyPath)
             ModelObservation.mutation(owner, wrappedKeyPath) {
                 do {
                     try owner.managedObject.setObject(newValue?.managedObject, forKey: key)
@@ -78,6 +78,7 @@ public struct ToOne<Destination: Model>: ModelProperty {
         }
     }
 
+    @usableFromInline
     func declaration(key: String) -> Property {
         .relationship(
             Relationship(
@@ -85,6 +86,7 @@ public struct ToOne<Destination: Model>: ModelProperty {
                 optional: !isRequired))
     }
 
+    @usableFromInline
     func mismatches(key: String, in entity: Entity, model: String) -> [EntityStoreError.Failure] {
         relationshipMismatches(
             key: key, in: entity, model: model, destination: Destination.entityName, toMany: false)

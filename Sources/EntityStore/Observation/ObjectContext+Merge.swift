@@ -61,12 +61,12 @@ extension ObjectContext {
                 } else if let object = registered[id] {
                     object.related = [:]
                     object.committedRelated = [:]
-                    object.announceChange(of: change.changedKeys)
+                    object.announceChange()
                 }
                 merged.append(mergedChange)
             case .delete:
                 if let object = registered[id] {
-                    object.announceChange(of: nil)
+                    object.announceChange()
                     registered[id] = nil
                     dirty.remove(id)
                     object.context = nil

@@ -47,7 +47,7 @@ public final class PersistentStore: Sendable {
     let storages: [String: EntityStorage]
     let publisher = StorePublisher()
     /// Model classes already checked against the schema.
-    let checkedModels = Locked<Set<String>>([])
+    let checkedModels = Locked<Set<ObjectIdentifier>>([])
     /// The schema stamp the store's records must carry for this store to use them (checked by every read and write).
     let schemaStamp: [UInt8]?
     /// The newest read snapshot whose schema stamp was checked.
