@@ -1,20 +1,20 @@
 import EntityStore
 import Foundation
 
+/// An item of the demo's list: a title, the group (the section) and a rank (the order within it).
+final class DemoItem: Model {
+    override class var entityName: String { "Item" }
+    @Stored(.unique) var title: String
+    @Stored(.indexed) var group: String
+    @Stored var rank: Int = 0
+}
+
 /// The demo's schema and data: items in numbered groups (seed 002's RZCollectionList contents).
 enum DemoModel {
-    static func schema() throws -> Schema {
-        try Schema(version: 1) {
-            Entity("Item") {
-                Attribute("title", .string, unique: true)
-                Attribute("group", .string, indexed: true)
-                Attribute("rank", .int64, default: 0)
-            }
-        }
-    }
+    static func schema() throws -> Schema { try Schema(version: 1, models: [DemoItem.self]) }
 
     /// Seed 002's contents before its batch: "Jill [0]", "Jack [0]", "Garfunkel [1]", ...
-    static let seed: [(String, String, Int64)] = [
+    static let seed: [(String, String, Int)] = [
         ("Jill", "0", 1), ("Jack", "0", 2), ("Garfunkel", "1", 1), ("Simon", "1", 2), ("Clyde", "2", 1),
         ("Bonnie", "2", 2), ("Jerry", "2", 3), ("Ben", "2", 4), ("Nu:Tone", "4", 1), ("Technicolour", "4", 2),
     ]
@@ -24,23 +24,21 @@ enum DemoModel {
     }
 
     /// The item with a title, if any.
-    static func item(_ title: String, in context: ObjectContext) throws -> ManagedObject? {
-        try context.fetch(
-            FetchRequest(entity: "Item", predicate: try FetchPredicate("title == %@", title))
-        ).first
+    static func item(_ title: String, in context: ObjectContext) throws -> DemoItem? {
+        try context.first(DemoItem.self, where: \DemoItem.title == title)
     }
 
-    static func insert(_ title: String, group: String, rank: Int64, in context: ObjectContext) throws {
-        let item = try context.insert("Item")
-        try item.setValue(.string(title), forKey: "title")
-        try item.setValue(.string(group), forKey: "group")
-        try item.setValue(.int(rank), forKey: "rank")
+    static func insert(_ title: String, group: String, rank: Int, in context: ObjectContext) throws {
+        let item = try context.insert(DemoItem.self)
+        item.title = title
+        item.group = group
+        item.rank = rank
     }
 
-    static func controller(_ context: ObjectContext) -> FetchedResultsController {
-        FetchedResultsController(
-            fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("rank"), SortKey("title")]), context: context,
-            sectionNameKeyPath: "group")
+    static func controller(_ context: ObjectContext) -> ModelResultsController<DemoItem> {
+        ModelResultsController(
+            ModelFetchRequest<DemoItem>(sortedBy: [SortKey(\DemoItem.rank), SortKey(\DemoItem.title)]),
+            context: context, sectionedBy: \DemoItem.group)
     }
 }
 

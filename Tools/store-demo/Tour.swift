@@ -24,12 +24,12 @@ func runTour(storePath: String, script: Bool) async throws {
     var step = 0
     let printer = BatchPrinter(context: context) { lines in
         say(lines)
-        say("  now: " + layout(controller, context))
+        say("  now: " + layout(controller.controller, context))
     }
     controller.delegate = printer
     try controller.performFetch()
     say("EntityStore demo: a FetchedResultsController over \(storePath), sectioned by group")
-    say("  now: " + layout(controller, context))
+    say("  now: " + layout(controller.controller, context))
 
     func scene(_ title: String, _ body: () throws -> Void) rethrows {
         step += 1
@@ -44,30 +44,30 @@ func runTour(storePath: String, script: Bool) async throws {
         for title in ["Jill", "Jack", "Garfunkel", "Simon"] { try context.delete(DemoModel.item(title, in: context)!) }
         try DemoModel.insert("Cheech", group: "420", rank: 1, in: context)
         try DemoModel.insert("Chong", group: "420", rank: 2, in: context)
-        try DemoModel.item("Jerry", in: context)!.setValue(-2, forKey: "rank")
-        try DemoModel.item("Ben", in: context)!.setValue(-1, forKey: "rank")
+        try DemoModel.item("Jerry", in: context)!.rank = -2
+        try DemoModel.item("Ben", in: context)!.rank = -1
         // An equal write is no change; a new rank that keeps its place is an update.
-        try DemoModel.item("Technicolour", in: context)!.setValue(.string("Technicolour"), forKey: "title")
-        try DemoModel.item("Technicolour", in: context)!.setValue(3, forKey: "rank")
+        try DemoModel.item("Technicolour", in: context)!.title = "Technicolour"
+        try DemoModel.item("Technicolour", in: context)!.rank = 3
         try context.save()
     }
     try scene("Seed 004: Nu:Tone moves to group 420 while group 2 empties: its path is [1,0] before and after") {
         for title in ["Jerry", "Ben", "Clyde", "Bonnie"] { try context.delete(DemoModel.item(title, in: context)!) }
         let nuTone = try DemoModel.item("Nu:Tone", in: context)!
-        try nuTone.setValue("420", forKey: "group")
-        try nuTone.setValue(0, forKey: "rank")
+        nuTone.group = "420"
+        nuTone.rank = 0
         try context.save()
     }
     try scene(
         "A user-driven reorder: the user drags Chong to the top of group 420; the UI shows it already, so nothing is delivered"
     ) {
         let from = controller.indexPath(for: try DemoModel.item("Chong", in: context)!)!
-        try controller.moveObject(from: from, to: ItemPath(section: from.section, item: 0), orderKey: "rank")
+        try controller.controller.moveObject(from: from, to: ItemPath(section: from.section, item: 0), orderKey: "rank")
         try context.save()
-        say("  now: " + layout(controller, context))
+        say("  now: " + layout(controller.controller, context))
     }
     try await liveScene(
-        store: store, context: context, controller: controller, script: script, terminal: terminal, say: say)
+        store: store, context: context, controller: controller.controller, script: script, terminal: terminal, say: say)
 }
 
 /// Another process writes; the change arrives through the store's change stream and is merged here.

@@ -8,12 +8,12 @@ func runWriter(_ command: String, _ arguments: [String], storePath: String) thro
     switch (command, arguments.count) {
     case ("add", 2...3):
         try DemoModel.insert(
-            arguments[0], group: arguments[1], rank: Int64(arguments.count > 2 ? arguments[2] : "0") ?? 0, in: context)
+            arguments[0], group: arguments[1], rank: Int(arguments.count > 2 ? arguments[2] : "0") ?? 0, in: context)
     case ("move", 2):
         guard let item = try DemoModel.item(arguments[0], in: context) else {
             throw DemoError("no item '\(arguments[0])'")
         }
-        try item.setValue(.string(arguments[1]), forKey: "group")
+        item.group = arguments[1]
     case ("delete", 1):
         guard let item = try DemoModel.item(arguments[0], in: context) else {
             throw DemoError("no item '\(arguments[0])'")

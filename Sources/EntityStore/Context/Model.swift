@@ -145,6 +145,9 @@ extension ObjectContext {
         return wrap(try existingObject(with: id), as: type)
     }
 
+    /// Marks a model's object deleted (see ``delete(_:)-(ManagedObject)``).
+    public func delete(_ model: Model) throws { try delete(model.managedObject) }
+
     /// Wraps a managed object of the model's entity (the same model instance while one is alive).
     public func model<M: Model>(_ type: M.Type, for object: ManagedObject) throws -> M {
         guard object.entity.name == type.entityName else {
