@@ -55,7 +55,7 @@ stress: deps
 
 # The concurrency, multi-context and multi-process tests under ThreadSanitizer.
 tsan: deps
-	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|HandleTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|PublisherTests|EngineCorrectnessTests|ControllerTests'
+	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|HandleTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|PublisherTests|EngineCorrectnessTests|ControllerTests|ConcurrencyTests'
 
 docs:
 	bash scripts/docs.sh

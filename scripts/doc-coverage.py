@@ -2,7 +2,8 @@
 """Fails when a public symbol of a module has no documentation comment.
 
 Reads the documentation-coverage.json that `docc convert --experimental-documentation-coverage` writes. Members
-that come from standard protocols (Hashable, Comparable, OptionSet, literals, Codable) are not ours to document.
+that come from standard protocols (Hashable, Comparable, OptionSet, literals, Codable,
+SerialExecutor) are not ours to document.
 """
 import json
 import sys
@@ -12,6 +13,9 @@ INHERITED = {
     'encode(to:)', 'rawValue', 'init(rawValue:)', '<(_:_:)', '>(_:_:)', '<=(_:_:)', '>=(_:_:)',
     'init(stringInterpolation:)', 'init(unicodeScalarLiteral:)', 'init(extendedGraphemeClusterLiteral:)',
     'allCases', 'localizedDescription', '...(_:)', '...(_:_:)', '..<(_:)', '..<(_:_:)',
+    # SerialExecutor's default members.
+    'assertIsolated(_:file:line:)', 'isIsolatingCurrentContext()', 'isMainExecutor',
+    'isSameExclusiveExecutionContext(other:)', 'preconditionIsolated(_:file:line:)',
 }
 OPTION_SET = {
     'contains(_:)', 'formIntersection(_:)', 'formSymmetricDifference(_:)', 'formUnion(_:)', 'init()', 'insert(_:)',

@@ -36,7 +36,15 @@ import Testing
             "  insert Moby at [0,0]",
             "  now: [4] Moby Technicolour | [420] Chong Nu:Tone Cheech",
             "",
-            "done: 5 transactions saved",
+            "5. A background importer (an actor owning its context) adds two items; the list follows on the main actor",
+            "  insert Moss at [0,2]",
+            "  insert Lichen at [1,3]",
+            "  now: [4] Moby Technicolour Moss | [420] Chong Nu:Tone Cheech Lichen",
+            "",
+            "6. performBackgroundTask: Sendable snapshots of group 420, read on a background thread",
+            "  Chong (rank -1), Nu:Tone (rank 0), Cheech (rank 1), Lichen (rank 9)",
+            "",
+            "done: 6 transactions saved",
             "",
         ]
         #expect(Array(lines.dropFirst()) == expected)

@@ -19,7 +19,7 @@ import Glibc
             "context and save", "fetch", "controller", "sectioned controller merging by hand",
             "windowed controller merging by hand", "automatic merging with a controller", "store.changes() finished",
             "store.changes() cancelled", "context.changes finished and cancelled", "observeCommits", "typed models",
-            "read-only open beside the app",
+            "context actor and performBackgroundTask", "controller batches stream", "read-only open beside the app",
         ] {
             #expect(output.stdout.contains("\(path): 200 stores"), "\(path) did not run")
         }

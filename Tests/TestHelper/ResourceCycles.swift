@@ -139,12 +139,45 @@ func makeResourcePaths() -> [ResourcePath] {
             try context.save()
             _ = try context.existingObject(ResourceBook.self, with: book.objectID).title
         },
+        ResourcePath(name: "context actor and performBackgroundTask") { store, _ in
+            let importer = TagImporter(store: store)
+            let count = try await importer.add("i")
+            let seen = try await store.performBackgroundTask { context in
+                try context.count(for: FetchRequest(entity: "Tag"))
+            }
+            guard count == 1, seen == 1 else { throw HelperFailure("the importer saw \(count), the task \(seen)") }
+        },
+        ResourcePath(name: "controller batches stream") { store, _ in
+            let context = ObjectContext(store: store)
+            let controller = FetchedResultsController(
+                fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
+            try controller.performFetch()
+            let batches = controller.batches()
+            let tag = try context.insert("Tag")
+            try tag.setValue("b", forKey: "name")
+            try context.save()
+            for try await _ in batches { break }
+            _ = controller.batches()  // never iterated: ends with the controller
+        },
         ResourcePath(name: "read-only open beside the app") { store, path in
             try saveTag(store, "r")
             let reader = try PersistentStore.openReadOnly(path: path)
             _ = try ObjectContext(store: reader).count(for: FetchRequest(entity: "Tag"))
         },
     ]
+}
+
+/// An actor owning a context: its thread must end with it.
+actor TagImporter: ContextActor {
+    nonisolated let contextExecutor: ContextExecutor
+    init(store: PersistentStore) { contextExecutor = ContextExecutor(store: store, name: "importer") }
+
+    func add(_ name: String) throws -> Int {
+        let tag = try context.insert("Tag")
+        try tag.setValue(.string(name), forKey: "name")
+        try context.save()
+        return try context.count(for: FetchRequest(entity: "Tag"))
+    }
 }
 
 /// Opens, uses and releases `cycles` stores per path and checks that descriptors, threads and mappings come back to

@@ -42,8 +42,10 @@ enum DemoModel {
     }
 }
 
-/// Prints every batch a controller delivers, in the contract's order, with titles.
-final class BatchPrinter: FetchedResultsControllerDelegate {
+/// Prints every batch a controller delivers, in the contract's order, with titles: a delegate conformance isolated
+/// to the main actor, where the screen and its context live.
+@MainActor
+final class BatchPrinter: @MainActor FetchedResultsControllerDelegate {
     let context: ObjectContext
     var lines: [String] = []
     var batches = 0

@@ -16,7 +16,9 @@ func runTour(storePath: String, script: Bool) async throws {
     // A fresh store each run: the tour starts from seed 002's contents.
     if FileManager.default.fileExists(atPath: storePath) { try FileManager.default.removeItem(atPath: storePath) }
     let store = try DemoModel.open(storePath)
+    // The screen's context lives on the main actor; it merges other contexts' and processes' saves there by itself.
     let context = ObjectContext(store: store, name: "demo")
+    context.automaticallyMergesChangesFromStore = true
     for (title, group, rank) in DemoModel.seed { try DemoModel.insert(title, group: group, rank: rank, in: context) }
     try context.save()
 
@@ -66,37 +68,65 @@ func runTour(storePath: String, script: Bool) async throws {
         try context.save()
         say("  now: " + layout(controller.controller, context))
     }
-    try await liveScene(
-        store: store, context: context, controller: controller.controller, script: script, terminal: terminal, say: say)
-}
-
-/// Another process writes; the change arrives through the store's change stream and is merged here.
-@MainActor
-func liveScene(
-    store: PersistentStore, context: ObjectContext, controller: FetchedResultsController, script: Bool, terminal: Bool,
-    say: @escaping (String) -> Void
-) async throws {
-    let changes = store.changes()
-    say("\n4. Another process writes (store-demo add Moby 4 0 --store ...); the change arrives live")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    process.arguments = ["add", "Moby", "4", "0", "--store", store.environment.path]
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    for try await record in changes {
-        context.merge(record)
-        if record.author == "store-demo add" { break }
+    // From here on, changes come from elsewhere: the screen waits for each batch on the controller's stream.
+    let batches = controller.batches()
+    var iterator = batches.makeAsyncIterator()
+    func nextBatch() async throws {
+        guard try await iterator.next(isolation: #isolation) != nil else {
+            throw DemoError("the list stopped following changes")
+        }
     }
+
+    step += 1
+    say("\n\(step). Another process writes (store-demo add Moby 4 0 --store ...); the change arrives live")
+    try runOtherProcess(["add", "Moby", "4", "0", "--store", storePath])
+    try await nextBatch()
+
+    step += 1
+    say(
+        "\n\(step). A background importer (an actor owning its context) adds two items; the list follows on the main actor"
+    )
+    let importer = DemoImporter(store: store)
+    try await importer.importItems([("Moss", "4", 5), ("Lichen", "420", 9)])
+    try await nextBatch()
+
+    step += 1
+    say("\n\(step). performBackgroundTask: Sendable snapshots of group 420, read on a background thread")
+    let group = try await store.performBackgroundTask { context in
+        try context.snapshots(DemoItem.self, where: \DemoItem.group == "420", sortedBy: [SortKey(\DemoItem.rank)])
+    }
+    say("  " + group.map { "\($0.title) (rank \($0.rank))" }.joined(separator: ", "))
+
     guard !script, isatty(STDIN_FILENO) == 1 else {
         say("\ndone: \(try store.lastTransaction()) transactions saved")
         return
     }
     say("\nLive: run `swift run store-demo add TITLE GROUP` (or move TITLE GROUP, delete TITLE) in another terminal.")
     say("Ctrl-C to quit.")
-    for try await record in changes {
+    while true {
+        try await nextBatch()
         if terminal { print("\u{1B}[2J\u{1B}[H", terminator: "") }
-        say("\(record.author ?? "another process") saved transaction \(record.transaction ?? 0):")
-        context.merge(record)
+    }
+}
+
+/// Runs `store-demo ARGUMENTS` as another process and waits for it.
+func runOtherProcess(_ arguments: [String]) throws {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { throw DemoError("store-demo \(arguments[0]) failed") }
+}
+
+/// A long-lived background importer: an actor with its own context, on its own thread.
+actor DemoImporter: ContextActor {
+    nonisolated let contextExecutor: ContextExecutor
+    init(store: PersistentStore) { contextExecutor = ContextExecutor(store: store, name: "importer") }
+
+    func importItems(_ items: [(title: String, group: String, rank: Int)]) throws {
+        for item in items { try DemoModel.insert(item.title, group: item.group, rank: item.rank, in: context) }
+        try context.save()
     }
 }

@@ -70,8 +70,19 @@ open class Model {
 
     /// Keeps a failure of an accessor that cannot throw: in ``lastError``, and for a write, for the next save.
     @usableFromInline
-    func report(_ error: any Error, _ what: String, write: Bool) {
-        let failure = EntityStoreError.wrapping(error, what)
+    func report(_ error: any Error, _ what: String, key: String, write: Bool) {
+        var failure: EntityStoreError
+        if let known = error as? EntityStoreError {
+            failure = known
+            if failure.key == nil {
+                // Name the property the app touched (the error named the object alone).
+                failure.key = key
+                failure.message = "\(what) \(key): \(failure.message)"
+            }
+        } else {
+            failure = EntityStoreError.wrapping(error, "\(what) \(objectID).\(key)")
+            failure.key = key
+        }
         lastError = failure
         if write { managedObject.context?.accessorFailures.append(failure) }
     }

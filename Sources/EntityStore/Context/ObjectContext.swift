@@ -49,10 +49,23 @@ public final class ObjectContext {
     /// How a save resolves conflicts with changes saved elsewhere since the objects were read.
     public var mergePolicy: MergePolicy = .error
 
-    /// Creates a context on `store`.
-    public init(store: PersistentStore, name: String? = nil) {
+    /// The actor the context was made on, where its automatic merges run (none outside an actor).
+    weak var home: (any Actor)?
+
+    /// Creates a context on `store`, living in the caller's isolation domain.
+    ///
+    /// Made on an actor (the main actor, a ``ContextActor``), the context stays there: the compiler keeps it from
+    /// being sent elsewhere, and with ``automaticallyMergesChangesFromStore`` on, other contexts' saves are merged
+    /// on that actor as they arrive. Made outside any actor, it merges them at its next processing point instead.
+    ///
+    /// - Parameters:
+    ///   - store: The store to read from and save to.
+    ///   - name: A name for the context, recorded as the author of its saves.
+    ///   - isolation: The actor the context lives on; the caller's by default.
+    public init(store: PersistentStore, name: String? = nil, isolation: isolated (any Actor)? = #isolation) {
         self.store = store
         self.name = name
+        home = isolation
     }
 
     deinit {

@@ -93,12 +93,12 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
                         EntityStoreError(
                             .typeMismatch, "\(owner.objectID).\(key) holds \(value), not \(T.self)",
                             entity: owner.managedObject.entity.name, key: key, objectID: owner.objectID),
-                        "reading \(key)", write: false)
+                        "reading", key: key, write: false)
                     return T.fallback
                 }
                 return typed
             } catch {
-                owner.report(error, "reading \(key)", write: false)
+                owner.report(error, "reading", key: key, write: false)
                 return T.fallback
             }
         }
@@ -108,7 +108,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
                 do {
                     try owner.managedObject.setValue(newValue.value, forKey: key)
                 } catch {
-                    owner.report(error, "setting \(key)", write: true)
+                    owner.report(error, "setting", key: key, write: true)
                 }
             }
         }

@@ -57,7 +57,7 @@ public struct ToMany<Destination: Model>: ModelProperty {
                 guard let context = owner.context else { return [] }
                 return try owner.managedObject.objects(forKey: key).map { try context.model(Destination.self, for: $0) }
             } catch {
-                owner.report(error, "reading \(key)", write: false)
+                owner.report(error, "reading", key: key, write: false)
                 return []
             }
         }
@@ -75,7 +75,7 @@ public struct ToMany<Destination: Model>: ModelProperty {
                         try owner.managedObject.remove(try context.object(with: id), fromKey: key)
                     }
                 } catch {
-                    owner.report(error, "setting \(key)", write: true)
+                    owner.report(error, "setting", key: key, write: true)
                 }
             }
         }

@@ -62,7 +62,7 @@ public struct ToOne<Destination: Model>: ModelProperty {
                 }
                 return try context.model(Destination.self, for: target)
             } catch {
-                owner.report(error, "reading \(key)", write: false)
+                owner.report(error, "reading", key: key, write: false)
                 return nil
             }
         }
@@ -72,7 +72,7 @@ public struct ToOne<Destination: Model>: ModelProperty {
                 do {
                     try owner.managedObject.setObject(newValue?.managedObject, forKey: key)
                 } catch {
-                    owner.report(error, "setting \(key)", write: true)
+                    owner.report(error, "setting", key: key, write: true)
                 }
             }
         }

@@ -84,8 +84,12 @@ extension ObjectContext {
     /// Core Data's name for ``merge(_:)``.
     public func mergeChanges(fromContextDidSave record: ChangeRecord) { merge(record) }
 
-    /// Merge every save committed to the store, by other contexts and processes, at the next processing point
-    /// (``processPendingChanges()``, a fetch, a save). Off by default.
+    /// Merge every save committed to the store, by other contexts and processes. Off by default.
+    ///
+    /// A context made on an actor (the main actor, a ``ContextActor``) merges each save on that actor soon after
+    /// it commits, telling its observers and controllers there: a main-actor screen follows a background importer
+    /// with no code of its own. A context made outside any actor merges at its next processing point
+    /// (``processPendingChanges()``, a fetch, a save).
     ///
     /// When the store's history cannot be read (a damaged entry, a failing read), the next fetch or save throws
     /// that error, once; merging goes on with the entries after it.
@@ -94,20 +98,47 @@ extension ObjectContext {
         set {
             if newValue == automaticallyMergesChangesFromStore { return }
             if newValue {
-                let inbox = self.inbox
-                do {
-                    let id = store.publisher.subscribe(since: try store.lastTransaction(), isQuick: true) {
-                        inbox.receive($0)
-                    }
-                    inbox.subscription.withLock { $0 = id }
-                    try store.publisher.startWatching(store)
-                } catch {
-                    inbox.receive(.failure(EntityStoreError.wrapping(error, "starting to merge the store's changes")))
-                }
+                startMerging(wake: homeWake())
             } else {
                 stopMerging()
             }
         }
+    }
+
+    /// Subscribes the context's inbox to the store's saves; `wake` runs the merge where the context lives.
+    func startMerging(wake: (@Sendable () -> Void)?) {
+        let inbox = self.inbox
+        inbox.wake.withLock { $0 = (wake, false) }
+        do {
+            let id = store.publisher.subscribe(since: try store.lastTransaction(), isQuick: true) {
+                inbox.receive($0)
+            }
+            inbox.subscription.withLock { $0 = id }
+            try store.publisher.startWatching(store)
+        } catch {
+            inbox.receive(.failure(EntityStoreError.wrapping(error, "starting to merge the store's changes")))
+        }
+    }
+
+    /// Runs the merge on the actor the context was made on, if any.
+    private func homeWake() -> (@Sendable () -> Void)? {
+        guard let home else { return nil }
+        let reference = ContextReference(self)
+        return { [weak home] in
+            guard let home else { return }
+            Task { await ObjectContext.mergeWhenWoken(reference, on: home) }
+        }
+    }
+
+    private static func mergeWhenWoken(_ reference: ContextReference, on actor: isolated any Actor) {
+        reference.context?.mergeWhenWoken()
+    }
+
+    /// Merges what arrived, where the context lives.
+    func mergeWhenWoken() {
+        inbox.woken()
+        guard automaticallyMergesChangesFromStore else { return }
+        processPendingChanges()
     }
 
     /// Ends the automatic-merge subscription, if any.
@@ -115,6 +146,7 @@ extension ObjectContext {
         guard let id = inbox.subscription.withLock({ $0 }) else { return }
         store.publisher.unsubscribe(id)
         inbox.subscription.withLock { $0 = nil }
+        inbox.wake.withLock { $0 = (nil, false) }
     }
 
     /// Merges the store changes waiting for an automatically merging context.

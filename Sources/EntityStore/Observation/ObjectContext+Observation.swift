@@ -29,11 +29,6 @@ extension Notification.Name {
     public static let entityStoreDidSave = Notification.Name("EntityStoreDidSave")
 }
 
-/// The IDs of context streams whose consumer went away.
-final class EndedStreams: Sendable {
-    let ids = Locked<Set<Int>>([])
-}
-
 /// The observers of one context.
 final class ContextObservers {
     var nextID = 0
@@ -43,16 +38,9 @@ final class ContextObservers {
     var batchEnds: [Int: () -> Void] = [:]
     /// Open batches: records delivered meanwhile belong to one batch.
     var batchDepth = 0
-    /// Streams whose consumer went away (set from any thread); their handlers are dropped at the next delivery.
-    let endedStreams = EndedStreams()
-
-    func dropEndedStreams() {
-        let ended = endedStreams.ids.withLock { ended in
-            defer { ended = [] }
-            return ended
-        }
-        for id in ended { handlers[id] = nil }
-    }
+    /// The ``ObjectContext/changes`` streams, by ID: a stream leaves (from any thread) as soon as its consumer
+    /// stops or cancels.
+    let streams = Locked<[Int: AsyncStream<ChangeRecord>.Continuation]>([:])
 }
 
 extension ObjectContext {
@@ -101,21 +89,21 @@ extension ObjectContext {
     /// for await record in context.changes { ... }
     /// ```
     ///
-    /// The stream's handler is removed once its consumer ends or cancels the iteration (at the next delivery).
+    /// The stream leaves the context's observers as soon as its consumer ends or cancels the iteration.
     public var changes: AsyncStream<ChangeRecord> {
         let (stream, continuation) = AsyncStream<ChangeRecord>.makeStream()
         let id = observers.nextID
         observers.nextID += 1
-        observers.handlers[id] = { continuation.yield($0) }
-        let ended = observers.endedStreams
-        continuation.onTermination = { _ in ended.ids.withLock { _ = $0.insert(id) } }
+        let streams = observers.streams
+        streams.withLock { $0[id] = continuation }
+        continuation.onTermination = { _ in streams.withLock { $0[id] = nil } }
         return stream
     }
 
     func deliver(_ record: ChangeRecord) {
-        observers.dropEndedStreams()
         guard !record.isEmpty else { return }
         for (_, handler) in observers.handlers.sorted(by: { $0.key < $1.key }) { handler(record) }
+        for (_, stream) in observers.streams.withLock({ $0 }).sorted(by: { $0.key < $1.key }) { stream.yield(record) }
         NotificationCenter.default.post(
             name: record.kind == .didSave ? .entityStoreDidSave : .entityStoreObjectsDidChange, object: self,
             userInfo: ["record": record])

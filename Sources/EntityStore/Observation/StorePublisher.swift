@@ -229,12 +229,24 @@ final class ChangeInbox: Sendable {
         }
     }
 
+    /// How to run the context's merge where it lives, and whether that run is pending.
+    let wake = Locked<(run: (@Sendable () -> Void)?, isPending: Bool)>((nil, false))
+
     func receive(_ result: Result<ChangeRecord, EntityStoreError>) {
         switch result {
         case .success(let record): records.withLock { $0.append(record) }
         case .failure(let error): failure.withLock { $0 = $0 ?? error }
         }
+        let run = wake.withLock { wake -> (@Sendable () -> Void)? in
+            guard let run = wake.run, !wake.isPending else { return nil }
+            wake.isPending = true
+            return run
+        }
+        run?()
     }
+
+    /// The woken merge runs now: what arrives from here on wakes the context again.
+    func woken() { wake.withLock { $0.isPending = false } }
 }
 
 extension PersistentStore {

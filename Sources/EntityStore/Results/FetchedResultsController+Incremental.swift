@@ -328,28 +328,31 @@ extension FetchedResultsController {
 
     /// Delivers an incremental batch in the contract's causal order.
     func deliver(_ batch: IncrementalBatch, userDriven: Bool) {
-        guard !batch.isEmpty, let delegate else { return }
+        let receivers = receivers(userDriven: userDriven)
+        guard !batch.isEmpty, !receivers.isEmpty else { return }
         isUserDrivenBatch = userDriven
         defer { isUserDrivenBatch = false }
-        delegate.controllerWillChangeContent(self)
-        for (id, at) in batch.deletes {
-            delegate.controller(self, didChange: id, at: at, for: .delete, newIndexPath: nil)
+        for receiver in receivers {
+            receiver.controllerWillChangeContent(self)
+            for (id, at) in batch.deletes {
+                receiver.controller(self, didChange: id, at: at, for: .delete, newIndexPath: nil)
+            }
+            for (index, info) in batch.sectionDeletes {
+                receiver.controller(self, didChange: info, atSectionIndex: index, for: .delete)
+            }
+            for (index, info) in batch.sectionInserts {
+                receiver.controller(self, didChange: info, atSectionIndex: index, for: .insert)
+            }
+            for (id, at) in batch.inserts {
+                receiver.controller(self, didChange: id, at: nil, for: .insert, newIndexPath: at)
+            }
+            for (id, from, to) in batch.moves {
+                receiver.controller(self, didChange: id, at: from, for: .move, newIndexPath: to)
+            }
+            for (id, from, to) in batch.updates {
+                receiver.controller(self, didChange: id, at: from, for: .update, newIndexPath: to)
+            }
+            receiver.controllerDidChangeContent(self)
         }
-        for (index, info) in batch.sectionDeletes {
-            delegate.controller(self, didChange: info, atSectionIndex: index, for: .delete)
-        }
-        for (index, info) in batch.sectionInserts {
-            delegate.controller(self, didChange: info, atSectionIndex: index, for: .insert)
-        }
-        for (id, at) in batch.inserts {
-            delegate.controller(self, didChange: id, at: nil, for: .insert, newIndexPath: at)
-        }
-        for (id, from, to) in batch.moves {
-            delegate.controller(self, didChange: id, at: from, for: .move, newIndexPath: to)
-        }
-        for (id, from, to) in batch.updates {
-            delegate.controller(self, didChange: id, at: from, for: .update, newIndexPath: to)
-        }
-        delegate.controllerDidChangeContent(self)
     }
 }

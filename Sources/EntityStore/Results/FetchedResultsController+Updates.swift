@@ -46,7 +46,7 @@ extension FetchedResultsController {
     func fail(_ error: EntityStoreError) {
         failure = error
         pendingBatch = [:]
-        delegate?.controller(self, didFailWith: error)
+        for receiver in receivers { receiver.controller(self, didFailWith: error) }
     }
 
     /// The controller's objects a record touches: its own changed objects and the objects whose predicate, sort or
@@ -81,11 +81,13 @@ extension FetchedResultsController {
         for (id, row) in affected {
             if row.isUserDriven { userIDs.insert(id) } else { otherIDs.insert(id) }
         }
-        if isUnwindowed && delegate?.deliversWholeBatches != true {
+        let receivers = self.receivers
+        let wantsUserDriven = receivers.contains { $0.deliversUserDrivenChanges }
+        if isUnwindowed && !receivers.contains(where: \.deliversWholeBatches) {
             // O(k log n): no window to shift, no whole-list forms to build.
             if !userIDs.isEmpty {
                 let batch = try applyIncrementally(userIDs, affected, plan)
-                if delegate?.deliversUserDrivenChanges == true { deliver(batch, userDriven: true) }
+                if wantsUserDriven { deliver(batch, userDriven: true) }
             }
             if !otherIDs.isEmpty { deliver(try applyIncrementally(otherIDs, affected, plan), userDriven: false) }
             return
@@ -98,7 +100,7 @@ extension FetchedResultsController {
         if !userIDs.isEmpty {
             let before = displayed
             _ = try updateRows(userIDs, plan)
-            if delegate?.deliversUserDrivenChanges == true {
+            if wantsUserDriven {
                 deliver(try ChangeSet(from: before, to: displayed, changedKeys: changedKeys(userIDs)), userDriven: true)
             }
         }
@@ -161,44 +163,53 @@ extension FetchedResultsController {
         }
     }
 
-    /// Delivers one batch to the delegate, in the contract's causal order.
+    /// Delivers one batch to the delegate and the streams, in the contract's causal order.
     func deliver(_ changes: ChangeSet<Value, ObjectID>, userDriven: Bool) {
-        guard !changes.isEmpty, let delegate else { return }
+        let receivers = receivers(userDriven: userDriven)
+        guard !changes.isEmpty, !receivers.isEmpty else { return }
         isUserDrivenBatch = userDriven
         defer { isUserDrivenBatch = false }
         let batch = changes.batch
         guard !batch.isEmpty else { return }
-        delegate.controllerWillChangeContent(self)
+        for receiver in receivers { deliver(changes, batch, to: receiver) }
+    }
+
+    private func deliver(
+        _ changes: ChangeSet<Value, ObjectID>, _ batch: ChangeSet<Value, ObjectID>.Batch,
+        to receiver: any FetchedResultsControllerDelegate
+    ) {
+        receiver.controllerWillChangeContent(self)
         for callback in batch.callbacks {
             switch callback {
             case .deleteItem(let id, let at):
-                delegate.controller(self, didChange: id, at: at, for: .delete, newIndexPath: nil)
+                receiver.controller(self, didChange: id, at: at, for: .delete, newIndexPath: nil)
             case .deleteSection(let index):
-                delegate.controller(
+                receiver.controller(
                     self, didChange: sectionInfo(changes.old.sections[index]), atSectionIndex: index, for: .delete)
             case .insertSection(let index):
-                delegate.controller(
+                receiver.controller(
                     self, didChange: sectionInfo(changes.new.sections[index]), atSectionIndex: index, for: .insert)
             case .insertItem(let id, let at):
-                delegate.controller(self, didChange: id, at: nil, for: .insert, newIndexPath: at)
+                receiver.controller(self, didChange: id, at: nil, for: .insert, newIndexPath: at)
             case .moveItem(let id, let from, let to, _):
-                delegate.controller(self, didChange: id, at: from, for: .move, newIndexPath: to)
+                receiver.controller(self, didChange: id, at: from, for: .move, newIndexPath: to)
             case .updateItem(let id, let from, let to, _):
-                delegate.controller(self, didChange: id, at: from, for: .update, newIndexPath: to)
+                receiver.controller(self, didChange: id, at: from, for: .update, newIndexPath: to)
             }
         }
-        if delegate.deliversWholeBatches {
-            delegate.controller(self, didChangeContentWith: changes)
-            delegate.controller(
-                self,
-                didChangeContentWith: ResultsSnapshot(
-                    sectionIdentifiers: displayed.sections.map { Self.name(of: $0.key) },
-                    itemIdentifiers: displayed.sections.map(\.items)))
+        if receiver.deliversWholeBatches {
+            receiver.controller(self, didChangeContentWith: changes)
+            receiver.controller(self, didChangeContentWith: snapshot)
             if sectionNameKeyPath == nil, let difference = changes.flatDifference {
-                delegate.controller(self, didChangeContentWith: difference)
+                receiver.controller(self, didChangeContentWith: difference)
             }
         }
-        delegate.controllerDidChangeContent(self)
+        receiver.controllerDidChangeContent(self)
+    }
+
+    /// The receivers of a batch: all of them, or for a user-driven batch those that asked for one.
+    func receivers(userDriven: Bool) -> [any FetchedResultsControllerDelegate] {
+        userDriven ? receivers.filter(\.deliversUserDrivenChanges) : receivers
     }
 }
 

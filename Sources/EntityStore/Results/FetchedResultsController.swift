@@ -26,6 +26,8 @@ public final class FetchedResultsController {
     public let sectionNameKeyPath: String?
     /// Who is told about changes.
     public weak var delegate: (any FetchedResultsControllerDelegate)?
+    /// The ``batches(includingUserDriven:)`` streams.
+    var streams: [BatchStream] = []
     /// Whether the batch being delivered is user-driven (only when the delegate asks for such batches).
     public internal(set) var isUserDrivenBatch = false
     /// Why the controller stopped following changes: a batch could not be computed (its rows could not be read,
@@ -242,7 +244,7 @@ public final class FetchedResultsController {
         let candidates = try context.run(unwindowed, shape: .objectIDs)
         let wasFetched = hasFetched
         // What the delegate saw, built before the rows change (the display is built lazily).
-        let old = wasFetched && delegate != nil ? displayed : SectionedList()
+        let old = wasFetched && !receivers.isEmpty ? displayed : SectionedList()
         self.plan = plan
         rows = RowStore(sortKeys: plan.sortKeys, types: plan.keyPaths.map(\.attributeType))
         rows.replaceAll(with: candidates.map { ($0.id.primaryKey, $0.sortValues) })

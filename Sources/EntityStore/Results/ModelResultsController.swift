@@ -43,6 +43,14 @@ public final class ModelResultsController<M: Model> {
     /// The sections.
     public var sections: [SectionInfo] { controller.sections }
 
+    /// The current results as identifiers.
+    public var snapshot: ResultsSnapshot { controller.snapshot }
+
+    /// Every batch from now on as `Sendable` values (see ``FetchedResultsController/batches(includingUserDriven:)``).
+    public func batches(includingUserDriven: Bool = false) -> AsyncThrowingStream<ResultsBatch, any Error> {
+        controller.batches(includingUserDriven: includingUserDriven)
+    }
+
     /// The models in order, every section.
     public var fetchedObjects: [M] { controller.fetchedObjects.map { context.wrap($0, as: M.self) } }
 
