@@ -164,19 +164,20 @@ extension Environment {
     /// Begins a transaction, or says why the caller should retry after adopting the map size, clearing stale
     /// readers or growing the map.
     func begin(write: Bool, triedReaderCheck: Bool) throws(LMDBError) -> Begin {
-        let what = write ? "mdb_txn_begin (write) at \(path)" : "mdb_txn_begin (read) at \(path)"
-        try checkNotForked(what)
+        // Built only for an error: a begin is on every read's path.
+        func what() -> String { write ? "mdb_txn_begin (write) at \(path)" : "mdb_txn_begin (read) at \(path)" }
+        try checkNotForked(what())
         if write, let injected = injectedFault() {
             if injected == MDB_MAP_FULL { return .retry(.mapFull) }
-            try check(injected, what)
+            try check(injected, what())
         }
         var pointer: OpaquePointer?
         let rc = mdb_txn_begin(handle, nil, write ? 0 : UInt32(MDB_RDONLY), &pointer)
         if rc == MDB_MAP_RESIZED { return .retry(.mapResized) }
         if rc == MDB_READERS_FULL && !triedReaderCheck { return .retry(.readersFull) }
-        try check(rc, what)
+        try check(rc, what())
         guard let pointer else {
-            throw LMDBError(code: .badTransaction, message: "mdb_txn_begin returned no transaction", context: what)
+            throw LMDBError(code: .badTransaction, message: "mdb_txn_begin returned no transaction", context: what())
         }
         return .began(pointer)
     }
@@ -269,6 +270,18 @@ extension Environment {
             : try read { txn in try txn.openDatabase(name, dupSort: dupSort, create: false) }
         // The published handle, stamped with the generation that later transactions check.
         return name.flatMap { handles.cached($0) } ?? opened
+    }
+}
+
+extension Environment {
+    /// The published form of a handle a transaction opened and returned: stamped with the generation its commit
+    /// published, so that later transactions use it without looking it up. Keep this one rather than the handle
+    /// returned from inside the transaction (which still works, at the cost of a lookup per use).
+    public func published(_ database: Database) -> Database {
+        guard database.generation == Database.pending, let name = database.name,
+            let cached = handles.cached(name), cached.dbi == database.dbi
+        else { return database }
+        return cached
     }
 }
 

@@ -41,6 +41,34 @@ import Testing
         #expect(try entries(env, first) == ["first=value-of-first"])
     }
 
+    @Test func aHandleReturnedFromItsTransactionHasAPublishedForm() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let env = try Environment.open(path: dir.path("p.store"), options: .init(sync: .noSync))
+        let returned = try env.write { txn in
+            let db = try txn.openDatabase("made", create: true)
+            try txn.put(b("k"), b("v"), in: db)
+            return db
+        }
+        let published = env.published(returned)
+        #expect(published != returned, "the returned handle still carries the pending stamp")
+        #expect(env.published(published) == published)
+        #expect(try entries(env, returned) == ["k=v"], "the returned handle works, through a lookup")
+        #expect(try entries(env, published) == ["k=v"])
+
+        // A handle of a transaction that aborted has no published form: it stays refused.
+        struct Abort: Error {}
+        var escaped: Database?
+        #expect(throws: Abort.self) {
+            try env.write { txn in
+                escaped = try txn.openDatabase("never", create: true)
+                throw Abort()
+            }
+        }
+        #expect(env.published(escaped!) == escaped!)
+        #expect(lmdbError { try env.read { txn in _ = try txn.get(b("k"), in: escaped!) } }?.code == .misuse)
+    }
+
     @Test func threadsOpeningDifferentDatabasesAtOnceReadTheirOwnData() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

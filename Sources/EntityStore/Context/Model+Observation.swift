@@ -15,16 +15,24 @@ enum ModelObservation {
     /// Records that `owner`'s `keyPath` was read, for Observation.
     @inlinable
     static func access<Owner: Model, T>(_ owner: Owner, _ keyPath: KeyPath<Owner, T>) {
-        owner.observationRegistrar.access(owner, keyPath: keyPath)
-        owner.observationRegistrar.access(owner as Model, keyPath: \Model.changeToken)
+        let box = owner.observationRegistrar
+        box.registrar.access(owner, keyPath: keyPath)
+        box.registrar.access(owner as Model, keyPath: \Model.changeToken)
     }
 
     /// Runs a write of `owner`'s `keyPath` as an observed mutation.
     @inlinable
     static func mutation<Owner: Model, T>(_ owner: Owner, _ keyPath: KeyPath<Owner, T>, _ body: () -> Void) {
-        guard let registrar = owner.registrarIfAny else { return body() }
-        registrar.withMutation(of: owner, keyPath: keyPath, body)
+        guard let box = owner.registrarIfAny else { return body() }
+        box.registrar.withMutation(of: owner, keyPath: keyPath, body)
     }
+}
+
+/// A model's Observation registrar, boxed: one reference to pass around and to reuse (see `Model.deinit`).
+@usableFromInline
+final class RegistrarBox {
+    @usableFromInline let registrar = ObservationRegistrar()
+    @usableFromInline init() {}
 }
 
 extension Model {
@@ -34,7 +42,7 @@ extension Model {
 
     /// Tells the model's observers that it changed without its setters.
     func announceExternalChange() {
-        registrarIfAny?.withMutation(of: self as Model, keyPath: \Model.changeToken) {}
+        registrarIfAny?.registrar.withMutation(of: self as Model, keyPath: \Model.changeToken) {}
     }
 }
 

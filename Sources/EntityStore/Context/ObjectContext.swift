@@ -44,6 +44,11 @@ public final class ObjectContext {
     let observers = ContextObservers()
     /// Store changes waiting to be merged (automatic merging).
     let inbox = ChangeInbox()
+    /// Observation registrars of released models, for the next models to read (see `Model.deinit`).
+    var registrarPool: [RegistrarBox] = []
+    /// The model classes already checked against the store's schema.
+    var checkedModels: Set<ObjectIdentifier> = []
+    var lastCheckedModel: ObjectIdentifier?
     /// Failures of typed-model setters (which cannot throw), thrown by the next save.
     var accessorFailures: [EntityStoreError] = []
     /// How a save resolves conflicts with changes saved elsewhere since the objects were read.

@@ -64,9 +64,10 @@ public final class PersistentStore: Sendable {
         self.schema = schema
         self.storeID = storeID
         self.isReadOnly = readOnly
-        self.meta = meta
-        self.historyDatabase = history
-        self.storages = storages
+        // Handles opened by the (finished) opening transaction, in their published form: no lookup per use.
+        self.meta = environment.published(meta)
+        self.historyDatabase = environment.published(history)
+        self.storages = storages.mapValues { $0.published(in: environment) }
     }
 
     deinit {
@@ -149,7 +150,7 @@ public final class PersistentStore: Sendable {
         let environment = try mappingStorageErrors("opening the store at \(path) read-only") {
             try Environment.open(path: path, options: .init(mapSize: options.mapSize, readOnly: true))
         }
-        return try mappingStorageErrors("reading the store at \(path)") {
+        let store = try mappingStorageErrors("reading the store at \(path)") {
             try environment.read { txn in
                 let meta: Database
                 do {
@@ -168,11 +169,13 @@ public final class PersistentStore: Sendable {
                 }
                 let history = try txn.openDatabase(StoreNames.history)
                 let stamp = try txn.get(StoreNames.MetaKey.schemaStamp, in: meta).map(Array.init)
-                return PersistentStore(
-                    environment: environment, schema: schema, storeID: storeID, readOnly: true, meta: meta,
-                    history: history, storages: storages, schemaStamp: stamp)
+                return (schema, storeID, meta, history, storages, stamp)
             }
         }
+        // Made after the read ended, so that the handles it opened are published.
+        return PersistentStore(
+            environment: environment, schema: store.0, storeID: store.1, readOnly: true, meta: store.2,
+            history: store.3, storages: store.4, schemaStamp: store.5)
     }
 
     /// Every schema version the store has been opened with, oldest first.

@@ -59,4 +59,13 @@ struct EntityStorage: Sendable {
             entity: entity, records: records, indexes: indexes, relationships: relationships,
             attributeNames: entity.attributes.map(\.name))
     }
+
+    /// The storage with the handles its opening transaction published (see ``Environment/published(_:)``).
+    func published(in environment: Environment) -> EntityStorage {
+        EntityStorage(
+            entity: entity, records: environment.published(records),
+            indexes: indexes.mapValues(environment.published),
+            relationships: relationships.mapValues(environment.published),
+            attributeNames: attributeNames)
+    }
 }
