@@ -7,7 +7,7 @@ import Glibc
 
 /// The tour: the situations of the seed documents, each printed as the batch the controller delivered.
 @MainActor
-func runTour(storePath: String, script: Bool) async throws {
+func runTour(storePath: String, script: Bool, live: Bool) async throws {
     let terminal = !script && isatty(STDOUT_FILENO) == 1
     func say(_ text: String) {
         print(text)
@@ -97,7 +97,7 @@ func runTour(storePath: String, script: Bool) async throws {
     }
     say("  " + group.map { "\($0.title) (rank \($0.rank))" }.joined(separator: ", "))
 
-    guard !script, isatty(STDIN_FILENO) == 1 else {
+    guard live || (!script && isatty(STDIN_FILENO) == 1) else {
         say("\ndone: \(try store.lastTransaction()) transactions saved")
         return
     }

@@ -2,6 +2,7 @@
 //
 //   store-demo [--store PATH]            the tour, then live changes from other processes (Ctrl-C to quit)
 //   store-demo --script [--store PATH]   the tour without a terminal, printing every batch (the tests use it)
+//   store-demo --live [--store PATH]     the tour, then live changes, without a terminal (the tests use it)
 //   store-demo add TITLE GROUP [RANK]    write from another process; also: move TITLE GROUP, delete TITLE
 import EntityStore
 import Foundation
@@ -17,7 +18,8 @@ if let index = arguments.firstIndex(of: "--store"), index + 1 < arguments.count 
     arguments.removeSubrange(index...(index + 1))
 }
 let scriptMode = arguments.contains("--script")
-arguments.removeAll { $0 == "--script" }
+let liveMode = arguments.contains("--live")
+arguments.removeAll { $0 == "--script" || $0 == "--live" }
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("store-demo: \(message)\n".utf8))
@@ -28,7 +30,7 @@ do {
     if let command = arguments.first {
         try runWriter(command, Array(arguments.dropFirst()), storePath: storePath)
     } else {
-        try await runTour(storePath: storePath, script: scriptMode)
+        try await runTour(storePath: storePath, script: scriptMode, live: liveMode)
     }
 } catch {
     fail("\(error)")
