@@ -130,6 +130,16 @@ public final class ObjectContext {
         return object
     }
 
+    /// The object for `id` of `entity`: registered, or a new fault, with one dictionary access.
+    func registered(_ id: ObjectID, entity: Entity) -> ManagedObject {
+        { object in
+            if let object { return object }
+            let made = ManagedObject(objectID: id, entity: entity, context: self)
+            object = made
+            return made
+        }(&registered[id])
+    }
+
     /// The object for an ID of an entity the store has (a controller's or a fetch's): registered, or a new fault.
     func registeredObject(for id: ObjectID) -> ManagedObject {
         if let object = registered[id] { return object }

@@ -89,20 +89,11 @@ extension ObjectContext {
     /// The fetch pipeline inside the caller's read transaction.
     func run(_ request: FetchRequest, shape: Shape, in txn: ReadTransaction) throws -> [Candidate] {
         try validateWindow(request)
-        let storage = try store.storage(for: request.entity)
+        let prepared = try store.preparedFetches.prepared(request, store: store)
+        let storage = prepared.storage
         let entity = storage.entity
-        let predicate = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: store.schema) }
-        let sortPaths = try request.sortKeys.map { key -> ResolvedKeyPath in
-            let path = try ResolvedKeyPath.resolve(
-                key.keyPath.split(separator: ".").map(String.init), from: entity, in: store.schema)
-            guard case .attribute = path.terminal, !path.isToMany else {
-                throw EntityStoreError(
-                    .invalidFetchRequest,
-                    "cannot sort by '\(key.keyPath)': sort keys are attributes reached through"
-                        + " to-one relationships", entity: entity.name, key: key.keyPath)
-            }
-            return path
-        }
+        let predicate = prepared.predicate
+        let sortPaths = prepared.sortPaths
         let dictionaryPaths: [(String, ResolvedKeyPath)]
         if case .dictionaries(let keys) = shape {
             dictionaryPaths = try keys.map { key in
@@ -119,7 +110,8 @@ extension ObjectContext {
             dictionaryPaths = []
         }
         let merges = request.includesPendingChanges && hasPendingObjects(of: entity.name)
-        let plan = QueryPlanner.plan(request, entity: entity, storage: storage, mergesPending: merges)
+        let plan = QueryPlanner.plan(
+            request, entity: entity, storage: storage, mergesPending: merges, index: prepared.index)
 
         // Objects read in the requested order need no sort values (callers of other shapes use them).
         let sortsAfter =
@@ -130,12 +122,15 @@ extension ObjectContext {
         // The predicate runs on each stored row unless the index ranges are exactly its rows.
         let filter = plan.filters ? predicate : nil
         // Simple comparisons of scalars are first tested on the encoded record.
-        let recordFilter = filter.flatMap { RecordFilter($0.source, entity: entity) }
+        let recordFilter = filter == nil ? nil : prepared.recordFilter
         var needed = [Bool](repeating: false, count: entity.attributes.count)
-        for i in filter?.ownAttributes ?? [] { needed[i] = true }
+        if filter != nil { for i in prepared.filterAttributes { needed[i] = true } }
         for path in valuePaths + dictionaryPaths.map(\.1) where path.steps.isEmpty {
             if case .attribute(let i, _) = path.terminal { needed[i] = true }
         }
+        // Whether a record is decoded into a subject at all (an exact index range with no sort in memory and no
+        // dictionaries needs none).
+        let needsSubject = filter != nil || !valuePaths.isEmpty || !dictionaryPaths.isEmpty
         let wantsRecords: Bool = if case .objects = shape { true } else { false }
         let pendingIDs = request.includesPendingChanges ? dirty : []
         let window = request.windowEnd
@@ -152,17 +147,21 @@ extension ObjectContext {
                     if recordFilter?.matches(bytes) == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
                     if hasPending && pendingIDs.contains(id) { return }
-                    try RecordCodec.decode(bytes, entity: entity, needed: needed, into: &scratch, key: id.primaryKey)
-                    let subject = RecordSubject(id: id, entity: entity, values: scratch, reader: reader)
-                    if let filter, try !filter.evaluate(subject) { return }
-                    var candidate = Candidate(
-                        id: id,
-                        sortValues: try valuePaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null })
+                    var candidate = Candidate(id: id, sortValues: [])
+                    if needsSubject {
+                        try RecordCodec.decode(
+                            bytes, entity: entity, needed: needed, into: &scratch, key: id.primaryKey)
+                        let subject = RecordSubject(id: id, entity: entity, values: scratch, reader: reader)
+                        if let filter, try !filter.evaluate(subject) { return }
+                        candidate.sortValues = try valuePaths.map {
+                            try CompiledPredicate.values(of: $0, subject).first ?? .null
+                        }
+                        if !dictionaryPaths.isEmpty {
+                            candidate.dictionary = try dictionary(dictionaryPaths, subject)
+                        }
+                    }
                     if wantsRecords {
                         candidate.record = try RecordCodec.decode(bytes, entity: entity, key: id.primaryKey)
-                    }
-                    if !dictionaryPaths.isEmpty {
-                        candidate.dictionary = try dictionary(dictionaryPaths, subject)
                     }
                     candidates.append(candidate)
                 }
@@ -287,8 +286,11 @@ extension ObjectContext {
         var objects: [ManagedObject] = []
         objects.reserveCapacity(candidates.count)
         var batch: FaultBatch?
+        // Every candidate is of the request's entity (or one the fetch read through): resolved once.
+        let entity = try store.storage(for: request.entity).entity
+        registered.reserveCapacity(registered.count + candidates.count)
         for (position, candidate) in candidates.enumerated() {
-            let object = try object(with: candidate.id)
+            let object = registered(candidate.id, entity: entity)
             let loadNow = batchSize == 0 || position < batchSize
             if object.values == nil && !object.isInserted {
                 if loadNow, let record = candidate.record {

@@ -53,10 +53,19 @@ enum QueryPlanner {
     static func plan(
         _ request: FetchRequest, entity: Entity, storage: EntityStorage, mergesPending: Bool
     ) -> QueryPlan {
+        plan(
+            request, entity: entity, storage: storage, mergesPending: mergesPending,
+            index: request.predicate.flatMap { bestIndex($0, entity, storage) })
+    }
+
+    /// The plan for `request` when its predicate's best index (``bestIndex(_:_:_:)``) is already known.
+    static func plan(
+        _ request: FetchRequest, entity: Entity, storage: EntityStorage, mergesPending: Bool, index: Choice?
+    ) -> QueryPlan {
         var plan = QueryPlan(
             entity: entity.name, access: .fullScan, filters: request.predicate != nil,
             sortsInMemory: !request.sortKeys.isEmpty, stopsEarly: false)
-        if let predicate = request.predicate, let choice = bestIndex(predicate, entity, storage) {
+        if let choice = index {
             plan.access = .indexRanges(
                 attribute: entity.attributes[choice.position].name, ranges: choice.ranges.count,
                 description: choice.description)
@@ -67,8 +76,7 @@ enum QueryPlanner {
             // primary key) is the requested order, ties included.
             let attribute = entity.attributes[choice.position]
             if choice.ranges.count == 1, request.sortKeys.count == 1, let first = request.sortKeys.first,
-                first.ascending, first.keyPath == attribute.name,
-                [.int64, .double, .date, .bool].contains(attribute.type)
+                first.ascending, first.keyPath == attribute.name, attribute.type.isScalar
             {
                 plan.rangeInSortOrder = true
                 plan.sortsInMemory = false

@@ -160,7 +160,7 @@ extension ByteReader {
 
     mutating func string(_ what: String) throws -> String {
         let raw = try bytes(try length(what), what)
-        guard let text = String(validating: raw, as: UTF8.self) else { throw corrupt("the \(what) is not valid UTF-8") }
+        guard let text = ByteReader.text(raw) else { throw corrupt("the \(what) is not valid UTF-8") }
         return text
     }
 

@@ -2,6 +2,14 @@
 public enum AttributeType: String, Codable, Sendable, CaseIterable {
     /// Booleans, 64-bit integers, doubles, strings, dates, binary data, UUIDs and decimals.
     case bool, int64, double, string, date, binary, uuid, decimal
+
+    /// Booleans, integers, doubles and dates: one index key per value, ordered as the values are.
+    var isScalar: Bool {
+        switch self {
+        case .bool, .int64, .double, .date: true
+        case .string, .binary, .uuid, .decimal: false
+        }
+    }
 }
 
 /// A typed attribute of an entity.

@@ -46,6 +46,8 @@ public final class PersistentStore: Sendable {
     let historyDatabase: Database
     let storages: [String: EntityStorage]
     let publisher = StorePublisher()
+    /// Fetch requests compiled and planned, by entity, predicate and sort keys.
+    let preparedFetches = PreparedFetches()
     /// Model classes already checked against the schema.
     let checkedModels = Locked<Set<ObjectIdentifier>>([])
     /// The schema stamp the store's records must carry for this store to use them (checked by every read and write).

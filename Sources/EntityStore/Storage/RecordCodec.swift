@@ -183,6 +183,23 @@ enum RecordCodec {
 
 /// A bounds-checked reader over stored bytes; every failure names what it was reading.
 struct ByteReader {
+    /// The string `raw` holds, or `nil` when it is not valid UTF-8. ASCII (most stored text) is checked eight bytes
+    /// at a time and taken as is; anything else goes through the standard library's full validation.
+    static func text(_ raw: UnsafeRawBufferPointer) -> String? {
+        var i = 0
+        var high: UInt64 = 0
+        while i + 8 <= raw.count {
+            high |= raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            i += 8
+        }
+        while i < raw.count {
+            high |= UInt64(raw[i])
+            i += 1
+        }
+        if high & 0x8080_8080_8080_8080 == 0 { return String(decoding: raw, as: UTF8.self) }
+        return String(validating: raw, as: UTF8.self)
+    }
+
     let bytes: UnsafeRawBufferPointer
     let entity: String
     /// The record's primary key, when known: the error names the object.
@@ -267,7 +284,7 @@ struct ByteReader {
             return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits)))
         case .string:
             let raw = try bytes(try length("'\(name())'"), "'\(name())'")
-            guard let text = String(validating: raw, as: UTF8.self) else {
+            guard let text = ByteReader.text(raw) else {
                 throw corrupt("string '\(name())' is not valid UTF-8")
             }
             return .string(text)
@@ -280,7 +297,7 @@ struct ByteReader {
             return .uuid(UUID(uuid: uuid))
         case .decimal:
             let raw = try bytes(try length("'\(name())'"), "'\(name())'")
-            guard let text = String(validating: raw, as: UTF8.self), let decimal = Decimal(string: text) else {
+            guard let text = ByteReader.text(raw), let decimal = Decimal(string: text) else {
                 throw corrupt("decimal '\(name())' does not parse")
             }
             return .decimal(decimal)

@@ -32,8 +32,9 @@ enum StoreNames {
     }
 }
 
-/// The database handles of one entity.
-struct EntityStorage: Sendable {
+/// The database handles of one entity (a class: fetches and faults pass it around, one retain instead of one per
+/// field).
+final class EntityStorage: Sendable {
     let entity: Entity
     let records: Database
     /// Index databases by attribute position.
@@ -42,6 +43,17 @@ struct EntityStorage: Sendable {
     let relationships: [String: Database]
     /// The attributes' names in record order (one shared array for every change record of the entity).
     let attributeNames: [String]
+
+    init(
+        entity: Entity, records: Database, indexes: [Int: Database], relationships: [String: Database],
+        attributeNames: [String]
+    ) {
+        self.entity = entity
+        self.records = records
+        self.indexes = indexes
+        self.relationships = relationships
+        self.attributeNames = attributeNames
+    }
 
     static func open(_ entity: Entity, in txn: ReadTransaction, create: Bool) throws -> EntityStorage {
         let records = try txn.openDatabase(StoreNames.records(entity.name), create: create)
