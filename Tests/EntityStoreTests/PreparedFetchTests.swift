@@ -1,0 +1,106 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// The store keeps fetch requests compiled and planned; what it keeps must never change what a fetch returns.
+@Suite struct PreparedFetchTests {
+    func titles(_ context: ObjectContext, _ request: FetchRequest) throws -> [String] {
+        try context.fetch(request).map { try $0["title"].stringValue }
+    }
+
+    @Test func aRequestIsPreparedOnceAndKeyedByItsConstantsAndSortKeys() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            let before = store.preparedFetches.count
+            let short = FetchRequest(
+                entity: "Book", predicate: try FetchPredicate("pages < 200"), sortKeys: [SortKey("title")])
+            #expect(try titles(context, short) == ["A Wizard of Earthsea", "L'Étranger", "ÉCOLE des femmes"])
+            #expect(try titles(ObjectContext(store: store), short) == titles(context, short))
+            #expect(store.preparedFetches.count == before + 1)
+            // Another constant, another sort direction: other entries, other answers.
+            let long = FetchRequest(
+                entity: "Book", predicate: try FetchPredicate("pages < 350"), sortKeys: [SortKey("title")])
+            #expect(try titles(context, long).count == 4)
+            var descending = short
+            descending.sortKeys = [SortKey("title", ascending: false)]
+            #expect(try titles(context, descending) == titles(context, short).reversed())
+            #expect(store.preparedFetches.count == before + 3)
+            // Window and shape are not part of the key: they are applied per fetch.
+            var limited = short
+            limited.fetchLimit = 1
+            #expect(try titles(context, limited) == ["A Wizard of Earthsea"])
+            #expect(try context.fetchObjectIDs(short).count == 3)
+            #expect(store.preparedFetches.count == before + 3)
+        }
+    }
+
+    @Test func aPreparedIndexPlanStillSeesUnsavedChanges() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            let request = FetchRequest(
+                entity: "Book", predicate: try FetchPredicate("pages == 304"), sortKeys: [SortKey("pages")])
+            #expect(try titles(context, request) == ["Momo"])
+            let book = try context.insert("Book")
+            try book.setValue("Unsaved", forKey: "title")
+            try book.setValue(.int(304), forKey: "pages")
+            #expect(try titles(context, request) == ["Momo", "Unsaved"])
+            let momo = try #require(try context.fetch(request).first)
+            try momo.setValue(.int(305), forKey: "pages")
+            #expect(try titles(context, request) == ["Unsaved"])
+            #expect(try titles(ObjectContext(store: store), request) == ["Momo"])
+        }
+    }
+
+    @Test func aBadRequestFailsEveryTimeAndLeavesNothingBehind() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            let before = store.preparedFetches.count
+            let unknownKey = FetchRequest(entity: "Book", predicate: try FetchPredicate("colour == 'red'"))
+            let badSort = FetchRequest(entity: "Book", sortKeys: [SortKey("tags")])
+            let unknownEntity = FetchRequest(entity: "Magazine")
+            for _ in 0..<2 {
+                #expect(entityStoreError { _ = try context.fetch(unknownKey) }?.code == .invalidPredicate)
+                #expect(entityStoreError { _ = try context.fetch(badSort) }?.code == .invalidFetchRequest)
+                #expect(entityStoreError { _ = try context.fetch(unknownEntity) }?.code == .unknownEntity)
+            }
+            #expect(store.preparedFetches.count == before)
+        }
+    }
+
+    @Test func regularExpressionsAreNotSharedAndTheCacheStaysBounded() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            let before = store.preparedFetches.count
+            let matches = FetchRequest(
+                entity: "Book", predicate: try FetchPredicate("title MATCHES 'M.m.'"), sortKeys: [SortKey("title")])
+            #expect(try titles(context, matches) == ["Momo"])
+            #expect(store.preparedFetches.count == before)
+            for pages in 0..<(PreparedFetches.capacity * 2 + 10) {
+                let request = FetchRequest(entity: "Book", predicate: try FetchPredicate("pages == %d", pages))
+                #expect(try context.fetchObjectIDs(request).count == ([90, 123, 183].contains(pages) ? 1 : 0))
+                #expect(store.preparedFetches.count <= PreparedFetches.capacity)
+            }
+        }
+    }
+
+    @Test func textIsDecodedExactlyAroundTheEightByteSteps() throws {
+        let samples =
+            (0...17).map { String(repeating: "a", count: $0) } + [
+                "1234567é", "é1234567", "12345678é", "abcdefgh\u{7F}", "日本語のテキスト", "\u{0}\u{1}", "emoji 🙂 end",
+            ]
+        for sample in samples {
+            let bytes = Array(sample.utf8)
+            #expect(bytes.withUnsafeBytes { ByteReader.text($0) } == sample)
+        }
+        // Invalid UTF-8 after a long ASCII run is still refused.
+        for bad: [UInt8] in [[0xC3, 0x28], Array("12345678".utf8) + [0xFF], Array("1234567".utf8) + [0x80]] {
+            #expect(bad.withUnsafeBytes { ByteReader.text($0) } == nil)
+        }
+    }
+}
