@@ -81,6 +81,8 @@ public final class Environment: @unchecked Sendable {
     let forkGeneration: Int
     /// A fault to inject (tests): the write-path call that brings the count to zero fails with the code.
     let faultPlan = Locked<(remaining: Int, code: Int32)?>(nil)
+    /// Whether a fault plan may be set: write-path calls look here first and take no lock when none is.
+    let faultArmed = Atomic<Bool>(false)
     /// LMDB's largest key (and DUPSORT value) in bytes: 511 with the default build.
     public let maxKeySize: Int
 
@@ -217,6 +219,7 @@ public final class Environment: @unchecked Sendable {
     /// drop, commit) fail with `code` (an `MDB_*` code or an errno such as `EIO`), once.
     package func injectFault(afterCalls calls: Int, code: Int32) {
         faultPlan.withLock { $0 = (calls, code) }
+        faultArmed.store(true, ordering: .sequentiallyConsistent)
     }
 
     /// Removes an injected fault that has not fired.
@@ -230,7 +233,9 @@ public final class Environment: @unchecked Sendable {
     /// Counts one write-path call; returns the injected code when it is this call's turn.
     @usableFromInline
     func injectedFault() -> Int32? {
-        faultPlan.withLock { plan -> Int32? in
+        // Armed only by tests (and never disarmed: a plan that fired is simply empty).
+        guard faultArmed.load(ordering: .relaxed) else { return nil }
+        return faultPlan.withLock { plan -> Int32? in
             guard var current = plan else { return nil }
             current.remaining -= 1
             if current.remaining <= 0 {

@@ -76,6 +76,67 @@ import Testing
         }
     }
 
+    @Test func rowsOfValuesForNamedKeysInsertLikeDictionaries() throws {
+        try withStore { store, _ throws in
+            // Keys in another order than the schema's, one attribute left to its default.
+            let ids = try store.batchInsert(
+                into: "Author", keys: ["rating", "name"],
+                rows: (0..<300).map { [.int(Int64($0 % 5)), .string("author \($0)")] }, author: "rows")
+            #expect(ids.count == 300 && Set(ids).count == 300)
+            let context = ObjectContext(store: store)
+            #expect(try context.object(with: ids[7])["name"] == "author 7")
+            #expect(try context.object(with: ids[7])["rating"] == 2)
+            #expect(try context.object(with: ids[7])["email"] == nil)
+            let request = FetchRequest(entity: "Author", predicate: try FetchPredicate("name == 'author 299'"))
+            #expect(try context.fetch(request).map(\.objectID) == [ids[299]])
+            #expect(try store.checkIntegrity().findings.isEmpty)
+            let history = try store.history(since: 0)
+            #expect(history.count == 1 && history[0].author == "rows" && history[0].insertedIDs == ids)
+
+            // Every attribute in the schema's order: the rows are stored as given.
+            let names = try #require(store.schema.entity("Author")).attributes.map(\.name)
+            let complete = try store.batchInsert(
+                into: "Author", keys: names,
+                rows: [names.map { $0 == "name" ? "complete" : $0 == "rating" ? 4 : .null }])
+            #expect(try context.object(with: complete[0])["name"] == "complete")
+            #expect(try store.batchInsert(into: "Author", keys: ["name"], rows: []).isEmpty)
+        }
+    }
+
+    @Test func rowsWithBadKeysLengthsOrValuesAreListedAndNothingIsWritten() throws {
+        try withStore { store, _ throws in
+            let keys = entityStoreError {
+                _ = try store.batchInsert(into: "Author", keys: ["name", "nickname", "books", "name"], rows: [])
+            }
+            #expect(keys?.code == .validationFailed)
+            #expect(
+                keys?.failures.map(\.message).sorted() == [
+                    "keys: 'books' is a relationship: set it through a context", "keys: 'name' is given twice",
+                    "keys: 'nickname' is not an attribute",
+                ])
+            let rows = entityStoreError {
+                _ = try store.batchInsert(
+                    into: "Author", keys: ["name", "rating"],
+                    rows: [["ok", 1], [.int(3), 1], ["short"], [.null, 2], ["nan", .double(.nan)]])
+            }
+            #expect(rows?.code == .validationFailed)
+            let messages = rows?.failures.map(\.message) ?? []
+            #expect(messages.contains("object 1: Author.name is a string; got 3"), "\(messages)")
+            #expect(messages.contains("object 2: 1 values for 2 keys"), "\(messages)")
+            #expect(messages.contains("object 3: name is required"), "\(messages)")
+            #expect(messages.contains("object 4: Author.rating is an int64; got nan"), "\(messages)")
+            #expect(messages.count == 4, "\(messages)")
+            #expect(try store.history(since: 0).isEmpty)
+            #expect(try ObjectContext(store: store).count(for: FetchRequest(entity: "Author")) == 0)
+            // Uniqueness as with dictionaries.
+            try store.batchInsert(into: "Tag", keys: ["name"], rows: [["swift"]])
+            let unique = entityStoreError {
+                _ = try store.batchInsert(into: "Tag", keys: ["name"], rows: [["lmdb"], ["lmdb"], ["swift"]])
+            }
+            #expect(unique?.code == .validationFailed && unique?.failures.count == 2)
+        }
+    }
+
     @Test func anEntityWithARequiredToOneIsRefused() throws {
         let schema = try Schema(version: 1) {
             Entity("Owner") { Relationship("pets", to: "Pet", inverse: "owner", toMany: true) }

@@ -34,6 +34,10 @@ extension ItemData {
             "group": .int(id % 100),
         ]
     }
+
+    /// The item as a row for ``rowKeys``, the schema's order.
+    static let rowKeys = ["id", "title", "score", "date", "blob", "group"]
+    var row: [Value] { [.int(id), .string(title), .int(score), .double(date), .data(blob), .int(id % 100)] }
 }
 
 /// The benchmark item as a typed model (the same entity).
@@ -113,6 +117,15 @@ func s1(_ report: Report, _ n: Int) throws {
         report.record(name, "EntityStore batchInsert", "s/op", (now() - start) / Double(n))
         try? FileManager.default.removeItem(atPath: path)
 
+        path = temporaryDirectory("s1-rows")
+        start = now()
+        let rowStore = try PersistentStore.open(path: path, schema: benchSchema(), options: .init(mapSize: 1 << 30))
+        if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "rows" { entitystore_profile_toggle() }
+        try rowStore.batchInsert(into: "Item", keys: ItemData.rowKeys, rows: items.map(\.row))
+        if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "rows" { entitystore_profile_toggle() }
+        report.record(name, "EntityStore batchInsert rows", "s/op", (now() - start) / Double(n))
+        try? FileManager.default.removeItem(atPath: path)
+
         path = temporaryDirectory("s1-lmdb")
         start = now()
         try RawSwiftLMDB(path: path).insert(items)
@@ -138,7 +151,7 @@ func s1(_ report: Report, _ n: Int) throws {
     report.target(
         "S1", "typed models: at most 10% more than the dynamic context path", typed <= 1.1 * dynamic,
         String(format: "%+.0f%%", 100 * (typed / dynamic - 1)))
-    for path in ["context", "batchInsert"] {
+    for path in ["context", "batchInsert", "batchInsert rows"] {
         let es = report.median(name, "EntityStore \(path)")
         report.target(
             "S1", "\(path): at least 50% of raw LMDB's put+index throughput", es <= 2 * raw,

@@ -131,9 +131,12 @@ enum HistoryCodec {
     }
 
     static func appendString(_ text: String, _ out: inout [UInt8]) {
-        let utf8 = Array(text.utf8)
-        RecordCodec.appendVarint(UInt64(utf8.count), &out)
-        out.append(contentsOf: utf8)
+        // Straight from the string's storage: no array per string (a bulk insert writes several per object).
+        var text = text
+        text.withUTF8 { utf8 in
+            RecordCodec.appendVarint(UInt64(utf8.count), &out)
+            out.append(contentsOf: utf8)
+        }
     }
 
     static func appendValue(_ value: Value, _ out: inout [UInt8]) {

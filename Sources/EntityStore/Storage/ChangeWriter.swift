@@ -95,10 +95,22 @@ struct ChangeWriter {
             appendable.remove(object.entity.name)
             try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .noOverwrite) }
         }
-        for (i, index) in storage.indexes {
-            try putIndex(values[i], object.entity.attributes[i], object.objectID.primaryKey, index)
-        }
+        try putIndexes(values, pk, storage)
         try writeRelationships(of: object, storage)
+    }
+
+    /// Writes a new record and its index entries, for an object with no relationships set and a fresh key above
+    /// every stored one (a batch insert): appended.
+    mutating func insertAppending(_ values: [Value], key pk: UInt64, _ storage: EntityStorage) throws {
+        RecordCodec.encode(values, rowVersion: 1, into: &buffer)
+        try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .append) }
+        try putIndexes(values, pk, storage)
+    }
+
+    private mutating func putIndexes(_ values: [Value], _ pk: UInt64, _ storage: EntityStorage) throws {
+        for (i, index) in storage.indexes {
+            try putIndex(values[i], storage.entity.attributes[i], pk, index)
+        }
     }
 
     /// How an update ended when the stored row had changed since the object was read.
@@ -260,7 +272,9 @@ struct ChangeWriter {
 
     private mutating func putIndex(_ value: Value, _ attribute: Attribute, _ pk: UInt64, _ index: Database) throws {
         IndexKey.encode(value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
-        try txn.put(keyBuffer, IndexKey.primaryKey(pk), in: index)
+        try keyBuffer.withUnsafeBytes { key in
+            try withUnsafeBytes(of: pk.bigEndian) { try txn.put(key, $0, in: index) }
+        }
     }
 
     private mutating func deleteIndex(_ value: Value, _ attribute: Attribute, _ pk: UInt64, _ index: Database) throws {
