@@ -89,6 +89,33 @@ import Testing
         }
     }
 
+    @Test func canonicallyEquivalentTextSharesARequestAsTheStoreSharesTheValue() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            for title in ["caf\u{E9}", "cafe\u{301}"] {
+                let book = try context.insert("Book")
+                try book.setValue(.string(title), forKey: "title")
+            }
+            try context.save()
+            // Canonically equivalent strings are one value to the store (ValueSemantics) and one key to the cache:
+            // either spelling finds both books, whichever ran first; a NaN constant (never equal to itself as a
+            // key) is prepared again each time and still finds what it should.
+            for title in ["caf\u{E9}", "cafe\u{301}", "caf\u{E9}"] {
+                let request = FetchRequest(
+                    entity: "Book", predicate: try FetchPredicate("title == %@", title), sortKeys: [SortKey("title")])
+                #expect(try context.fetch(request).count == 2)
+            }
+            let before = store.preparedFetches.count
+            for _ in 0..<3 {
+                let nan = FetchRequest(
+                    entity: "Book",
+                    predicate: try FetchPredicate(format: "score == %f", arguments: [.value(.double(.nan))]))
+                #expect(try context.fetch(nan).isEmpty)
+            }
+            #expect(store.preparedFetches.count <= before + 3)
+        }
+    }
+
     @Test func textIsDecodedExactlyAroundTheEightByteSteps() throws {
         let samples =
             (0...17).map { String(repeating: "a", count: $0) } + [
