@@ -90,6 +90,37 @@ import Testing
         #expect(count?.message.contains("holds 7 attributes, the entity has 2") == true)
     }
 
+    @Test func insertsInTheHistoryNameTheirKeysOnceInTheSchemaNotPerObject() throws {
+        try withStore { store, _ in
+            try store.batchInsert(into: "Tag", keys: ["name"], rows: (0..<50).map { [.string("t\($0)")] })
+            let context = ObjectContext(store: store)
+            let author = try context.insert("Author")
+            try author.setValue("A", forKey: "name")
+            try context.save()
+            let history = try store.history(since: 0)
+            #expect(history.count == 2)
+            let tagKeys = try #require(store.schema.entity("Tag")).attributes.map(\.name)
+            let authorKeys = try #require(store.schema.entity("Author")).attributes.map(\.name)
+            #expect(history[0].changes.allSatisfy { $0.kind == .insert && $0.changedKeys == tagKeys })
+            #expect(history[1].changes.map(\.changedKeys) == [authorKeys])
+            // The stored entry holds no key names for its inserts.
+            let bytes = HistoryCodec.encode(history[0], transaction: 1)
+            #expect(bytes.count < 50 * 12, "\(bytes.count) bytes for 50 inserts")
+        }
+        // An entry written before (an insert listing its keys) keeps its list.
+        var old: [UInt8] = [1, 7]
+        old += [UInt8](repeating: 0, count: 8)  // date
+        old += [0]  // process
+        old += [UInt8](repeating: 0, count: 16)  // context
+        old += [0, 1]  // author "", one change
+        old += [3] + Array("Tag".utf8) + [5, 0, 0]  // Tag/p5, insert, not user-driven
+        old += [2, 1] + Array("a".utf8) + [1] + Array("b".utf8)  // two keys
+        old += [0, 0, 0]  // no old or new values, no relationships
+        let (record, number) = try old.withUnsafeBytes { try HistoryCodec.decode($0) }
+        #expect(number == 7)
+        #expect(record.changes.map(\.changedKeys) == [["a", "b"]])
+    }
+
     @Test func invalidUTF8InAStringIsRefused() throws {
         let note = try #require(try Fixtures.librarySchema().entity("Note"))
         // version 1, row version 1, 1 attribute, empty bitmap, string tag, length 2, bytes C3 28 (invalid)

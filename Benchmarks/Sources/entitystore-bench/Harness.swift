@@ -17,6 +17,13 @@ func heapBytesInUse() -> Int {
     Int(entitystore_heap_in_use())
 }
 
+/// The process's peak resident memory so far (`getrusage`), in bytes.
+func peakResidentBytes() -> Int {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF, &usage)
+    return usage.ru_maxrss * 1024
+}
+
 /// Work results fold into this so that nothing is optimised away.
 nonisolated(unsafe) var checksum: UInt64 = 0
 
@@ -88,6 +95,7 @@ final class Report {
             return String(format: "%.2f ms/op", value * 1e3)
         case "s": return value < 1e-3 ? String(format: "%.1f µs", value * 1e6) : String(format: "%.2f ms", value * 1e3)
         case "bytes/row": return String(format: "%.0f bytes/row", value)
+        case "MB": return String(format: "%.0f MB", value)
         default: return "\(value) \(unit)"
         }
     }

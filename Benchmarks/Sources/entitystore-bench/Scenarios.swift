@@ -93,13 +93,20 @@ struct Sizes {
 func s1(_ report: Report, _ n: Int) throws {
     let items = (0..<n).map(ItemData.make)
     let name = "S1 insert \(n) with one index, one save"
-    for _ in 0..<3 {
+    for repetition in 0..<3 {
         var path = temporaryDirectory("s1-es")
+        // S1 runs first: the peak so far is the items' own memory, and its growth is what the context path took.
+        let peakBefore = peakResidentBytes()
         var start = now()
         if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "context" { entitystore_profile_toggle() }
         _ = try entityStore(path, items)
         if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "context" { entitystore_profile_toggle() }
         report.record(name, "EntityStore context", "s/op", (now() - start) / Double(n))
+        if repetition == 0 {
+            report.record(
+                name + " (peak RSS growth)", "EntityStore context", "MB",
+                Double(peakResidentBytes() - peakBefore) / 1e6)
+        }
         try? FileManager.default.removeItem(atPath: path)
 
         path = temporaryDirectory("s1-typed")

@@ -13,7 +13,9 @@ import Foundation
 /// string = varint length + UTF-8; value = type tag (0 nil, else the record codec's tag) + the record payload
 /// ```
 ///
-/// New values are kept for updates only: an insert's values are in its record.
+/// New values are kept for updates only: an insert's values are in its record. An insert's changed keys (every
+/// attribute) are written as none since session 4; entries written before list them, and both decode the same
+/// through the store.
 ///
 /// The decoder checks every length and tag and throws ``EntityStoreError/Code/corruptData``; it never traps.
 enum HistoryCodec {
@@ -32,8 +34,14 @@ enum HistoryCodec {
             RecordCodec.appendVarint(change.objectID.primaryKey, &out)
             out.append(change.kind == .insert ? 0 : change.kind == .update ? 1 : 2)
             out.append(change.isUserDriven ? 1 : 0)
-            RecordCodec.appendVarint(UInt64(change.changedKeys.count), &out)
-            for key in change.changedKeys { appendString(key, &out) }
+            // An insert changes every attribute of its entity: the names are not repeated per object (a bulk insert
+            // would write them a million times); readers of the store fill them in (see `withInsertKeys`).
+            if change.kind == .insert {
+                RecordCodec.appendVarint(0, &out)
+            } else {
+                RecordCodec.appendVarint(UInt64(change.changedKeys.count), &out)
+                for key in change.changedKeys { appendString(key, &out) }
+            }
             // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
             appendValues(change.oldStorage, &out)
             appendValues(change.kind == .insert ? .dictionary([:]) : change.newStorage, &out)

@@ -36,7 +36,8 @@ extension PersistentStore {
                 ) { key, value in
                     let number = try IndexKey.primaryKey(from: key)
                     do {
-                        entries.append(HistoryEntry(number: number, record: .success(try HistoryCodec.decode(value).0)))
+                        let record = withInsertKeys(try HistoryCodec.decode(value).0)
+                        entries.append(HistoryEntry(number: number, record: .success(record)))
                     } catch let error as EntityStoreError {
                         entries.append(
                             HistoryEntry(
@@ -50,6 +51,18 @@ extension PersistentStore {
                 return (entries, try txn.id)
             }
         }
+    }
+
+    /// `record` with every insert's changed keys: all the attributes of its entity (entries store none for inserts;
+    /// older entries that list them keep their list).
+    func withInsertKeys(_ record: ChangeRecord) -> ChangeRecord {
+        guard record.changes.contains(where: { $0.kind == .insert && $0.changedKeys.isEmpty }) else { return record }
+        var record = record
+        for i in record.changes.indices where record.changes[i].kind == .insert && record.changes[i].changedKeys.isEmpty
+        {
+            record.changes[i].changedKeys = storages[record.changes[i].objectID.entityName]?.attributeNames ?? []
+        }
+        return record
     }
 
     /// Deletes history entries numbered below `transaction`.
