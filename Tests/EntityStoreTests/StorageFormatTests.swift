@@ -121,6 +121,21 @@ import Testing
         #expect(record.changes.map(\.changedKeys) == [["a", "b"]])
     }
 
+    @Test func aBulkInsertEntryIsByteForByteTheEntryOfItsInserts() throws {
+        let keys: [UInt64] = [1, 2, 127, 128, 300, 1 << 40]
+        let record = ChangeRecord(
+            kind: .didSave,
+            changes: keys.map {
+                ObjectChange(objectID: ObjectID(entityName: "Tåg", primaryKey: $0), kind: .insert, changedKeys: ["x"])
+            },
+            author: "import", date: Date(timeIntervalSinceReferenceDate: 12.5), processID: 4242,
+            contextID: UUID())
+        let bulk = HistoryCodec.encodeInserts(record, entity: "Tåg", keys: keys, transaction: 99)
+        #expect(bulk == HistoryCodec.encode(record, transaction: 99))
+        let (decoded, number) = try bulk.withUnsafeBytes { try HistoryCodec.decode($0) }
+        #expect(number == 99 && decoded.insertedIDs.map(\.primaryKey) == keys && decoded.author == "import")
+    }
+
     @Test func invalidUTF8InAStringIsRefused() throws {
         let note = try #require(try Fixtures.librarySchema().entity("Note"))
         // version 1, row version 1, 1 attribute, empty bitmap, string tag, length 2, bytes C3 28 (invalid)

@@ -20,7 +20,7 @@ func heapBytesInUse() -> Int {
 /// The process's peak resident memory so far (`getrusage`), in bytes.
 func peakResidentBytes() -> Int {
     var usage = rusage()
-    getrusage(RUSAGE_SELF, &usage)
+    getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
     return usage.ru_maxrss * 1024
 }
 

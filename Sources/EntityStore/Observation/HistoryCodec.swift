@@ -22,13 +22,8 @@ enum HistoryCodec {
     static let formatVersion: UInt8 = 1
 
     static func encode(_ record: ChangeRecord, transaction: UInt64) -> [UInt8] {
-        var out: [UInt8] = [formatVersion]
-        RecordCodec.appendVarint(transaction, &out)
-        RecordCodec.appendLittleEndian(record.date.timeIntervalSinceReferenceDate.bitPattern, &out)
-        RecordCodec.appendVarint(UInt64(UInt32(bitPattern: record.processID)), &out)
-        withUnsafeBytes(of: (record.contextID ?? UUID.zero).uuid) { out.append(contentsOf: $0) }
-        appendString(record.author ?? "", &out)
-        RecordCodec.appendVarint(UInt64(record.changes.count), &out)
+        var out: [UInt8] = []
+        appendHeader(of: record, transaction: transaction, changes: record.changes.count, &out)
         for change in record.changes {
             appendString(change.objectID.entityName, &out)
             RecordCodec.appendVarint(change.objectID.primaryKey, &out)
@@ -56,6 +51,36 @@ enum HistoryCodec {
                     RecordCodec.appendVarint(id.primaryKey, &out)
                 }
             }
+        }
+        return out
+    }
+
+    /// The entry's fields before its changes.
+    static func appendHeader(of record: ChangeRecord, transaction: UInt64, changes: Int, _ out: inout [UInt8]) {
+        out.append(formatVersion)
+        RecordCodec.appendVarint(transaction, &out)
+        RecordCodec.appendLittleEndian(record.date.timeIntervalSinceReferenceDate.bitPattern, &out)
+        RecordCodec.appendVarint(UInt64(UInt32(bitPattern: record.processID)), &out)
+        withUnsafeBytes(of: (record.contextID ?? UUID.zero).uuid) { out.append(contentsOf: $0) }
+        appendString(record.author ?? "", &out)
+        RecordCodec.appendVarint(UInt64(changes), &out)
+    }
+
+    /// The entry of a bulk insert of `keys` into `entity` (the header from `record`, whose changes are ignored):
+    /// the bytes ``encode(_:transaction:)`` writes for the same inserts, without an ``ObjectChange`` per object.
+    static func encodeInserts(
+        _ record: ChangeRecord, entity: String, keys: [UInt64], transaction: UInt64
+    ) -> [UInt8] {
+        var out: [UInt8] = []
+        var name: [UInt8] = []
+        appendString(entity, &name)
+        out.reserveCapacity(64 + keys.count * (name.count + 14))
+        appendHeader(of: record, transaction: transaction, changes: keys.count, &out)
+        for key in keys {
+            out.append(contentsOf: name)
+            RecordCodec.appendVarint(key, &out)
+            // insert, not user-driven, no keys (see above), no old or new values, no relationships
+            out.append(contentsOf: [0, 0, 0, 0, 0, 0] as [UInt8])
         }
         return out
     }

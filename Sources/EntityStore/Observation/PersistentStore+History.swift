@@ -114,8 +114,13 @@ extension PersistentStore {
     /// at the end of the history database (appended), and nothing else is written: a save of one object touches
     /// as few pages as it can.
     func appendHistory(_ record: ChangeRecord, _ txn: WriteTransaction) throws -> UInt64 {
+        try appendHistory(txn) { HistoryCodec.encode(record, transaction: $0) }
+    }
+
+    /// Appends the entry `encode` makes for the next transaction number; returns the number.
+    func appendHistory(_ txn: WriteTransaction, _ encode: (UInt64) -> [UInt8]) throws -> UInt64 {
         let number = try historySequence(txn) + 1
-        let bytes = HistoryCodec.encode(record, transaction: number)
+        let bytes = encode(number)
         try bytes.withUnsafeBytes { try txn.put(number, $0, in: historyDatabase, flags: .append) }
         return number
     }

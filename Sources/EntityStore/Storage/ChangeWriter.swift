@@ -108,8 +108,11 @@ struct ChangeWriter {
     }
 
     private mutating func putIndexes(_ values: [Value], _ pk: UInt64, _ storage: EntityStorage) throws {
-        for (i, index) in storage.indexes {
-            try putIndex(values[i], storage.entity.attributes[i], pk, index)
+        for index in storage.indexList {
+            IndexKey.encode(values[index.position], caseInsensitive: index.caseInsensitive, into: &keyBuffer)
+            try keyBuffer.withUnsafeBytes { key in
+                try withUnsafeBytes(of: pk.bigEndian) { try txn.put(key, $0, in: index.database) }
+            }
         }
     }
 

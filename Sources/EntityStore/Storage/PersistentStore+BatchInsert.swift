@@ -36,6 +36,7 @@ extension PersistentStore {
         var rows: [[Value]] = []
         rows.reserveCapacity(objects.count)
         let defaults = entity.attributes.map(\.defaultValue)
+        let types = entity.attributes.map(\.type)
         for (position, object) in objects.enumerated() {
             var values = defaults
             var mistyped = Set<Int>()  // reported once, as a wrong type
@@ -44,7 +45,9 @@ extension PersistentStore {
                     failures.append(Self.notAnAttribute(key, of: entity, position: "object \(position)"))
                     continue
                 }
-                if let failure = Self.problem(value, entity, index, position: position) {
+                if let type = value.type, type != types[index] || value.storageProblem != nil,
+                    let failure = Self.problem(value, entity, index, position: position)
+                {
                     mistyped.insert(index)
                     failures.append(failure)
                     continue
@@ -106,6 +109,9 @@ extension PersistentStore {
         let defaults = entity.attributes.map(\.defaultValue)
         var full: [[Value]] = []
         if !complete { full.reserveCapacity(rows.count) }
+        // Per column: the attribute's type, checked per value without copying the attribute.
+        let types = positions.map { entity.attributes[$0].type }
+        let required = entity.attributes.indices.filter { !entity.attributes[$0].isOptional }
         for (position, row) in rows.enumerated() {
             guard row.count == keys.count else {
                 failures.append(
@@ -118,14 +124,19 @@ extension PersistentStore {
             var mistyped = Set<Int>()
             for (column, index) in positions.enumerated() {
                 let value = row[column]
-                if let failure = Self.problem(value, entity, index, position: position) {
+                // The common case (the right type, storable) decides without building a failure.
+                if let type = value.type, type != types[column] || value.storageProblem != nil,
+                    let failure = Self.problem(value, entity, index, position: position)
+                {
                     mistyped.insert(index)
                     failures.append(failure)
                 } else if !complete {
                     values[index] = value
                 }
             }
-            Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
+            if required.contains(where: { values[$0].isNull }) {
+                Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
+            }
             if !complete { full.append(values) }
         }
         if !failures.isEmpty { throw Self.batchFailure(failures) }
@@ -188,9 +199,10 @@ extension PersistentStore {
                 let first = try nextKey(of: entity.name, txn)
                 try txn.put(
                     StoreNames.MetaKey.sequence(entity.name), IndexKey.primaryKey(first + UInt64(rows.count)), in: meta)
-                let ids = rows.indices.map { ObjectID(entityName: entity.name, primaryKey: first + UInt64($0)) }
+                let keys = (0..<UInt64(rows.count)).map { first + $0 }
                 var writer = ChangeWriter(store: self, txn: txn)
                 if entity.attributes.contains(where: \.isUnique) {
+                    let ids = keys.map { ObjectID(entityName: entity.name, primaryKey: $0) }
                     // Uniqueness is checked on objects (within the batch and against the store): made only here.
                     let carrier = ObjectContext(store: self, name: "batch insert")
                     let objects = zip(ids, rows).map { id, values in
@@ -203,15 +215,15 @@ extension PersistentStore {
                     if !duplicates.isEmpty { throw Self.batchFailure(duplicates) }
                 }
                 // Fresh keys above every stored one: LMDB appends the records.
-                for (id, values) in zip(ids, rows) {
-                    try writer.insertAppending(values, key: id.primaryKey, storage)
+                for (key, values) in zip(keys, rows) {
+                    try writer.insertAppending(values, key: key, storage)
                 }
-                let names = storage.attributeNames
-                var record = ChangeRecord(
-                    kind: .didSave, changes: ids.map { ObjectChange(objectID: $0, kind: .insert, changedKeys: names) },
-                    author: author)
-                record.transaction = try appendHistory(record, txn)
-                return ids
+                // One insert per object, written straight (no ObjectChange made per object).
+                let header = ChangeRecord(kind: .didSave, changes: [], author: author)
+                _ = try appendHistory(txn) {
+                    HistoryCodec.encodeInserts(header, entity: entity.name, keys: keys, transaction: $0)
+                }
+                return keys.map { ObjectID(entityName: entity.name, primaryKey: $0) }
             }
         }
         publisher.catchUp(self, force: true)

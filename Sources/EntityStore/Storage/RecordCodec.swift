@@ -24,7 +24,7 @@ enum RecordCodec {
         appendVarint(rowVersion, &buffer)
         appendVarint(UInt64(values.count), &buffer)
         let bitmapStart = buffer.count
-        buffer.append(contentsOf: repeatElement(0, count: (values.count + 7) / 8))
+        for _ in 0..<(values.count + 7) / 8 { buffer.append(0) }
         for (i, value) in values.enumerated() {
             guard let type = value.type else {
                 buffer[bitmapStart + i / 8] |= 1 << UInt8(i % 8)

@@ -43,6 +43,8 @@ final class EntityStorage: Sendable {
     let relationships: [String: Database]
     /// The attributes' names in record order (one shared array for every change record of the entity).
     let attributeNames: [String]
+    /// The indexed attributes, in record order, with what writing their keys needs (no `Attribute` copied per put).
+    let indexList: [(position: Int, database: Database, caseInsensitive: Bool)]
 
     init(
         entity: Entity, records: Database, indexes: [Int: Database], relationships: [String: Database],
@@ -53,6 +55,9 @@ final class EntityStorage: Sendable {
         self.indexes = indexes
         self.relationships = relationships
         self.attributeNames = attributeNames
+        indexList = indexes.sorted { $0.key < $1.key }.map {
+            ($0.key, $0.value, entity.attributes[$0.key].isCaseInsensitive)
+        }
     }
 
     static func open(_ entity: Entity, in txn: ReadTransaction, create: Bool) throws -> EntityStorage {
