@@ -29,6 +29,41 @@ import Testing
         }
     }
 
+    @Test func theRecordFormatIsPinnedAndAReusedBufferWritesWhatAFreshOneDoes() throws {
+        // version 1, row version 7, 5 values, bitmap (index 1 is nil), then tag + payload per value.
+        var buffer: [UInt8] = []
+        RecordCodec.encode([.string("ab"), .null, .int(-1), .bool(true), .double(1)], rowVersion: 7, into: &buffer)
+        #expect(buffer == [1, 7, 5, 0b10, 4, 2, 97, 98, 2, 1, 1, 1, 3, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F])
+        var generator = SeededGenerator(seed: 0xC0DEC)
+        var reused: [UInt8] = []
+        for _ in 0..<300 {
+            let values = (0..<Int.random(in: 0...12, using: &generator)).map { _ -> Value in
+                switch Int.random(in: 0..<9, using: &generator) {
+                case 0: .null
+                case 1: .bool(Bool.random(using: &generator))
+                case 2:
+                    .int(
+                        Int64.random(in: .min ... .max, using: &generator)
+                            >> Int64.random(in: 0...63, using: &generator))
+                case 3: .double(Double.random(in: -1e9...1e9, using: &generator))
+                case 4: .date(Date(timeIntervalSinceReferenceDate: Double.random(in: 0...1e9, using: &generator)))
+                case 5: .string(String(repeating: "é", count: Int.random(in: 0...200, using: &generator)))
+                case 6: .data((0..<Int.random(in: 0...300, using: &generator)).map { UInt8(truncatingIfNeeded: $0) })
+                case 7: .uuid(UUID())
+                default: .decimal(Decimal(Int.random(in: -99999...99999, using: &generator)) / 100)
+                }
+            }
+            var fresh: [UInt8] = []
+            RecordCodec.encode(values, rowVersion: 3, into: &fresh)
+            RecordCodec.encode(values, rowVersion: 3, into: &reused)
+            #expect(reused == fresh)
+            var entity = Entity("R")
+            entity.attributes = values.indices.map { Attribute("a\($0)", values[$0].type ?? .bool, optional: true) }
+            let (decoded, version) = try fresh.withUnsafeBytes { try RecordCodec.decode($0, entity: entity) }
+            #expect(decoded == values && version == 3)
+        }
+    }
+
     @Test func integersAtTheEdgesRoundTrip() throws {
         let chapter = try #require(try Fixtures.librarySchema().entity("Chapter"))
         for n in [Int64.min, -1, 0, 1, 63, 64, -65, Int64.max] {
