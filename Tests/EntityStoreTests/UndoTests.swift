@@ -27,6 +27,37 @@ import Testing
         }
     }
 
+    @Test func undoCanBeTurnedOffAndLimited() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            context.isUndoEnabled = false
+            let tag = try context.insert("Tag")
+            try tag.setValue("a", forKey: "name")
+            #expect(!context.canUndo)
+            #expect(entityStoreError { try context.undoLastChange() }?.code == .nothingToUndo)
+            // Saving and rolling back do not depend on undo.
+            try context.save()
+            try tag.setValue("b", forKey: "name")
+            context.rollback()
+            #expect(try tag["name"] == "a")
+
+            context.isUndoEnabled = true
+            context.undoLimit = 2
+            for name in ["b", "c", "d", "e"] { try tag.setValue(.string(name), forKey: "name") }
+            try context.undoLastChange()
+            try context.undoLastChange()
+            #expect(try tag["name"] == "c")
+            #expect(!context.canUndo)  // the two oldest groups were dropped
+            // Turning undo off forgets what was recorded.
+            try tag.setValue("f", forKey: "name")
+            #expect(context.canUndo)
+            context.isUndoEnabled = false
+            #expect(!context.canUndo)
+            try context.save()
+            #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Tag")).map { try $0["name"] } == ["f"])
+        }
+    }
+
     @Test func undoAnInsertAndADeleteWithTheirRelationships() throws {
         try withStore { store, _ in
             let context = ObjectContext(store: store)

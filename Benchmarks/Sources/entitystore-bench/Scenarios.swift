@@ -17,11 +17,17 @@ func benchSchema() throws -> Schema {
     }
 }
 
-/// Loads `count` items into a new EntityStore store and returns it.
-func entityStore(_ path: String, _ items: [ItemData]) throws -> PersistentStore {
+/// Loads `count` items into a new EntityStore store and returns it; `heldBeforeSave` gets the heap the unsaved
+/// context holds (measured before the save, from the heap in use before the first insert).
+func entityStore(
+    _ path: String, _ items: [ItemData], undo: Bool = true, heldBeforeSave: ((Int) -> Void)? = nil
+) throws -> PersistentStore {
     let store = try PersistentStore.open(path: path, schema: benchSchema(), options: .init(mapSize: 1 << 30))
     let context = ObjectContext(store: store)
+    context.isUndoEnabled = undo
+    let baseline = heldBeforeSave == nil ? 0 : heapBytesInUse()
     for item in items { try insert(item, context) }
+    heldBeforeSave?(heapBytesInUse() - baseline)
     try context.save()
     return store
 }
@@ -99,13 +105,28 @@ func s1(_ report: Report, _ n: Int) throws {
         let peakBefore = peakResidentBytes()
         var start = now()
         if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "context" { entitystore_profile_toggle() }
-        _ = try entityStore(path, items)
+        var held = 0
+        _ = try entityStore(path, items, heldBeforeSave: repetition == 0 ? { held = $0 } : nil)
         if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "context" { entitystore_profile_toggle() }
         report.record(name, "EntityStore context", "s/op", (now() - start) / Double(n))
         if repetition == 0 {
             report.record(
                 name + " (peak RSS growth)", "EntityStore context", "MB",
                 Double(peakResidentBytes() - peakBefore) / 1e6)
+            report.record(name + " (heap before save)", "EntityStore context", "bytes/row", Double(held) / Double(n))
+        }
+        try? FileManager.default.removeItem(atPath: path)
+
+        path = temporaryDirectory("s1-es-no-undo")
+        start = now()
+        var heldWithoutUndo = 0
+        _ = try entityStore(
+            path, items, undo: false, heldBeforeSave: repetition == 0 ? { heldWithoutUndo = $0 } : nil)
+        report.record(name, "EntityStore context, undo off", "s/op", (now() - start) / Double(n))
+        if repetition == 0 {
+            report.record(
+                name + " (heap before save)", "EntityStore context, undo off", "bytes/row",
+                Double(heldWithoutUndo) / Double(n))
         }
         try? FileManager.default.removeItem(atPath: path)
 
@@ -158,7 +179,7 @@ func s1(_ report: Report, _ n: Int) throws {
     report.target(
         "S1", "typed models: at most 10% more than the dynamic context path", typed <= 1.1 * dynamic,
         String(format: "%+.0f%%", 100 * (typed / dynamic - 1)))
-    for path in ["context", "batchInsert", "batchInsert rows"] {
+    for path in ["context", "context, undo off", "batchInsert", "batchInsert rows"] {
         let es = report.median(name, "EntityStore \(path)")
         report.target(
             "S1", "\(path): at least 50% of raw LMDB's put+index throughput", es <= 2 * raw,

@@ -22,10 +22,22 @@ final class UndoStack {
     private var depth = 0
     /// While suspended (during a save), changes are not recorded.
     var isSuspended = false
+    /// Whether groups are recorded at all (``ObjectContext/isUndoEnabled``).
+    var isEnabled = true {
+        didSet {
+            guard !isEnabled else { return }
+            current = nil  // a group open now records nothing more
+            clear()
+        }
+    }
+    /// How many groups are kept, the oldest dropped first; 0 keeps every group (``ObjectContext/undoLimit``).
+    var limit = 0 {
+        didSet { trim() }
+    }
 
     func open() {
         depth += 1
-        if depth == 1 { current = Group() }
+        if depth == 1 && isEnabled { current = Group() }
     }
 
     func close() {
@@ -36,7 +48,12 @@ final class UndoStack {
         if !group.isEmpty {
             undoGroups.append(group)
             redoGroups = []
+            trim()
         }
+    }
+
+    private func trim() {
+        if limit > 0 && undoGroups.count > limit { undoGroups.removeFirst(undoGroups.count - limit) }
     }
 
     /// Records the state `id` had before the group (the first record wins; attribute writes recorded before it
@@ -66,6 +83,28 @@ final class UndoStack {
 }
 
 extension ObjectContext {
+    /// Whether the context records its changes for undo (on by default).
+    ///
+    /// Recording costs memory for every change until the next save: an import of many objects through a context
+    /// should turn it off (as Core Data imports set `undoManager = nil`). Turning it off forgets the recorded
+    /// groups; turning it back on records from then on.
+    public var isUndoEnabled: Bool {
+        get { undo.isEnabled }
+        set { undo.isEnabled = newValue }
+    }
+
+    /// How many undo groups are kept, the oldest dropped first; 0 (the default) keeps every group until the next
+    /// save (`UndoManager.levelsOfUndo`).
+    ///
+    /// - Precondition: not negative.
+    public var undoLimit: Int {
+        get { undo.limit }
+        set {
+            precondition(newValue >= 0, "undoLimit must not be negative (got \(newValue))")
+            undo.limit = newValue
+        }
+    }
+
     /// Whether there is a change to undo.
     public var canUndo: Bool { !undo.undoGroups.isEmpty }
     /// Whether there is an undone change to redo.
