@@ -67,6 +67,42 @@ import Testing
         }
     }
 
+    @Test func aWholeDatabaseScanVisitsWhatForEachVisitsAndStops() throws {
+        try withEnvironment { env, _ in
+            let db = try env.openDatabase("keys")
+            let empty = try env.openDatabase("empty")
+            let dups = try env.openDatabase("dups", dupSort: true)
+            try fill(env, db, (0..<300).map { String(format: "k%03d", ($0 * 7) % 300) })
+            try env.write { txn in
+                for value in ["z", "x", "y"] { try txn.put(b("one"), b(value), in: dups) }
+                try txn.put(b("two"), b("w"), in: dups)
+            }
+            try env.read { txn in
+                for database in [db, empty, dups] {
+                    var scanned: [String] = []
+                    try txn.forEachEntry(in: database) { key, value in
+                        scanned.append(
+                            String(decoding: key, as: UTF8.self) + "=" + String(decoding: value, as: UTF8.self))
+                        return .continue
+                    }
+                    var walked: [String] = []
+                    try txn.forEach(in: database) { key, value in
+                        walked.append(
+                            String(decoding: key, as: UTF8.self) + "=" + String(decoding: value, as: UTF8.self))
+                        return .continue
+                    }
+                    #expect(scanned == walked)
+                }
+                var count = 0
+                try txn.forEachEntry(in: db) { _, _ in
+                    count += 1
+                    return count == 5 ? .stop : .continue
+                }
+                #expect(count == 5)
+            }
+        }
+    }
+
     @Test func iterationStopsWhenTheBodySaysStop() throws {
         try withEnvironment { env, _ in
             let db = try env.openDatabase("keys")

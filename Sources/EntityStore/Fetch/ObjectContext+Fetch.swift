@@ -168,7 +168,7 @@ extension ObjectContext {
 
                 switch plan.access {
                 case .fullScan:
-                    try txn.forEach(in: storage.records) { key, value in
+                    try txn.forEachEntry(in: storage.records) { key, value in
                         try consider(key, value)
                         return .continue
                     }

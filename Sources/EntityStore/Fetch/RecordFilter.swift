@@ -7,7 +7,7 @@ import Foundation
 /// Its answers are those of ``CompiledPredicate`` (the tests compare both on random records): nil matches only
 /// `!=`, doubles and dates compare as `<` and `>` do (so NaN is "the same" as anything, as the evaluator has it),
 /// booleans order false before true.
-struct RecordFilter {
+final class RecordFilter {
     enum Scalar: Equatable {
         case int(Int64)
         case double(Double)  // doubles and dates
@@ -64,7 +64,14 @@ struct RecordFilter {
         self.tests = tests.sorted { $0.attribute < $1.attribute }
         types = entity.attributes.map(\.type)
         last = self.tests.last!.attribute
+        tags = types.map(RecordCodec.tag(of:))
+        tested = (0...last).map { i in tests.contains { $0.attribute == i } }
     }
+
+    /// The record tag of each attribute's values.
+    let tags: [UInt8]
+    /// Whether a test reads attribute `i` (up to the last one tested): the others are skipped, not read.
+    let tested: [Bool]
 
     /// Whether the record matches; `nil` when the bytes are not what the entity's records look like (the caller
     /// then takes the full path, which reports the damage).
@@ -72,35 +79,51 @@ struct RecordFilter {
         guard let base = bytes.baseAddress else { return nil }
         let count = bytes.count
         var offset = 0
-        @inline(__always) func varint() -> UInt64? {
-            var result: UInt64 = 0
-            var shift: UInt64 = 0
-            while shift < 64, offset < count {
-                let next = base.load(fromByteOffset: offset, as: UInt8.self)
-                offset += 1
-                result |= UInt64(next & 0x7F) << shift
-                if next & 0x80 == 0 { return result }
-                shift += 7
-            }
-            return nil
-        }
         guard count > 0, base.load(as: UInt8.self) == RecordCodec.formatVersion else { return nil }
         offset = 1
-        guard varint() != nil, let attributes = varint(), attributes == UInt64(types.count) else { return nil }
+        guard Self.varint(base, count, &offset) != nil, let attributes = Self.varint(base, count, &offset),
+            attributes == UInt64(types.count)
+        else { return nil }
         let bitmapStart = offset
         offset += (types.count + 7) / 8
         guard offset <= count else { return nil }
-        return types.withUnsafeBufferPointer { types in
-            tests.withUnsafeBufferPointer { tests in
+        // One loop in this function's own frame (no closures over `offset`, whose exclusivity would then be checked
+        // at run time on every byte).
+        do {
+            do {
                 var next = 0
                 for i in 0...last {
                     let isNull =
                         base.load(fromByteOffset: bitmapStart + i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0
+                    if !tested[i] {
+                        // Skipped, with the same checks as a read: a damaged record still goes the full way.
+                        if isNull { continue }
+                        guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == tags[i] else {
+                            return nil
+                        }
+                        offset += 1
+                        switch types[i] {
+                        case .bool:
+                            guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) <= 1 else {
+                                return nil
+                            }
+                            offset += 1
+                        case .int64: guard Self.varint(base, count, &offset) != nil else { return nil }
+                        case .double, .date: offset += 8
+                        case .uuid: offset += 16
+                        case .string, .binary, .decimal:
+                            guard let length = Self.varint(base, count, &offset), length <= UInt64(count - offset)
+                            else { return nil }
+                            offset += Int(length)
+                        }
+                        guard offset <= count else { return nil }
+                        continue
+                    }
                     var value: Scalar?
                     if !isNull {
-                        guard offset < count,
-                            base.load(fromByteOffset: offset, as: UInt8.self) == RecordCodec.tag(of: types[i])
-                        else { return nil }
+                        guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == tags[i] else {
+                            return nil
+                        }
                         offset += 1
                         switch types[i] {
                         case .bool:
@@ -110,7 +133,7 @@ struct RecordFilter {
                             guard raw <= 1 else { return nil }
                             value = .bool(raw == 1)
                         case .int64:
-                            guard let raw = varint() else { return nil }
+                            guard let raw = Self.varint(base, count, &offset) else { return nil }
                             value = .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
                         case .double, .date:
                             guard offset + 8 <= count else { return nil }
@@ -120,7 +143,8 @@ struct RecordFilter {
                         case .uuid:
                             offset += 16
                         case .string, .binary, .decimal:
-                            guard let length = varint(), length <= UInt64(count - offset) else { return nil }
+                            guard let length = Self.varint(base, count, &offset), length <= UInt64(count - offset)
+                            else { return nil }
                             offset += Int(length)
                         }
                         guard offset <= count else { return nil }
@@ -133,6 +157,23 @@ struct RecordFilter {
                 return true
             }
         }
+    }
+
+    /// The varint at `offset` (moved past it), or `nil` when the bytes end first or it is longer than 64 bits. A
+    /// static function with an `inout` offset, not a closure over it: the compiler checks its exclusivity
+    /// statically instead of at run time on every byte.
+    @inline(__always)
+    static func varint(_ base: UnsafeRawPointer, _ count: Int, _ offset: inout Int) -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while shift < 64, offset < count {
+            let next = base.load(fromByteOffset: offset, as: UInt8.self)
+            offset += 1
+            result |= UInt64(next & 0x7F) << shift
+            if next & 0x80 == 0 { return result }
+            shift += 7
+        }
+        return nil
     }
 
     /// The order of two scalars of one type, as the evaluator orders them (`nil` for nil).
