@@ -172,7 +172,21 @@ extension Environment {
             try check(injected, what())
         }
         var pointer: OpaquePointer?
-        let rc = mdb_txn_begin(handle, nil, write ? 0 : UInt32(MDB_RDONLY), &pointer)
+        var rc = mdb_txn_begin(handle, nil, write ? 0 : UInt32(MDB_RDONLY), &pointer)
+        // LMDB 0.9 begins a read by taking the newest transaction number, then copying the meta page that number
+        // selects (one of two, by parity). A writer in another process that commits twice in between has already
+        // overwritten that page with a newer one: the read sees a newer snapshot than its number, and the next
+        // read can then see an older one (found by MultiProcessTests: a counter read 192, then 191). libmdbx
+        // checks and retries here; so does this layer: while the newest meta is two or more commits past the
+        // read's number, begin again. The window is a few instructions wide, so a retry is rare and the next
+        // attempt almost always clean; after 64 the read goes on (its snapshot is still consistent).
+        var attempts = 0
+        while rc == MDB_SUCCESS, !write, let began = pointer, attempts < 64, sawNewerMeta(than: began) {
+            mdb_txn_abort(began)
+            pointer = nil
+            attempts += 1
+            rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &pointer)
+        }
         if rc == MDB_MAP_RESIZED { return .retry(.mapResized) }
         if rc == MDB_READERS_FULL && !triedReaderCheck { return .retry(.readersFull) }
         try check(rc, what())
@@ -180,6 +194,14 @@ extension Environment {
             throw LMDBError(code: .badTransaction, message: "mdb_txn_begin returned no transaction", context: what())
         }
         return .began(pointer)
+    }
+
+    /// Whether a meta page two or more commits newer than `transaction`'s number exists (so the page its number
+    /// selected may have been overwritten before it was copied).
+    private func sawNewerMeta(than transaction: OpaquePointer) -> Bool {
+        var info = MDB_envinfo()
+        guard mdb_env_info(handle, &info) == MDB_SUCCESS else { return false }
+        return UInt64(info.me_last_txnid) >= UInt64(mdb_txn_id(transaction)) &+ 2
     }
 
     /// Adopts the map size another process set (`MDB_MAP_RESIZED`).

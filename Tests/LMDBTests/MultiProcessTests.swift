@@ -37,6 +37,36 @@ import Testing
         #expect(final == UInt64(transactions))
     }
 
+    /// LMDB 0.9 can hand a read the meta page of a newer commit than its number (two commits by another process
+    /// between taking the number and copying the page); the next read then looks older. The environment begins
+    /// such a read again. Thousands of commits against a reader that never pauses: no read is older than the one
+    /// before it.
+    @Test func consecutiveReadsNeverGoBackInTimeWhileAnotherProcessCommits() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("monotonic.store")
+        let env = try Environment.open(path: path)
+        let db = try env.openDatabase("numbers")
+        let transactions = 3000
+        let (process, _, err) = try ChildProcess.start(
+            ChildProcess.executable("es-test-helper"), ["lmdb-counter-writer", path, "\(transactions)"])
+        var last: UInt64 = 0
+        var reads = 0
+        var backwards: [(UInt64, UInt64)] = []
+        while process.isRunning || reads == 0 {
+            let counter = try env.read { txn in
+                try txn.get(b("counter"), in: db).map { $0.loadUnaligned(as: UInt64.self).bigEndian } ?? 0
+            }
+            if counter < last { backwards.append((last, counter)) }
+            last = max(last, counter)
+            reads += 1
+        }
+        process.waitUntilExit()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(stderr)")
+        #expect(backwards.isEmpty, "\(backwards.count) of \(reads) reads went back: \(backwards.prefix(5))")
+    }
+
     @Test func twoWriterProcessesGrowTheMapFromOneMebibyteWithoutMapFull() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
