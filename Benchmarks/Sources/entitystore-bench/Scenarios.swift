@@ -249,23 +249,27 @@ func s3(_ report: Report, _ n: Int) throws {
     let keys = (0..<lookups).map { _ in Int64.random(in: 0..<Int64(n), using: &generator) }
     for _ in 0..<3 {
         var context = ObjectContext(store: store)
+        // ES_PROFILE_ONLY=typed profiles the typed loop, anything else the dynamic one.
+        let profilesTyped = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "typed"
         var start = now()
-        entitystore_profile_toggle()
+        if !profilesTyped { entitystore_profile_toggle() }
         for (i, key) in keys.enumerated() {
             if i % 1000 == 0 { context = ObjectContext(store: store) }
             let object = try context.existingObject(with: ObjectID(entityName: "Item", primaryKey: UInt64(key + 1)))
             if case .int(let score) = try object.value(forKey: "score") { consume(Int(score)) }
         }
-        entitystore_profile_toggle()
+        if !profilesTyped { entitystore_profile_toggle() }
         report.record(name, "EntityStore", "s/op", (now() - start) / Double(lookups))
 
         start = now()
+        if profilesTyped { entitystore_profile_toggle() }
         for (i, key) in keys.enumerated() {
             if i % 1000 == 0 { context = ObjectContext(store: store) }
             let item = try context.existingObject(
                 BenchItem.self, with: ObjectID(entityName: "Item", primaryKey: UInt64(key + 1)))
             consume(Int(item.score))
         }
+        if profilesTyped { entitystore_profile_toggle() }
         report.record(name, "EntityStore typed models", "s/op", (now() - start) / Double(lookups))
 
         start = now()
