@@ -19,16 +19,19 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// The context the object is registered in; `nil` once it is deleted and saved, or the context is reset.
     public internal(set) weak var context: ObjectContext?
 
+    // `@exclusivity(unchecked)` on the state below, as on the context's bookkeeping (see `ObjectContext`): an object
+    // lives in its context's isolation domain and is read and written on every access.
+
     /// Current attribute values in schema order; `nil` while the object is a fault.
-    var values: [Value]?
+    @exclusivity(unchecked) var values: [Value]?
     /// Values as last read from or written to the store; `nil` for an inserted object.
-    var committed: [Value]?
+    @exclusivity(unchecked) var committed: [Value]?
     /// The row version the values were read at (optimistic locking).
-    var rowVersion: UInt64 = 0
+    @exclusivity(unchecked) var rowVersion: UInt64 = 0
     /// Current relationship targets, by relationship name, loaded one relationship at a time.
-    var related: [String: Set<ObjectID>] = [:]
+    @exclusivity(unchecked) var related: [String: Set<ObjectID>] = [:]
     /// Relationship targets as stored, for the relationships loaded so far.
-    var committedRelated: [String: Set<ObjectID>] = [:]
+    @exclusivity(unchecked) var committedRelated: [String: Set<ObjectID>] = [:]
 
     /// Whether the object was inserted and not yet saved.
     public internal(set) var isInserted = false
@@ -37,7 +40,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// The typed model wrapping this object, while one is alive (one instance per object). Unretained rather than
     /// weak (a weak reference gives the model a side table, a cost on every model made): the model clears it in
     /// its deinit, while this object is still alive (the model holds it).
-    var modelReference: Unmanaged<Model>?
+    @exclusivity(unchecked) var modelReference: Unmanaged<Model>?
     var model: Model? {
         get { modelReference?.takeUnretainedValue() }
         set { modelReference = newValue.map { Unmanaged.passUnretained($0) } }

@@ -32,7 +32,7 @@ open class Model {
     public internal(set) var lastError: EntityStoreError?
     /// Who observes the model's properties (Swift's Observation), made by the first read: before any read nothing
     /// can be observing the model, so writes need not announce anything (and a model only written costs nothing).
-    @usableFromInline var registrarIfAny: RegistrarBox?
+    @usableFromInline @exclusivity(unchecked) var registrarIfAny: RegistrarBox?
     @inlinable var observationRegistrar: RegistrarBox {
         if let registrarIfAny { return registrarIfAny }
         return makeRegistrar()

@@ -16,10 +16,10 @@ final class UndoStack {
         var ids: Set<ObjectID> { Set(states.keys).union(attributes.map(\.id)) }
     }
 
-    var undoGroups: [Group] = []
-    var redoGroups: [Group] = []
-    private var current: Group?
-    private var depth = 0
+    @exclusivity(unchecked) var undoGroups: [Group] = []
+    @exclusivity(unchecked) var redoGroups: [Group] = []
+    @exclusivity(unchecked) private var current: Group?
+    @exclusivity(unchecked) private var depth = 0
     /// While suspended (during a save), changes are not recorded.
     var isSuspended = false
     /// Whether groups are recorded at all (``ObjectContext/isUndoEnabled``).
