@@ -36,7 +36,14 @@ public struct Entity: Codable, Sendable, Equatable {
     public func attribute(_ name: String) -> Attribute? { attributes.first { $0.name == name } }
 
     /// The position of the attribute named `name` in the record.
-    public func attributeIndex(_ name: String) -> Int? { attributes.firstIndex { $0.name == name } }
+    public func attributeIndex(_ name: String) -> Int? {
+        // Through the buffer: each attribute's name is compared in place (no copy of the attribute per step; this
+        // runs on every dynamic read and write by key).
+        attributes.withUnsafeBufferPointer { buffer in
+            for i in buffer.indices where buffer[i].name == name { return i }
+            return nil
+        }
+    }
 
     /// The relationship named `name`.
     public func relationship(_ name: String) -> Relationship? { relationships.first { $0.name == name } }
