@@ -44,12 +44,12 @@ extension ObjectContext {
 
     /// The plan a request would run with: which index serves it and what is done in memory.
     public func explain(_ request: FetchRequest) throws -> QueryPlan {
-        let storage = try store.storage(for: request.entity)
-        if let predicate = request.predicate {
-            _ = try CompiledPredicate(predicate, entity: storage.entity, schema: store.schema)
-        }
+        // The same prepared form a fetch runs with: what is explained is what runs.
+        let prepared = try store.preparedFetches.prepared(request, store: store)
         let merges = request.includesPendingChanges && hasPendingObjects(of: request.entity)
-        return QueryPlanner.plan(request, entity: storage.entity, storage: storage, mergesPending: merges)
+        return QueryPlanner.plan(
+            request, entity: prepared.storage.entity, storage: prepared.storage, mergesPending: merges,
+            index: prepared.index)
     }
 
     func hasPendingObjects(of entity: String) -> Bool {

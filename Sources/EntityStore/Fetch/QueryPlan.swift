@@ -50,15 +50,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
 
 /// Chooses a plan for a fetch request.
 enum QueryPlanner {
-    static func plan(
-        _ request: FetchRequest, entity: Entity, storage: EntityStorage, mergesPending: Bool
-    ) -> QueryPlan {
-        plan(
-            request, entity: entity, storage: storage, mergesPending: mergesPending,
-            index: request.predicate.flatMap { bestIndex($0, entity, storage) })
-    }
-
-    /// The plan for `request` when its predicate's best index (``bestIndex(_:_:_:)``) is already known.
+    /// The plan for `request`, given its predicate's best index (``bestIndex(_:_:_:)``, kept with the request's
+    /// prepared form).
     static func plan(
         _ request: FetchRequest, entity: Entity, storage: EntityStorage, mergesPending: Bool, index: Choice?
     ) -> QueryPlan {

@@ -65,13 +65,10 @@ final class RecordFilter {
         types = entity.attributes.map(\.type)
         last = self.tests.last!.attribute
         tags = types.map(RecordCodec.tag(of:))
-        tested = (0...last).map { i in tests.contains { $0.attribute == i } }
     }
 
     /// The record tag of each attribute's values.
     let tags: [UInt8]
-    /// Whether a test reads attribute `i` (up to the last one tested): the others are skipped, not read.
-    let tested: [Bool]
 
     /// Whether the record matches; `nil` when the bytes are not what the entity's records look like (the caller
     /// then takes the full path, which reports the damage).
@@ -87,76 +84,47 @@ final class RecordFilter {
         let bitmapStart = offset
         offset += (types.count + 7) / 8
         guard offset <= count else { return nil }
-        // One loop in this function's own frame (no closures over `offset`, whose exclusivity would then be checked
-        // at run time on every byte).
-        do {
-            do {
-                var next = 0
-                for i in 0...last {
-                    let isNull =
-                        base.load(fromByteOffset: bitmapStart + i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0
-                    if !tested[i] {
-                        // Skipped, with the same checks as a read: a damaged record still goes the full way.
-                        if isNull { continue }
-                        guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == tags[i] else {
-                            return nil
-                        }
-                        offset += 1
-                        switch types[i] {
-                        case .bool:
-                            guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) <= 1 else {
-                                return nil
-                            }
-                            offset += 1
-                        case .int64: guard Self.varint(base, count, &offset) != nil else { return nil }
-                        case .double, .date: offset += 8
-                        case .uuid: offset += 16
-                        case .string, .binary, .decimal:
-                            guard let length = Self.varint(base, count, &offset), length <= UInt64(count - offset)
-                            else { return nil }
-                            offset += Int(length)
-                        }
-                        guard offset <= count else { return nil }
-                        continue
-                    }
-                    var value: Scalar?
-                    if !isNull {
-                        guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == tags[i] else {
-                            return nil
-                        }
-                        offset += 1
-                        switch types[i] {
-                        case .bool:
-                            guard offset < count else { return nil }
-                            let raw = base.load(fromByteOffset: offset, as: UInt8.self)
-                            offset += 1
-                            guard raw <= 1 else { return nil }
-                            value = .bool(raw == 1)
-                        case .int64:
-                            guard let raw = Self.varint(base, count, &offset) else { return nil }
-                            value = .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
-                        case .double, .date:
-                            guard offset + 8 <= count else { return nil }
-                            let raw = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian
-                            offset += 8
-                            value = .double(Double(bitPattern: raw))
-                        case .uuid:
-                            offset += 16
-                        case .string, .binary, .decimal:
-                            guard let length = Self.varint(base, count, &offset), length <= UInt64(count - offset)
-                            else { return nil }
-                            offset += Int(length)
-                        }
-                        guard offset <= count else { return nil }
-                    }
-                    while next < tests.count && tests[next].attribute == i {
-                        if !Self.passes(value, tests[next].test) { return false }
-                        next += 1
-                    }
+        // One loop in this function's own frame (a closure over `offset` would make the compiler check its
+        // exclusivity at run time on every byte).
+        var next = 0
+        for i in 0...last {
+            let isNull = base.load(fromByteOffset: bitmapStart + i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0
+            var value: Scalar?
+            if !isNull {
+                guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == tags[i] else {
+                    return nil
                 }
-                return true
+                offset += 1
+                switch types[i] {
+                case .bool:
+                    guard offset < count else { return nil }
+                    let raw = base.load(fromByteOffset: offset, as: UInt8.self)
+                    offset += 1
+                    guard raw <= 1 else { return nil }
+                    value = .bool(raw == 1)
+                case .int64:
+                    guard let raw = Self.varint(base, count, &offset) else { return nil }
+                    value = .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
+                case .double, .date:
+                    guard offset + 8 <= count else { return nil }
+                    let raw = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian
+                    offset += 8
+                    value = .double(Double(bitPattern: raw))
+                case .uuid:
+                    offset += 16
+                case .string, .binary, .decimal:
+                    guard let length = Self.varint(base, count, &offset), length <= UInt64(count - offset)
+                    else { return nil }
+                    offset += Int(length)
+                }
+                guard offset <= count else { return nil }
+            }
+            while next < tests.count && tests[next].attribute == i {
+                if !Self.passes(value, tests[next].test) { return false }
+                next += 1
             }
         }
+        return true
     }
 
     /// The varint at `offset` (moved past it), or `nil` when the bytes end first or it is longer than 64 bits. A
