@@ -35,6 +35,13 @@ final class Typo: Model {
     @Stored var titel: String
 }
 
+/// A model used with two stores whose schemas order its attributes differently.
+final class Memo: Model {
+    @Stored var title: String
+    @Stored("body") var text: String
+    @Stored(.renamedFrom("stars"), .indexed) var rating: Int = 0
+}
+
 struct TicketForm: Codable, Equatable {
     var title: String
     var rank: Int
@@ -95,6 +102,53 @@ struct TypedWorld {
             Entity("Note") { Attribute("text", .string) }
         }
         #expect(mixed.entities.map(\.name) == ["Project", "Ticket", "Label", "Note"])
+    }
+
+    @Test func aModelReadsAndWritesRightInStoresThatOrderItsAttributesDifferently() throws {
+        // The typed accessors remember where each key was last found; a store laid out otherwise must not be read
+        // at the other store's positions.
+        let forward = try Schema(version: 1) {
+            Entity("Memo") {
+                Attribute("title", .string)
+                Attribute("body", .string)
+                Attribute("rating", .int64, default: 0)
+            }
+        }
+        let backward = try Schema(version: 1) {
+            Entity("Memo") {
+                Attribute("rating", .int64, default: 0)
+                Attribute("body", .string)
+                Attribute("title", .string)
+            }
+        }
+        let one = try TemporaryStore(schema: forward)
+        let two = try TemporaryStore(schema: backward)
+        defer {
+            one.remove()
+            two.remove()
+        }
+        let first = ObjectContext(store: one.store)
+        let second = ObjectContext(store: two.store)
+        for round in 0..<3 {
+            for (context, name) in [(first, "one"), (second, "two")] {
+                let memo = try context.insert(Memo.self)
+                memo.title = "\(name) \(round)"
+                memo.text = "text of \(name)"
+                memo.rating = round
+                #expect(memo.title == "\(name) \(round)" && memo.text == "text of \(name)" && memo.rating == round)
+                #expect(try memo.managedObject.value(forKey: "title") == .string("\(name) \(round)"))
+                #expect(try memo.managedObject.value(forKey: "rating") == .int(Int64(round)))
+                #expect(memo.lastError == nil)
+            }
+        }
+        try first.save()
+        try second.save()
+        let reread = try ObjectContext(store: two.store).fetch(Memo.self, sortedBy: [SortKey(\Memo.title)])
+        #expect(reread.map(\.title) == ["two 0", "two 1", "two 2"] && reread.map(\.rating) == [0, 1, 2])
+        // Options given to the wrapper reach the schema (a rename source is a string literal).
+        let declared = try #require(try Schema(version: 1, models: [Memo.self]).entity("Memo"))
+        #expect(declared.attributes.map(\.name) == ["title", "body", "rating"])
+        #expect(declared.attribute("rating")?.renamedFrom == "stars" && declared.attribute("rating")?.isIndexed == true)
     }
 
     @Test func modelsReadAndWriteAttributesAndRelationships() throws {

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// An object of an entity, registered in one ``ObjectContext``.
 ///
 /// A context holds one `ManagedObject` per ``ObjectID`` (uniquing). An object starts as a fault and loads its
@@ -107,7 +109,22 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     ///   store cannot hold (`Decimal.nan`), ``EntityStoreError/Code/unknownKey``,
     ///   ``EntityStoreError/Code/invalidObject`` for a deleted object.
     public func setValue(_ value: Value, forKey key: String) throws {
-        let index = try attributeIndex(key)
+        try setValue(value, at: try attributeIndex(key), key: key)
+    }
+
+    /// The value of a typed property's attribute, found through its slot (see `PropertySlot`).
+    @usableFromInline
+    func value(for slot: Unmanaged<PropertySlot>) throws -> Value {
+        try loadedValues()[try slot._withUnsafeGuaranteedRef { try attributeIndex($0) }]
+    }
+
+    /// Sets a typed property's attribute, found through its slot.
+    @usableFromInline
+    func setValue(_ value: Value, for slot: Unmanaged<PropertySlot>) throws {
+        try slot._withUnsafeGuaranteedRef { try setValue(value, at: try attributeIndex($0), key: $0.key) }
+    }
+
+    private func setValue(_ value: Value, at index: Int, key: String) throws {
         let attribute = entity.attributes[index]
         if let type = value.type, type != attribute.type {
             throw EntityStoreError(
@@ -205,6 +222,15 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
                 .unknownKey, "\(entity.name) has no attribute '\(key)'", entity: entity.name, key: key,
                 objectID: objectID)
         }
+        return index
+    }
+
+    /// The position of a typed property's attribute: where the slot last found it when the name there matches.
+    func attributeIndex(_ slot: PropertySlot) throws -> Int {
+        let hint = slot.hint.load(ordering: .relaxed)
+        if entity.hasAttribute(named: slot.key, at: hint) { return hint }
+        let index = try attributeIndex(slot.key)
+        slot.hint.store(index, ordering: .relaxed)
         return index
     }
 

@@ -17,7 +17,7 @@ enum ModelObservation {
     static func access<Owner: Model, T>(_ owner: Owner, _ keyPath: KeyPath<Owner, T>) {
         let box = owner.observationRegistrar
         box.registrar.access(owner, keyPath: keyPath)
-        box.registrar.access(owner as Model, keyPath: \Model.changeToken)
+        box.registrar.access(owner as Model, keyPath: Model.changeTokenPath)
     }
 
     /// Runs a write of `owner`'s `keyPath` as an observed mutation.
@@ -25,6 +25,18 @@ enum ModelObservation {
     static func mutation<Owner: Model, T>(_ owner: Owner, _ keyPath: KeyPath<Owner, T>, _ body: () -> Void) {
         guard let box = owner.registrarIfAny else { return body() }
         box.registrar.withMutation(of: owner, keyPath: keyPath, body)
+    }
+}
+
+/// Registrars of released models, for the next models of the context to read (see `Model.deinit`). Touched only
+/// from the context's isolation, like its models.
+final class RegistrarPool {
+    @exclusivity(unchecked) private var registrars: [RegistrarBox] = []
+
+    func take() -> RegistrarBox? { registrars.popLast() }
+
+    func put(_ registrar: RegistrarBox) {
+        if registrars.count < 256 { registrars.append(registrar) }
     }
 }
 
@@ -39,6 +51,8 @@ extension Model {
     /// Stands for "some stored property of this model": changes made without the model's setters are announced
     /// on it.
     @usableFromInline var changeToken: Int { 0 }
+    /// The key path of ``changeToken``, made once.
+    @usableFromInline static let changeTokenPath = \Model.changeToken
 
     /// Tells the model's observers that it changed without its setters.
     func announceExternalChange() {

@@ -29,7 +29,16 @@ open class Model {
     /// The managed object the model wraps.
     public let managedObject: ManagedObject
     /// The last error of a property accessor (which cannot throw).
-    public internal(set) var lastError: EntityStoreError?
+    public internal(set) var lastError: EntityStoreError? {
+        get { failure?.error }
+        set { failure = newValue.map(FailureBox.init) }
+    }
+    /// ``lastError``, boxed: a model that never fails (nearly all) carries one empty reference, not an error.
+    @exclusivity(unchecked) private var failure: FailureBox?
+    private final class FailureBox {
+        let error: EntityStoreError
+        init(_ error: EntityStoreError) { self.error = error }
+    }
     /// Who observes the model's properties (Swift's Observation), made by the first read: before any read nothing
     /// can be observing the model, so writes need not announce anything (and a model only written costs nothing).
     @usableFromInline @exclusivity(unchecked) var registrarIfAny: RegistrarBox?
@@ -38,9 +47,13 @@ open class Model {
         return makeRegistrar()
     }
 
+    /// Where registrars are taken from and returned to: the context's pool, given when the context wraps the
+    /// object (held strongly, so that neither a read nor the deinit goes through the object's weak context).
+    @exclusivity(unchecked) var registrarPool: RegistrarPool?
+
     @usableFromInline
     func makeRegistrar() -> RegistrarBox {
-        let registrar = managedObject.context?.registrarPool.popLast() ?? RegistrarBox()
+        let registrar = registrarPool?.take() ?? RegistrarBox()
         registrarIfAny = registrar
         return registrar
     }
@@ -57,9 +70,7 @@ open class Model {
         // Registrars are reused within a context: making and destroying one costs more than the rest of a typed
         // read. An observer of this (now gone) model that is still waiting may hear one change of the next
         // model's property of the same name: more often than needed, never less.
-        if let registrarIfAny, let context = managedObject.context, context.registrarPool.count < 256 {
-            context.registrarPool.append(registrarIfAny)
-        }
+        if let registrar = registrarIfAny.take() { registrarPool?.put(registrar) }
     }
 
     /// The entity the class maps to; the class's name by default.
@@ -153,17 +164,15 @@ extension ObjectContext {
     /// - Throws: When the class's properties do not match the schema, or the entity is unknown; nothing is
     ///   inserted then.
     public func insert<M: Model>(_ type: M.Type) throws -> M {
-        try checkModel(type)
-        return wrap(try insert(type.entityName), as: type)
+        wrap(try insert(try checkModel(type)), as: type)
     }
 
     /// The object for `id`, loaded and wrapped in a model class.
     public func existingObject<M: Model>(_ type: M.Type, with id: ObjectID) throws -> M {
-        guard id.entityName == type.entityName else {
-            throw EntityStoreError(
-                .typeMismatch, "\(id) is not a \(type.entityName)", entity: id.entityName, objectID: id)
+        let entityName = try checkModel(type)
+        guard id.entityName == entityName else {
+            throw EntityStoreError(.typeMismatch, "\(id) is not a \(entityName)", entity: id.entityName, objectID: id)
         }
-        try checkModel(type)
         return wrap(try existingObject(with: id), as: type)
     }
 
@@ -172,12 +181,12 @@ extension ObjectContext {
 
     /// Wraps a managed object of the model's entity (the same model instance while one is alive).
     public func model<M: Model>(_ type: M.Type, for object: ManagedObject) throws -> M {
-        guard object.entity.name == type.entityName else {
+        let entityName = try checkModel(type)
+        guard object.entity.name == entityName else {
             throw EntityStoreError(
-                .typeMismatch, "\(object.objectID) is not a \(type.entityName)", entity: object.entity.name,
+                .typeMismatch, "\(object.objectID) is not a \(entityName)", entity: object.entity.name,
                 objectID: object.objectID)
         }
-        try checkModel(type)
         return wrap(object, as: type)
     }
 
@@ -185,23 +194,33 @@ extension ObjectContext {
     func wrap<M: Model>(_ object: ManagedObject, as type: M.Type) -> M {
         if let model = object.model as? M { return model }
         let model = M(managedObject: object)
+        model.registrarPool = registrarPool
         object.model = model
         return model
     }
 
-    /// Checks a model class against the store's schema, once per store.
-    func checkModel<M: Model>(_ type: M.Type) throws {
+    /// Checks a model class against the store's schema, once per store, and gives its entity's name.
+    ///
+    /// The context remembers what the store checked and the class's entity name (`entityName` describes the class
+    /// by default, which costs more than the rest of a typed lookup), so that a typed access takes no lock and
+    /// names its entity once per class.
+    @discardableResult
+    func checkModel<M: Model>(_ type: M.Type) throws -> String {
         let id = ObjectIdentifier(type)
-        // The context remembers what the store checked, so that a typed access takes no lock.
-        if id == lastCheckedModel || checkedModels.contains(id) {
+        if id == lastCheckedModel { return lastCheckedEntityName }
+        if let entityName = checkedModels[id] {
             lastCheckedModel = id
-            return
+            lastCheckedEntityName = entityName
+            return entityName
         }
+        let entityName = type.entityName
         if !store.checkedModels.withLock({ $0.contains(id) }) {
-            try type.check(against: try store.storage(for: type.entityName).entity)
+            try type.check(against: try store.storage(for: entityName).entity)
             store.checkedModels.withLock { _ = $0.insert(id) }
         }
-        checkedModels.insert(id)
+        checkedModels[id] = entityName
         lastCheckedModel = id
+        lastCheckedEntityName = entityName
+        return entityName
     }
 }

@@ -49,10 +49,11 @@ public final class ObjectContext {
     /// Store changes waiting to be merged (automatic merging).
     let inbox = ChangeInbox()
     /// Observation registrars of released models, for the next models to read (see `Model.deinit`).
-    @exclusivity(unchecked) var registrarPool: [RegistrarBox] = []
+    let registrarPool = RegistrarPool()
     /// The model classes already checked against the store's schema.
-    @exclusivity(unchecked) var checkedModels: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) var checkedModels: [ObjectIdentifier: String] = [:]
     @exclusivity(unchecked) var lastCheckedModel: ObjectIdentifier?
+    @exclusivity(unchecked) var lastCheckedEntityName = ""
     /// Failures of typed-model setters (which cannot throw), thrown by the next save.
     @exclusivity(unchecked) var accessorFailures: [EntityStoreError] = []
     /// How a save resolves conflicts with changes saved elsewhere since the objects were read.

@@ -9,7 +9,64 @@ public enum StoredOption: Sendable, Hashable {
     /// Index and compare the attribute case-, diacritic- and width-insensitively (strings).
     case caseInsensitive
     /// The attribute's name in the previous schema version, for a rename migration.
-    case renamedFrom(String)
+    case renamedFrom(StaticString)
+
+    public static func == (lhs: StoredOption, rhs: StoredOption) -> Bool {
+        switch (lhs, rhs) {
+        case (.indexed, .indexed), (.unique, .unique), (.caseInsensitive, .caseInsensitive): true
+        case (.renamedFrom(let a), .renamedFrom(let b)): a.description == b.description
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .indexed: hasher.combine(0)
+        case .unique: hasher.combine(1)
+        case .caseInsensitive: hasher.combine(2)
+        case .renamedFrom(let name): hasher.combine(name.description)
+        }
+    }
+}
+
+/// A ``Stored`` wrapper's options, packed: what a model instance carries per attribute (wrappers are made with
+/// every instance, so they hold nothing that must be retained or released).
+@usableFromInline
+struct StoredOptions: Sendable {
+    @usableFromInline let flags: UInt8
+    @usableFromInline let renamedFrom: StaticString?
+
+    /// No options.
+    @inlinable
+    init() {
+        flags = 0
+        renamedFrom = nil
+    }
+
+    @inlinable
+    init(_ options: [StoredOption]) {
+        var flags: UInt8 = 0
+        var renamedFrom: StaticString?
+        for option in options {
+            switch option {
+            case .indexed: flags |= 1
+            case .unique: flags |= 2
+            case .caseInsensitive: flags |= 4
+            case .renamedFrom(let name): renamedFrom = name
+            }
+        }
+        self.flags = flags
+        self.renamedFrom = renamedFrom
+    }
+
+    var list: [StoredOption] {
+        var list: [StoredOption] = []
+        if flags & 1 != 0 { list.append(.indexed) }
+        if flags & 2 != 0 { list.append(.unique) }
+        if flags & 4 != 0 { list.append(.caseInsensitive) }
+        if let renamedFrom { list.append(.renamedFrom(renamedFrom)) }
+        return list
+    }
 }
 
 /// An attribute of a ``Model`` subclass, read and written through the wrapped managed object.
@@ -20,51 +77,57 @@ public enum StoredOption: Sendable, Hashable {
 /// @Stored(.unique, .caseInsensitive) var email: String?   // optional, unique without regard to case
 /// @Stored("pages", .indexed) var pageCount: Int?          // an explicit key
 /// ```
+///
+/// Keys and renamed-from names are string literals (`StaticString`): a wrapper is made with every model instance,
+/// and holds nothing that must be released with it.
 @propertyWrapper
 public struct Stored<T: ValueConvertible>: ModelProperty {
-    /// The key given explicitly, if any; the property's name otherwise.
-    public let explicitKey: String?
-    /// The options.
-    public let options: [StoredOption]
+    @usableFromInline let key: StaticString?
+    @usableFromInline let packedOptions: StoredOptions
     @usableFromInline let initialValue: T?
+
+    /// The key given explicitly, if any; the property's name otherwise.
+    public var explicitKey: String? { key?.description }
+    /// The options.
+    public var options: [StoredOption] { packedOptions.list }
 
     /// An attribute keyed by the property's name, without options.
     @inlinable
     public init() {
-        explicitKey = nil
-        options = []
+        key = nil
+        packedOptions = StoredOptions()
         initialValue = nil
     }
 
     /// An attribute keyed by the property's name.
     @inlinable
     public init(_ options: StoredOption...) {
-        explicitKey = nil
-        self.options = options
+        key = nil
+        packedOptions = StoredOptions(options)
         initialValue = nil
     }
 
     /// An attribute with an explicit key.
     @inlinable
-    public init(_ key: String, _ options: StoredOption...) {
-        explicitKey = key
-        self.options = options
+    public init(_ key: StaticString, _ options: StoredOption...) {
+        self.key = key
+        packedOptions = StoredOptions(options)
         initialValue = nil
     }
 
     /// An attribute keyed by the property's name whose default is the initial value.
     @inlinable
     public init(wrappedValue: T, _ options: StoredOption...) {
-        explicitKey = nil
-        self.options = options
+        key = nil
+        packedOptions = StoredOptions(options)
         initialValue = wrappedValue
     }
 
     /// An attribute with an explicit key whose default is the initial value.
     @inlinable
-    public init(wrappedValue: T, _ key: String, _ options: StoredOption...) {
-        explicitKey = key
-        self.options = options
+    public init(wrappedValue: T, _ key: StaticString, _ options: StoredOption...) {
+        self.key = key
+        packedOptions = StoredOptions(options)
         initialValue = wrappedValue
     }
 
@@ -80,15 +143,16 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
         storage storageKeyPath: ReferenceWritableKeyPath<Owner, Stored<T>>
     ) -> T {
         get {
-            let key = ModelKeys.key(of: owner, storageKeyPath)
+            let slot = ModelKeys.slot(of: owner, storageKeyPath)
             if let recorder = owner.managedObject.recorder {
-                recorder.keys.append(key)
+                recorder.keys.append(slot.takeUnretainedValue().key)
                 return T.fallback
             }
             ModelObservation.access(owner, wrappedKeyPath)
             do {
-                let value = try owner.managedObject.value(forKey: key)
+                let value = try owner.managedObject.value(for: slot)
                 guard let typed = T(value: value) else {
+                    let key = slot.takeUnretainedValue().key
                     owner.report(
                         EntityStoreError(
                             .typeMismatch, "\(owner.objectID).\(key) holds \(value), not \(T.self)",
@@ -98,17 +162,17 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
                 }
                 return typed
             } catch {
-                owner.report(error, "reading", key: key, write: false)
+                owner.report(error, "reading", key: slot.takeUnretainedValue().key, write: false)
                 return T.fallback
             }
         }
         set {
-            let key = ModelKeys.key(of: owner, storageKeyPath)
+            let slot = ModelKeys.slot(of: owner, storageKeyPath)
             ModelObservation.mutation(owner, wrappedKeyPath) {
                 do {
-                    try owner.managedObject.setValue(newValue.value, forKey: key)
+                    try owner.managedObject.setValue(newValue.value, for: slot)
                 } catch {
-                    owner.report(error, "setting", key: key, write: true)
+                    owner.report(error, "setting", key: slot.takeUnretainedValue().key, write: true)
                 }
             }
         }
@@ -116,13 +180,12 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
 
     @usableFromInline
     func declaration(key: String) -> Property {
-        var renamedFrom: String?
-        for case .renamedFrom(let name) in options { renamedFrom = name }
+        let flags = packedOptions.flags
         return .attribute(
             Attribute(
                 key, T.attributeType, optional: T.isOptional, default: initialValue?.value ?? .null,
-                indexed: options.contains(.indexed), unique: options.contains(.unique),
-                caseInsensitive: options.contains(.caseInsensitive), renamedFrom: renamedFrom))
+                indexed: flags & 1 != 0, unique: flags & 2 != 0, caseInsensitive: flags & 4 != 0,
+                renamedFrom: packedOptions.renamedFrom?.description))
     }
 
     @usableFromInline

@@ -45,6 +45,11 @@ public struct Entity: Codable, Sendable, Equatable {
         }
     }
 
+    /// Whether the attribute at `index` (any integer) is named `name`.
+    func hasAttribute(named name: String, at index: Int) -> Bool {
+        attributes.withUnsafeBufferPointer { buffer in buffer.indices.contains(index) && buffer[index].name == name }
+    }
+
     /// The relationship named `name`.
     public func relationship(_ name: String) -> Relationship? { relationships.first { $0.name == name } }
 }
