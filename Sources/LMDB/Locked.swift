@@ -8,8 +8,10 @@ import Glibc
 /// built on raw futexes that it cannot see, so every access through one looks like a race to it.
 package final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is only read or written between pthread_mutex_lock and pthread_mutex_unlock.
-    @usableFromInline var mutex = pthread_mutex_t()
-    @usableFromInline var value: Value
+    // @exclusivity(unchecked): the mutex is what orders the accesses (the run-time check only sees one thread's, and
+    // cost more than the locking itself).
+    @usableFromInline @exclusivity(unchecked) var mutex = pthread_mutex_t()
+    @usableFromInline @exclusivity(unchecked) var value: Value
 
     /// A lock holding `value`.
     package init(_ value: Value) {

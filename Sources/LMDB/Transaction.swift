@@ -9,16 +9,18 @@ public class ReadTransaction {
     /// The environment.
     public let environment: Environment
     @usableFromInline let pointer: OpaquePointer
-    @usableFromInline var isLive = true
+    // The mutable state below is `@exclusivity(unchecked)`: a transaction belongs to the thread that began it, and
+    // only its own methods touch these (the run-time checks ran on every get and cursor step).
+    @usableFromInline @exclusivity(unchecked) var isLive = true
     /// The environment's handle generation read before the transaction began: handles published later are not
     /// visible to it.
     @usableFromInline let beginGeneration: UInt64
     /// Handles this transaction opened: private to it until it commits.
-    var opened: [Database] = []
+    @exclusivity(unchecked) var opened: [Database] = []
     /// Whether this transaction holds the environment's open lock (from its first open to its end).
-    var holdsOpenLock = false
+    @exclusivity(unchecked) var holdsOpenLock = false
     /// Set when the transaction needs a handle published after it began: it is aborted and run again.
-    var needsRetry = false
+    @exclusivity(unchecked) var needsRetry = false
 
     init(environment: Environment, pointer: OpaquePointer, beginGeneration: UInt64) {
         self.environment = environment

@@ -5,6 +5,14 @@ import Testing
 @testable import EntityStore
 
 /// The store keeps fetch requests compiled and planned; what it keeps must never change what a fetch returns.
+extension FetchRequest {
+    func with(sortKeys: [SortKey]) -> FetchRequest {
+        var copy = self
+        copy.sortKeys = sortKeys
+        return copy
+    }
+}
+
 @Suite struct PreparedFetchTests {
     func titles(_ context: ObjectContext, _ request: FetchRequest) throws -> [String] {
         try context.fetch(request).map { try $0["title"].stringValue }
@@ -34,6 +42,41 @@ import Testing
             #expect(try titles(context, limited) == ["A Wizard of Earthsea"])
             #expect(try context.fetchObjectIDs(short).count == 3)
             #expect(store.preparedFetches.count == before + 3)
+        }
+    }
+
+    @Test func aRequestKeepsItsPreparedFormUntilWhatItAsksChanges() throws {
+        // A request remembers its prepared form; changing its entity, predicate or sort keys (on the request or a
+        // copy) must fetch by the new ones, and the same request used with another store must use that store's.
+        try withStore { store, _ in
+            _ = try Library(store)
+            try withStore { other, _ in
+                let context = ObjectContext(store: store)
+                var request = FetchRequest(
+                    entity: "Book", predicate: try FetchPredicate("pages < 200"), sortKeys: [SortKey("title")])
+                #expect(try titles(context, request).count == 3)
+                #expect(try titles(context, request).count == 3)
+                let copy = request
+                request.predicate = try FetchPredicate("pages < 350")
+                #expect(try titles(context, request).count == 4)
+                #expect(try titles(context, copy).count == 3)
+                request.sortKeys = [SortKey("title", ascending: false)]
+                #expect(
+                    try titles(context, request)
+                        == titles(context, request.with(sortKeys: [SortKey("title")])).reversed())
+                request.entity = "Author"
+                request.sortKeys = []
+                request.predicate = nil
+                #expect(try context.fetch(request).allSatisfy { $0.entity.name == "Author" })
+                // The other store is empty: the request prepared with the first store still answers for the second.
+                #expect(try ObjectContext(store: other).fetch(copy).isEmpty)
+                #expect(try titles(context, copy).count == 3)
+                // Equal requests stay equal whatever they have prepared.
+                #expect(
+                    copy
+                        == FetchRequest(
+                            entity: "Book", predicate: try FetchPredicate("pages < 200"), sortKeys: [SortKey("title")]))
+            }
         }
     }
 
@@ -128,6 +171,25 @@ import Testing
         // Invalid UTF-8 after a long ASCII run is still refused.
         for bad: [UInt8] in [[0xC3, 0x28], Array("12345678".utf8) + [0xFF], Array("1234567".utf8) + [0x80]] {
             #expect(bad.withUnsafeBytes { ByteReader.text($0) } == nil)
+        }
+        // Overlong forms, surrogates, code points above U+10FFFF, bytes that never occur, truncated sequences.
+        for bad: [UInt8] in [
+            [0xC0, 0x80], [0xC1, 0xBF], [0xE0, 0x80, 0x80], [0xE0, 0x9F, 0xBF], [0xED, 0xA0, 0x80], [0xED, 0xBF, 0xBF],
+            [0xF0, 0x80, 0x80, 0x80], [0xF0, 0x8F, 0xBF, 0xBF], [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80],
+            [0xFE], [0xE2, 0x82], [0xF0, 0x9F, 0x99], [0x61, 0xC3], [0xE2, 0x28, 0xA1],
+        ] {
+            #expect(bad.withUnsafeBytes { ByteReader.text($0) } == nil, "\(bad)")
+        }
+        // The validator agrees with the standard library's on random bytes drawn mostly from UTF-8's lead and
+        // continuation ranges (so that many sequences are almost valid).
+        var generator = SystemRandomNumberGenerator()
+        let pool: [ClosedRange<UInt8>] = [0x00...0x7F, 0x80...0xBF, 0x80...0xBF, 0xC0...0xDF, 0xE0...0xEF, 0xF0...0xFF]
+        for _ in 0..<20_000 {
+            let bytes = (0..<Int.random(in: 1...12, using: &generator)).map { _ in
+                UInt8.random(in: pool.randomElement(using: &generator)!, using: &generator)
+            }
+            let expected = String(validating: bytes, as: UTF8.self)
+            #expect(bytes.withUnsafeBytes { ByteReader.text($0) } == expected, "\(bytes)")
         }
     }
 }

@@ -33,7 +33,10 @@ public final class ObjectContext {
     /// Faults from a batched fetch: faulting one loads its whole batch.
     @exclusivity(unchecked) var faultBatches: [ObjectID: FaultBatch] = [:]
     /// The identity of this context instance, recorded with its saves.
-    public let contextID = UUID()
+    ///
+    /// Made when first asked for (by a save, a merge or the app): a random UUID costs a system call, which was half
+    /// of making and releasing a context (contexts made per query, as in the benchmarks, paid it every time).
+    public private(set) lazy var contextID = UUID()
     /// States of objects before their first change since the last `processPendingChanges()`.
     @exclusivity(unchecked) var pendingSnapshot: [ObjectID: ObjectState?] = [:] { didSet { lastPending = nil } }
     /// The object (and scope) `recordPending` saw last: writing several values of one object records it once.

@@ -96,11 +96,14 @@ public struct FetchRequest: Hashable, Sendable {
     }
 
     /// The entity to fetch.
-    public var entity: String
+    public var entity: String { didSet { memo = PreparedMemo() } }
     /// The condition objects must meet; `nil` for all.
-    public var predicate: FetchPredicate?
+    public var predicate: FetchPredicate? { didSet { memo = PreparedMemo() } }
     /// The order; ties are broken by object ID, so the order is total.
-    public var sortKeys: [SortKey]
+    public var sortKeys: [SortKey] { didSet { memo = PreparedMemo() } }
+    /// The request's prepared form, kept with the request: a request fetched again finds it without hashing its
+    /// predicate. Copies share it; changing what preparing reads (entity, predicate, sort keys) starts a new one.
+    var memo = PreparedMemo()
     /// At most this many results; 0 for no limit.
     public var fetchLimit: Int = 0
     /// Skip this many results first.
@@ -127,6 +130,26 @@ public struct FetchRequest: Hashable, Sendable {
         self.entity = entity
         self.predicate = predicate
         self.sortKeys = sortKeys
+    }
+
+    public static func == (lhs: FetchRequest, rhs: FetchRequest) -> Bool {
+        lhs.entity == rhs.entity && lhs.predicate == rhs.predicate && lhs.sortKeys == rhs.sortKeys
+            && lhs.fetchLimit == rhs.fetchLimit && lhs.fetchOffset == rhs.fetchOffset
+            && lhs.fetchBatchSize == rhs.fetchBatchSize && lhs.resultType == rhs.resultType
+            && lhs.includesPendingChanges == rhs.includesPendingChanges
+            && lhs.relationshipKeyPathsForPrefetching == rhs.relationshipKeyPathsForPrefetching
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(entity)
+        hasher.combine(predicate)
+        hasher.combine(sortKeys)
+        hasher.combine(fetchLimit)
+        hasher.combine(fetchOffset)
+        hasher.combine(fetchBatchSize)
+        hasher.combine(resultType)
+        hasher.combine(includesPendingChanges)
+        hasher.combine(relationshipKeyPathsForPrefetching)
     }
 }
 

@@ -1,4 +1,5 @@
 import LMDB
+import Synchronization
 
 /// What a fetch request needs before it reads anything, worked out once per store and kept: the predicate
 /// compiled against the schema, the sort keys resolved, the record filter, the attributes a scan decodes and the
@@ -71,23 +72,49 @@ final class PreparedFetch: @unchecked Sendable {
     }
 }
 
+/// A request's prepared form, kept with the request (see `FetchRequest.memo`): set once, by the first store that
+/// prepares the request, and only for requests whose preparation may be shared (see `PreparedFetch.Key`).
+final class PreparedMemo: Sendable {
+    final class Entry: Sendable {
+        let serial: UInt64
+        let prepared: PreparedFetch
+        init(serial: UInt64, prepared: PreparedFetch) {
+            self.serial = serial
+            self.prepared = prepared
+        }
+    }
+    let entry = AtomicLazyReference<Entry>()
+}
+
 /// The store's prepared fetches, bounded: when full, it starts over (an app has a handful of distinct requests;
 /// one that builds endless distinct predicates only pays for preparing them, as it would without the cache).
 final class PreparedFetches: Sendable {
     private let entries = Locked<[PreparedFetch.Key: PreparedFetch]>([:])
     static let capacity = 128
+    /// Which store's prepared fetches these are, unique in the process (a request's memo names it).
+    let serial = PreparedFetches.serials.add(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
 
     /// The prepared form of `request`, made and kept on first use. Errors (an unknown entity, a bad predicate or
     /// sort key) are thrown every time and nothing is kept.
+    ///
+    /// A request fetched again with the same store finds its prepared form in its memo (one atomic load); the
+    /// first store a request meets keeps its memo, others look the request up by its key.
     func prepared(_ request: FetchRequest, store: PersistentStore) throws -> PreparedFetch {
+        if let kept = request.memo.entry.load(), kept.serial == serial { return kept.prepared }
         guard let key = PreparedFetch.Key(request) else { return try PreparedFetch(request, store: store) }
-        if let found = entries.withLock({ $0[key] }) { return found }
-        let made = try PreparedFetch(request, store: store)
-        entries.withLock { entries in
-            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[key] = made
+        let prepared: PreparedFetch
+        if let found = entries.withLock({ $0[key] }) {
+            prepared = found
+        } else {
+            prepared = try PreparedFetch(request, store: store)
+            entries.withLock { entries in
+                if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+                entries[key] = prepared
+            }
         }
-        return made
+        _ = request.memo.entry.storeIfNil(PreparedMemo.Entry(serial: serial, prepared: prepared))
+        return prepared
     }
 
     var count: Int { entries.withLock { $0.count } }

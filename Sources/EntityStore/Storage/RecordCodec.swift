@@ -251,7 +251,9 @@ enum RecordCodec {
 /// A bounds-checked reader over stored bytes; every failure names what it was reading.
 struct ByteReader {
     /// The string `raw` holds, or `nil` when it is not valid UTF-8. ASCII (most stored text) is checked eight bytes
-    /// at a time and taken as is; anything else goes through the standard library's full validation.
+    /// at a time; other text is validated here, sequence by sequence (the standard library's
+    /// `String(validating:as:)` is generic and cost more than the rest of a record's decoding). Valid bytes are then
+    /// taken as they are.
     static func text(_ raw: UnsafeRawBufferPointer) -> String? {
         var i = 0
         var high: UInt64 = 0
@@ -263,8 +265,53 @@ struct ByteReader {
             high |= UInt64(raw[i])
             i += 1
         }
-        if high & 0x8080_8080_8080_8080 == 0 { return String(decoding: raw, as: UTF8.self) }
-        return String(validating: raw, as: UTF8.self)
+        if high & 0x8080_8080_8080_8080 != 0, !isValidUTF8(raw) { return nil }
+        return String(decoding: raw, as: UTF8.self)
+    }
+
+    /// Whether `raw` is well-formed UTF-8 (Unicode 15, table 3-7): no overlong forms, no surrogates, nothing above
+    /// U+10FFFF, no truncated sequence.
+    static func isValidUTF8(_ raw: UnsafeRawBufferPointer) -> Bool {
+        var i = 0
+        let count = raw.count
+        while i < count {
+            let lead = raw[i]
+            if lead < 0x80 {
+                i += 1
+                continue
+            }
+            let length: Int
+            var low: UInt8 = 0x80
+            var high: UInt8 = 0xBF
+            switch lead {
+            case 0xC2...0xDF: length = 2
+            case 0xE0:
+                length = 3
+                low = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED:
+                length = 3
+                high = 0x9F
+            case 0xF0:
+                length = 4
+                low = 0x90
+            case 0xF1...0xF3: length = 4
+            case 0xF4:
+                length = 4
+                high = 0x8F
+            default: return false
+            }
+            guard count - i >= length else { return false }
+            let second = raw[i + 1]
+            guard second >= low, second <= high else { return false }
+            var k = 2
+            while k < length {
+                guard raw[i + k] & 0xC0 == 0x80 else { return false }
+                k += 1
+            }
+            i += length
+        }
+        return true
     }
 
     let bytes: UnsafeRawBufferPointer
