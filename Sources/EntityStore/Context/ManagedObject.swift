@@ -25,9 +25,34 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     // lives in its context's isolation domain and is read and written on every access.
 
     /// Current attribute values in schema order; `nil` while the object is a fault.
-    @exclusivity(unchecked) var values: [Value]?
+    var values: [Value]? {
+        get {
+            if pendingRecord != nil { materialize() }
+            return loaded
+        }
+        set {
+            if pendingRecord != nil { materialize() }
+            loaded = newValue
+        }
+    }
     /// Values as last read from or written to the store; `nil` for an inserted object.
-    @exclusivity(unchecked) var committed: [Value]?
+    var committed: [Value]? {
+        get {
+            if pendingRecord != nil { materialize() }
+            return loadedCommitted
+        }
+        set {
+            if pendingRecord != nil { materialize() }
+            loadedCommitted = newValue
+        }
+    }
+    @exclusivity(unchecked) private var loaded: [Value]?
+    @exclusivity(unchecked) private var loadedCommitted: [Value]?
+    /// The record a fetch read for this object, kept as bytes (checked when read) and decoded into ``values`` the
+    /// first time they are used: a fetch whose objects are only counted, passed on or partly read decodes nothing it
+    /// does not need. The bytes are the fetch's snapshot, so the values are those of the fetch whenever they are
+    /// decoded.
+    @exclusivity(unchecked) private var pendingRecord: [UInt8]?
     /// The row version the values were read at (optimistic locking).
     @exclusivity(unchecked) var rowVersion: UInt64 = 0
     /// Current relationship targets, by relationship name, loaded one relationship at a time.
@@ -66,7 +91,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Whether the object's values have not been loaded yet.
-    public var isFault: Bool { values == nil && !isInserted }
+    public var isFault: Bool { loaded == nil && pendingRecord == nil && !isInserted }
 
     /// Whether the object has unsaved changes to its values or relationships (and is neither inserted nor deleted).
     public var isUpdated: Bool { !isInserted && !isDeleted && hasChanges }
@@ -75,7 +100,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     public var hasChanges: Bool {
         if isInserted && isDeleted { return false }  // inserted, then deleted: nothing to save
         if isInserted || isDeleted { return true }
-        if let values, let committed, values != committed { return true }
+        if pendingRecord == nil, let values, let committed, values != committed { return true }
         return related.contains { committedRelated[$0.key] != $0.value }
     }
 
@@ -262,5 +287,33 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
         if let values { return values }
         try liveContext().fault(in: self)
         return values ?? []
+    }
+
+    /// Whether the object holds its values, decoded or as a fetched record (neither a fault nor inserted).
+    var hasStoredState: Bool { loaded != nil || pendingRecord != nil }
+
+    /// Keeps a fetched record (checked by `RecordCodec.validate`) to decode when the values are first used.
+    func keep(record: [UInt8], rowVersion: UInt64) {
+        loaded = nil
+        loadedCommitted = nil
+        pendingRecord = record
+        self.rowVersion = rowVersion
+    }
+
+    /// Decodes the kept record into the values. The bytes were checked when fetched, so this does not fail; if it
+    /// ever did, the object is left a fault, and the next use reads the record again and reports what is wrong.
+    private func materialize() {
+        guard let record = pendingRecord else { return }
+        pendingRecord = nil
+        do {
+            let decoded = try record.withUnsafeBytes {
+                try RecordCodec.decode($0, entity: entity, key: objectID.primaryKey)
+            }
+            loaded = decoded.values
+            loadedCommitted = decoded.values
+        } catch {
+            loaded = nil
+            loadedCommitted = nil
+        }
     }
 }

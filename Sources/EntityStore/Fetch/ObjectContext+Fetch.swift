@@ -74,7 +74,8 @@ extension ObjectContext {
     struct Candidate {
         var id: ObjectID
         var sortValues: [Value]
-        var record: (values: [Value], rowVersion: UInt64)?
+        /// The object's record as read (checked), and its row version.
+        var record: (bytes: [UInt8], rowVersion: UInt64)?
         var dictionary: [String: Value]?
     }
 
@@ -161,7 +162,8 @@ extension ObjectContext {
                         }
                     }
                     if wantsRecords {
-                        candidate.record = try RecordCodec.decode(bytes, entity: entity, key: id.primaryKey)
+                        let rowVersion = try RecordCodec.validate(bytes, entity: entity, key: id.primaryKey)
+                        candidate.record = (Array(bytes), rowVersion)
                     }
                     candidates.append(candidate)
                 }
@@ -255,11 +257,14 @@ extension ObjectContext {
                 var rows: [SnapshotRow] = []
                 for candidate in candidates {
                     guard let record = candidate.record else { continue }
+                    let values = try record.bytes.withUnsafeBytes {
+                        try RecordCodec.decode($0, entity: storage.entity, key: candidate.id.primaryKey).values
+                    }
                     var relationships: [String: [ObjectID]] = [:]
                     for relationship in storage.entity.relationships {
                         relationships[relationship.name] = try reader.storedTargets(of: candidate.id, relationship)
                     }
-                    rows.append(SnapshotRow(id: candidate.id, values: record.values, relationships: relationships))
+                    rows.append(SnapshotRow(id: candidate.id, values: values, relationships: relationships))
                 }
                 return (rows, try txn.id)
             }
@@ -292,11 +297,9 @@ extension ObjectContext {
         for (position, candidate) in candidates.enumerated() {
             let object = registered(candidate.id, entity: entity)
             let loadNow = batchSize == 0 || position < batchSize
-            if object.values == nil && !object.isInserted {
+            if !object.hasStoredState && !object.isInserted {
                 if loadNow, let record = candidate.record {
-                    object.values = record.values
-                    object.committed = record.values
-                    object.rowVersion = record.rowVersion
+                    object.keep(record: record.bytes, rowVersion: record.rowVersion)
                 } else if !loadNow {
                     if batch == nil || batch!.ids.count >= batchSize {
                         batch = FaultBatch()
@@ -334,7 +337,7 @@ extension ObjectContext {
 
     /// Loads several faults in one read transaction; objects missing from the store stay faults.
     func loadFaults(_ objects: [ManagedObject]) throws {
-        let faults = objects.filter { $0.values == nil && !$0.isInserted }
+        let faults = objects.filter { !$0.hasStoredState && !$0.isInserted }
         guard !faults.isEmpty else { return }
         try mappingStorageErrors("loading \(faults.count) objects") {
             try store.read { txn in

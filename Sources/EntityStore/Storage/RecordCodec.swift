@@ -212,6 +212,47 @@ enum RecordCodec {
         }
     }
 
+    /// Checks a record of `entity` as ``decode(_:entity:key:)`` would, without making its values: every check
+    /// decode makes (format, count, tags, lengths, bools, UTF-8, decimals, trailing bytes) is made here, so a record
+    /// that passes decodes without error.
+    /// - Returns: The row version.
+    static func validate(_ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil) throws -> UInt64 {
+        var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
+        let version = try reader.byte("format version")
+        guard version == formatVersion else {
+            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
+        }
+        let rowVersion = try reader.varint("row version")
+        let count = try reader.varint("attribute count")
+        guard count == UInt64(entity.attributes.count) else {
+            throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
+        }
+        let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
+        try entity.attributes.withUnsafeBufferPointer { attributes in
+            for i in attributes.indices {
+                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 { continue }
+                let type = attributes[i].type
+                let found = try reader.byte("type tag of '\(attributes[i].name)'")
+                guard found == tag(of: type) else {
+                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', \(type.withArticle)")
+                }
+                switch type {
+                case .string:
+                    let raw = try reader.bytes(try reader.length("'\(attributes[i].name)'"), "'\(attributes[i].name)'")
+                    guard ByteReader.isValidText(raw) else {
+                        throw reader.corrupt("string '\(attributes[i].name)' is not valid UTF-8")
+                    }
+                case .decimal: _ = try reader.value(of: type, attributes[i].name)
+                default: try reader.skip(type, attributes[i].name)
+                }
+            }
+        }
+        guard reader.offset == bytes.count else {
+            throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
+        }
+        return rowVersion
+    }
+
     /// Reads only the row version of a record.
     static func rowVersion(_ bytes: UnsafeRawBufferPointer, entity: String) throws -> UInt64 {
         var reader = ByteReader(bytes: bytes, entity: entity)
@@ -255,6 +296,12 @@ struct ByteReader {
     /// `String(validating:as:)` is generic and cost more than the rest of a record's decoding). Valid bytes are then
     /// taken as they are.
     static func text(_ raw: UnsafeRawBufferPointer) -> String? {
+        guard isValidText(raw) else { return nil }
+        return String(decoding: raw, as: UTF8.self)
+    }
+
+    /// Whether `raw` is valid UTF-8: ASCII checked eight bytes at a time, anything else by ``isValidUTF8(_:)``.
+    static func isValidText(_ raw: UnsafeRawBufferPointer) -> Bool {
         var i = 0
         var high: UInt64 = 0
         while i + 8 <= raw.count {
@@ -265,8 +312,7 @@ struct ByteReader {
             high |= UInt64(raw[i])
             i += 1
         }
-        if high & 0x8080_8080_8080_8080 != 0, !isValidUTF8(raw) { return nil }
-        return String(decoding: raw, as: UTF8.self)
+        return high & 0x8080_8080_8080_8080 == 0 || isValidUTF8(raw)
     }
 
     /// Whether `raw` is well-formed UTF-8 (Unicode 15, table 3-7): no overlong forms, no surrogates, nothing above
