@@ -80,6 +80,32 @@ extension FetchRequest {
         }
     }
 
+    @Test func fetchedObjectsAnswerFromTheFetchsSnapshotWhenFirstRead() throws {
+        // Fetched objects decode their record when first used; what they answer is still the fetch's snapshot,
+        // and changing them works as on any loaded object.
+        try withStore { store, _ in
+            let library = try Library(store)
+            let reader = ObjectContext(store: store)
+            let request = FetchRequest(entity: "Book", predicate: try FetchPredicate("pages > 400"))
+            let fetched = try reader.fetch(request)
+            #expect(fetched.count == 1 && fetched.allSatisfy { !$0.isFault && !$0.hasChanges })
+            let writer = ObjectContext(store: store)
+            try writer.existingObject(with: library.ids["Die unendliche Geschichte"]!).setValue(
+                "Die unendliche Geschichte (neu)", forKey: "title")
+            try writer.save()
+            let book = fetched[0]
+            #expect(try book["title"] == "Die unendliche Geschichte")
+            #expect(book.changedValues().isEmpty)
+            try book.setValue(.int(429), forKey: "pages")
+            #expect(book.changedValues() == ["pages": .int(429)] && book.hasChanges)
+            #expect(try book.committedValues(forKeys: ["pages"]) == ["pages": .int(428)])
+            // A second fetch in the same context keeps the object's unsaved change.
+            #expect(try reader.fetch(request).first?["pages"] == .int(429))
+            // The save is checked against the row version the fetch read: the writer's save is a conflict.
+            #expect(entityStoreError { try reader.save() }?.code == .conflict)
+        }
+    }
+
     @Test func aPreparedIndexPlanStillSeesUnsavedChanges() throws {
         try withStore { store, _ in
             _ = try Library(store)
