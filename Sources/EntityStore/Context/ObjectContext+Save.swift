@@ -4,8 +4,9 @@ extension ObjectContext {
     /// Saves every unsaved change in one write transaction.
     ///
     /// First the delete rules run (cascade over as many levels as the relationships go, nullify, deny); then every
-    /// object is validated (required values, uniqueness against the store and within the save, deny rules,
-    /// conflicts with saves made elsewhere since the object was read) and *every* failure is reported at once.
+    /// object is validated (required values, attribute rules, the store's custom rules, uniqueness against the store
+    /// and within the save, deny rules, conflicts with saves made elsewhere since the object was read) and *every*
+    /// failure is reported at once.
     /// Records, index entries and both directions of every relationship are written together.
     ///
     /// On any error the store and the context are exactly as they were before the call, and the save can be
@@ -52,6 +53,7 @@ extension ObjectContext {
             do {
                 var failures = try propagateDeletes(keeping: keptByStore)
                 failures += validateValues()
+                failures += runValidationRules()
                 (record, resolutions) = try writeChanges(requiredFailures: failures)
             } catch let kept as DeletesKeptByStore {
                 // Nothing was written: start over with those objects alive, as stored.
@@ -142,7 +144,8 @@ extension ObjectContext {
         return failures
     }
 
-    /// Required attributes and required to-one relationships of the objects that will be stored.
+    /// Required attributes, attribute rules (``AttributeValidation``) and required to-one relationships of the
+    /// objects that will be stored.
     func validateValues() -> [EntityStoreError.Failure] {
         var failures: [EntityStoreError.Failure] = []
         for object in dirty.compactMap({ registered[$0] }).sorted(by: { $0.objectID < $1.objectID })
@@ -156,6 +159,11 @@ extension ObjectContext {
                                 message: "a required value is missing"))
                     } else if let problem = values[i].storageProblem {
                         // Set by a path that skipped setValue's check (a default, say).
+                        failures.append(
+                            .init(
+                                entity: object.entity.name, key: attribute.name, objectID: object.objectID,
+                                message: problem))
+                    } else if let validation = attribute.validation, let problem = validation.problem(with: values[i]) {
                         failures.append(
                             .init(
                                 entity: object.entity.name, key: attribute.name, objectID: object.objectID,

@@ -10,11 +10,15 @@ public enum StoredOption: Sendable, Hashable {
     case caseInsensitive
     /// The attribute's name in the previous schema version, for a rename migration.
     case renamedFrom(StaticString)
+    /// Rules the values must follow, checked by every save: `.validated(.range(1, 5))`, `.validated(.length(1...80))`,
+    /// `.validated(.pattern("[A-Z]{3}"))` (see ``AttributeValidation``).
+    case validated(AttributeValidation)
 
     public static func == (lhs: StoredOption, rhs: StoredOption) -> Bool {
         switch (lhs, rhs) {
         case (.indexed, .indexed), (.unique, .unique), (.caseInsensitive, .caseInsensitive): true
         case (.renamedFrom(let a), .renamedFrom(let b)): a.description == b.description
+        case (.validated(let a), .validated(let b)): a == b
         default: false
         }
     }
@@ -25,38 +29,51 @@ public enum StoredOption: Sendable, Hashable {
         case .unique: hasher.combine(1)
         case .caseInsensitive: hasher.combine(2)
         case .renamedFrom(let name): hasher.combine(name.description)
+        case .validated(let rules): hasher.combine(rules)
         }
     }
 }
 
+/// A wrapper's validation rules, boxed: only wrappers given rules carry one.
+@usableFromInline
+final class StoredValidation: Sendable {
+    let rules: AttributeValidation
+    @usableFromInline init(_ rules: AttributeValidation) { self.rules = rules }
+}
+
 /// A ``Stored`` wrapper's options, packed: what a model instance carries per attribute (wrappers are made with
-/// every instance, so they hold nothing that must be retained or released).
+/// every instance, so they hold little that must be retained or released: validation rules, when given, in one box).
 @usableFromInline
 struct StoredOptions: Sendable {
     @usableFromInline let flags: UInt8
     @usableFromInline let renamedFrom: StaticString?
+    @usableFromInline let validation: StoredValidation?
 
     /// No options.
     @inlinable
     init() {
         flags = 0
         renamedFrom = nil
+        validation = nil
     }
 
     @inlinable
     init(_ options: [StoredOption]) {
         var flags: UInt8 = 0
         var renamedFrom: StaticString?
+        var validation: StoredValidation?
         for option in options {
             switch option {
             case .indexed: flags |= 1
             case .unique: flags |= 2
             case .caseInsensitive: flags |= 4
             case .renamedFrom(let name): renamedFrom = name
+            case .validated(let rules): validation = StoredValidation(rules)
             }
         }
         self.flags = flags
         self.renamedFrom = renamedFrom
+        self.validation = validation
     }
 
     var list: [StoredOption] {
@@ -65,6 +82,7 @@ struct StoredOptions: Sendable {
         if flags & 2 != 0 { list.append(.unique) }
         if flags & 4 != 0 { list.append(.caseInsensitive) }
         if let renamedFrom { list.append(.renamedFrom(renamedFrom)) }
+        if let validation { list.append(.validated(validation.rules)) }
         return list
     }
 }
@@ -185,7 +203,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
             Attribute(
                 key, T.attributeType, optional: T.isOptional, default: initialValue?.value ?? .null,
                 indexed: flags & 1 != 0, unique: flags & 2 != 0, caseInsensitive: flags & 4 != 0,
-                renamedFrom: packedOptions.renamedFrom?.description))
+                renamedFrom: packedOptions.renamedFrom?.description, validation: packedOptions.validation?.rules))
     }
 
     @usableFromInline

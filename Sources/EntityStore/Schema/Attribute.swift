@@ -18,6 +18,7 @@ public enum AttributeType: String, Codable, Sendable, CaseIterable {
 /// Attribute("title", .string, indexed: true)
 /// Attribute("rating", .int64, default: 3)
 /// Attribute("nickname", .string, optional: true, renamedFrom: "alias")
+/// Attribute("stars", .int64, default: 3, validation: .range(1, 5))
 /// ```
 public struct Attribute: Codable, Sendable, Hashable {
     /// The attribute's name, unique in its entity.
@@ -36,12 +37,16 @@ public struct Attribute: Codable, Sendable, Hashable {
     public var isCaseInsensitive: Bool
     /// The attribute's name in the previous schema version, for a rename migration.
     public var renamedFrom: String?
+    /// Rules its values must follow (range, length, pattern), checked by every save; nil for none.
+    public var validation: AttributeValidation?
 
     /// Declares an attribute.
     public init(
         _ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value = .null,
-        indexed: Bool = false, unique: Bool = false, caseInsensitive: Bool = false, renamedFrom: String? = nil
+        indexed: Bool = false, unique: Bool = false, caseInsensitive: Bool = false, renamedFrom: String? = nil,
+        validation: AttributeValidation? = nil
     ) {
+        self.validation = validation
         self.name = name
         self.type = type
         self.isOptional = optional

@@ -94,6 +94,16 @@ public struct Schema: Codable, Sendable, Equatable {
                 if let problem = attribute.defaultValue.storageProblem {
                     failures.append(.init(entity: entity.name, key: name, message: "the default: \(problem)"))
                 }
+                for problem in attribute.validation?.problems(for: attribute.type) ?? [] {
+                    failures.append(.init(entity: entity.name, key: name, message: "validation: \(problem)"))
+                }
+                if let validation = attribute.validation,
+                    let problem = validation.problem(with: attribute.defaultValue),
+                    validation.problems(for: attribute.type).isEmpty
+                {
+                    failures.append(
+                        .init(entity: entity.name, key: name, message: "the default breaks its rules: \(problem)"))
+                }
                 if attribute.isCaseInsensitive && attribute.type != .string {
                     failures.append(
                         .init(entity: entity.name, key: name, message: "only string attributes can be case-insensitive")

@@ -37,6 +37,7 @@ extension PersistentStore {
         rows.reserveCapacity(objects.count)
         let defaults = entity.attributes.map(\.defaultValue)
         let types = entity.attributes.map(\.type)
+        let rules = entity.attributes.map(\.validation)
         for (position, object) in objects.enumerated() {
             var values = defaults
             var mistyped = Set<Int>()  // reported once, as a wrong type
@@ -51,6 +52,9 @@ extension PersistentStore {
                     mistyped.insert(index)
                     failures.append(failure)
                     continue
+                }
+                if let rules = rules[index], let problem = rules.problem(with: value) {
+                    failures.append(Self.ruleFailure(problem, entity, index, position: position))
                 }
                 values[index] = value
             }
@@ -111,6 +115,7 @@ extension PersistentStore {
         if !complete { full.reserveCapacity(rows.count) }
         // Per column: the attribute's type, checked per value without copying the attribute.
         let types = positions.map { entity.attributes[$0].type }
+        let rules = positions.map { entity.attributes[$0].validation }
         let required = entity.attributes.indices.filter { !entity.attributes[$0].isOptional }
         for (position, row) in rows.enumerated() {
             guard row.count == keys.count else {
@@ -130,9 +135,12 @@ extension PersistentStore {
                 {
                     mistyped.insert(index)
                     failures.append(failure)
-                } else if !complete {
-                    values[index] = value
+                    continue
                 }
+                if let rules = rules[column], let problem = rules.problem(with: value) {
+                    failures.append(Self.ruleFailure(problem, entity, index, position: position))
+                }
+                if !complete { values[index] = value }
             }
             if required.contains(where: { values[$0].isNull }) {
                 Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
@@ -175,6 +183,13 @@ extension PersistentStore {
             return .init(entity: entity.name, key: key, message: "object \(position): \(key): \(problem)")
         }
         return nil
+    }
+
+    private static func ruleFailure(
+        _ problem: String, _ entity: Entity, _ index: Int, position: Int
+    ) -> EntityStoreError.Failure {
+        let key = entity.attributes[index].name
+        return .init(entity: entity.name, key: key, message: "object \(position): \(key): \(problem)")
     }
 
     private static func checkRequired(

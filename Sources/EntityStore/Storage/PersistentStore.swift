@@ -48,6 +48,8 @@ public final class PersistentStore: Sendable {
     let publisher = StorePublisher()
     /// Fetch requests compiled and planned, by entity, predicate and sort keys.
     let preparedFetches = PreparedFetches()
+    /// Custom validation rules by entity (see `addValidation(for:_:)`).
+    let validationRules = Locked<[String: [ValidationRule]]>([:])
     /// Model classes already checked against the schema.
     let checkedModels = Locked<Set<ObjectIdentifier>>([])
     /// The schema stamp the store's records must carry for this store to use them (checked by every read and write).
