@@ -13,7 +13,7 @@ if arguments.contains("-h") || arguments.contains("--help") {
     print(usage)
     exit(0)
 }
-let scenarios = Set((1...8).map { "S\($0)" })
+let scenarios = Set((1...9).map { "S\($0)" })
 var argumentIndex = 0
 while argumentIndex < arguments.count {
     let argument = arguments[argumentIndex]
@@ -27,7 +27,7 @@ while argumentIndex < arguments.count {
         argumentIndex += 1
         if let unknown = names.first(where: { !scenarios.contains($0) }) {
             FileHandle.standardError.write(
-                Data("entitystore-bench: no scenario '\(unknown)' (S1...S8)\n\(usage)\n".utf8))
+                Data("entitystore-bench: no scenario '\(unknown)' (S1...S9)\n\(usage)\n".utf8))
             exit(64)
         }
     default:
@@ -79,6 +79,7 @@ do {
         if runs("S7") { try s7(report, store, n) }
         try? FileManager.default.removeItem(atPath: path)
     }
+    if runs("S9") { try s9(report, sizes.scan) }
     if runs("S8") {
         for _ in 0..<3 {
             try s8(report, sizes.crossProcessSaves, idleSaves: quick ? 3 : 10, idleGap: quick ? 0.5 : 1.5)

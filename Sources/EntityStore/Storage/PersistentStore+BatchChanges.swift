@@ -1,0 +1,341 @@
+import LMDB
+
+/// What a batch update or delete did.
+public struct BatchResult: Sendable, Hashable {
+    /// The objects changed: for an update, those the predicate matched; for a delete, those it matched and those
+    /// their cascade rules deleted with them.
+    public var objectIDs: [ObjectID]
+    /// How many objects were changed.
+    public var count: Int { objectIDs.count }
+}
+
+/// One attribute a typed batch update sets: `.set(\Book.inPrint, false)`.
+public struct ModelAssignment<M: Model>: Sendable {
+    /// The attribute's key.
+    public let key: String
+    /// The value set.
+    public let value: Value
+
+    /// Sets the attribute a key path reads to `value`.
+    public static func set<T: ValueConvertible>(_ keyPath: KeyPath<M, T>, _ value: T) -> ModelAssignment {
+        ModelAssignment(key: ModelKeys.text(keyPath), value: value.value)
+    }
+}
+
+extension PersistentStore {
+    /// Sets attributes of every object a predicate matches, in one write transaction, without loading the objects
+    /// into a context: Core Data's `NSBatchUpdateRequest`.
+    ///
+    /// ```swift
+    /// let result = try store.batchUpdate("Book", where: try FetchPredicate("pages > %d", 1000), set: ["inPrint": false])
+    /// ```
+    ///
+    /// Values are checked as a save checks them (type, storable, required, attribute rules, uniqueness: a unique
+    /// attribute can be set to a value only for one object that no other object holds) and every problem is listed
+    /// in one error; nothing is written then. Index entries follow the new values, each record's row version
+    /// advances (a context that read an object before and saves it meets a conflict under
+    /// ``MergePolicy/error``), and the batch is one history entry (an update per object naming the keys set), so
+    /// contexts that merge from the store, their controllers, and other processes see the changes like any save.
+    /// The store's custom rules (``addValidation(for:_:)-(String,_)``) are not run: they take objects.
+    ///
+    /// - Parameters:
+    ///   - entityName: The entity whose objects change.
+    ///   - predicate: Which objects; `nil` for all.
+    ///   - values: The attributes to set (relationships are set through a context).
+    ///   - author: The history entry's author.
+    /// - Returns: The objects updated.
+    /// - Throws: ``EntityStoreError/Code/unknownEntity``, ``EntityStoreError/Code/invalidPredicate``,
+    ///   ``EntityStoreError/Code/validationFailed`` with every problem, a storage error.
+    @discardableResult
+    public func batchUpdate(
+        _ entityName: String, where predicate: FetchPredicate? = nil, set values: [String: Value],
+        author: String? = nil
+    ) throws -> BatchResult {
+        let storage = try storage(for: entityName)
+        let entity = storage.entity
+        var failures: [EntityStoreError.Failure] = []
+        var assignments: [(index: Int, value: Value)] = []
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+            guard let index = entity.attributeIndex(key) else {
+                let what =
+                    entity.relationship(key) != nil
+                    ? "is a relationship: set it through a context" : "is not an attribute of \(entity.name)"
+                failures.append(.init(entity: entity.name, key: key, message: "'\(key)' \(what)"))
+                continue
+            }
+            let attribute = entity.attributes[index]
+            if let type = value.type, type != attribute.type {
+                failures.append(
+                    .init(
+                        entity: entity.name, key: key,
+                        message: "\(entity.name).\(key) is \(attribute.type.withArticle); got \(value)"))
+            } else if let problem = value.storageProblem {
+                failures.append(.init(entity: entity.name, key: key, message: problem))
+            } else if value.isNull && !attribute.isOptional {
+                failures.append(.init(entity: entity.name, key: key, message: "a required value is missing"))
+            } else if let problem = attribute.validation?.problem(with: value) {
+                failures.append(.init(entity: entity.name, key: key, message: problem))
+            } else {
+                assignments.append((index, value))
+            }
+        }
+        if !failures.isEmpty { throw Self.batchChangeFailure(failures) }
+        guard !assignments.isEmpty else { return BatchResult(objectIDs: []) }
+        let changedKeys = assignments.map { entity.attributes[$0.index].name }
+        let result = try mappingStorageErrors("batch updating \(entity.name)") {
+            try write { txn -> BatchResult in
+                let ids = try matches(entityName, predicate, txn)
+                try checkUniqueness(assignments, of: ids, storage, txn)
+                var buffer: [UInt8] = []
+                var keyBuffer: [UInt8] = []
+                for id in ids {
+                    let pk = id.primaryKey
+                    guard let bytes = try txn.get(pk, in: storage.records) else { continue }
+                    var (record, rowVersion) = try RecordCodec.decode(bytes, entity: entity, key: pk)
+                    for (index, value) in assignments {
+                        let old = record[index]
+                        record[index] = value
+                        guard let database = storage.indexes[index] else { continue }
+                        let caseInsensitive = entity.attributes[index].isCaseInsensitive
+                        IndexKey.encode(old, caseInsensitive: caseInsensitive, into: &keyBuffer)
+                        try txn.delete(keyBuffer, value: IndexKey.primaryKey(pk), in: database)
+                        IndexKey.encode(value, caseInsensitive: caseInsensitive, into: &keyBuffer)
+                        try keyBuffer.withUnsafeBytes { key in
+                            try withUnsafeBytes(of: pk.bigEndian) { try txn.put(key, $0, in: database) }
+                        }
+                    }
+                    rowVersion += 1
+                    RecordCodec.encode(record, rowVersion: rowVersion, into: &buffer)
+                    try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
+                }
+                let changes = ids.map { ObjectChange(objectID: $0, kind: .update, changedKeys: changedKeys) }
+                _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
+                return BatchResult(objectIDs: ids)
+            }
+        }
+        publisher.catchUp(self, force: true)
+        return result
+    }
+
+    /// Deletes every object a predicate matches, in one write transaction, without loading the objects into a
+    /// context: Core Data's `NSBatchDeleteRequest`, with the delete rules honoured.
+    ///
+    /// ```swift
+    /// let result = try store.batchDelete("Loan", where: try FetchPredicate("returned < %@", cutoff))
+    /// ```
+    ///
+    /// The relationships' delete rules run as in a save: `cascade` deletes the related objects too (over as many
+    /// levels as the relationships go), `nullify` removes the deleted objects from the related objects' inverse
+    /// relationships (refused when that would empty a required to-one), `deny` refuses the whole batch while the
+    /// relationship holds objects, listing each; `noAction` leaves the related objects as they are. The batch is
+    /// one history entry (a delete per object, an update per object whose inverse relationship lost objects), so
+    /// contexts that merge from the store and their controllers follow. The store's custom rules
+    /// (``addValidation(for:_:)-(String,_)``) are not run: they take objects.
+    ///
+    /// - Parameters:
+    ///   - entityName: The entity whose objects are deleted.
+    ///   - predicate: Which objects; `nil` for all.
+    ///   - author: The history entry's author.
+    /// - Returns: The objects deleted, cascades included.
+    /// - Throws: ``EntityStoreError/Code/unknownEntity``, ``EntityStoreError/Code/invalidPredicate``,
+    ///   ``EntityStoreError/Code/validationFailed`` listing every deny rule and required relationship in the way
+    ///   (nothing is deleted then), a storage error.
+    @discardableResult
+    public func batchDelete(
+        _ entityName: String, where predicate: FetchPredicate? = nil, author: String? = nil
+    ) throws -> BatchResult {
+        _ = try storage(for: entityName)
+        let result = try mappingStorageErrors("batch deleting \(entityName)") {
+            try write { txn -> BatchResult in
+                var order = try matches(entityName, predicate, txn)
+                var deleted = Set(order)
+                // Targets of each deleted object's relationships, read once.
+                var targets: [ObjectID: [String: [ObjectID]]] = [:]
+                var nullified: [ObjectID: Set<String>] = [:]
+                var failures: [EntityStoreError.Failure] = []
+                var position = 0
+                while position < order.count {
+                    let id = order[position]
+                    position += 1
+                    let storage = try storage(for: id.entityName)
+                    for relationship in storage.entity.relationships {
+                        let held = try storedTargets(of: id, relationship, storage, txn)
+                        guard !held.isEmpty else { continue }
+                        targets[id, default: [:]][relationship.name] = held
+                        switch relationship.deleteRule {
+                        case .deny:
+                            failures.append(
+                                .init(
+                                    entity: id.entityName, key: relationship.name, objectID: id,
+                                    message: "cannot delete: '\(relationship.name)' holds \(held.count) object(s)"
+                                        + " and its delete rule is deny"))
+                        case .cascade:
+                            for target in held where deleted.insert(target).inserted { order.append(target) }
+                        case .nullify:
+                            for target in held { nullified[target, default: []].insert(relationship.inverse) }
+                        case .noAction:
+                            break
+                        }
+                    }
+                }
+                for (target, keys) in nullified where !deleted.contains(target) {
+                    let entity = try storage(for: target.entityName).entity
+                    for key in keys.sorted() {
+                        guard let inverse = entity.relationship(key), !inverse.isToMany, !inverse.isOptional else {
+                            continue
+                        }
+                        failures.append(
+                            .init(
+                                entity: target.entityName, key: key, objectID: target,
+                                message: "a required relationship would be empty"))
+                    }
+                }
+                if !failures.isEmpty {
+                    throw Self.batchChangeFailure(failures.sorted { $0.description < $1.description })
+                }
+
+                var keyBuffer: [UInt8] = []
+                for id in order {
+                    let storage = try storage(for: id.entityName)
+                    let entity = storage.entity
+                    let pk = id.primaryKey
+                    if let bytes = try txn.get(pk, in: storage.records) {
+                        let (stored, _) = try RecordCodec.decode(bytes, entity: entity, key: pk)
+                        for (index, database) in storage.indexes {
+                            IndexKey.encode(
+                                stored[index], caseInsensitive: entity.attributes[index].isCaseInsensitive,
+                                into: &keyBuffer)
+                            try txn.delete(keyBuffer, value: IndexKey.primaryKey(pk), in: database)
+                        }
+                        try txn.delete(pk, in: storage.records)
+                    }
+                    for relationship in entity.relationships {
+                        guard let forward = storage.relationships[relationship.name] else { continue }
+                        try txn.delete(pk, in: forward)
+                        // The other side forgets this object, unless the rule leaves it as it is.
+                        guard relationship.deleteRule != .noAction,
+                            let held = targets[id]?[relationship.name],
+                            let backward = try self.storage(for: relationship.destination)
+                                .relationships[relationship.inverse]
+                        else { continue }
+                        for target in held {
+                            try txn.delete(
+                                IndexKey.primaryKey(target.primaryKey), value: IndexKey.primaryKey(pk), in: backward)
+                        }
+                    }
+                }
+                var changes = order.map { id -> ObjectChange in
+                    let attributes = storages[id.entityName]?.entity.attributes.map(\.name) ?? []
+                    return ObjectChange(objectID: id, kind: .delete, changedKeys: attributes)
+                }
+                for (target, keys) in nullified.sorted(by: { $0.key < $1.key }) where !deleted.contains(target) {
+                    changes.append(ObjectChange(objectID: target, kind: .update, changedKeys: keys.sorted()))
+                }
+                _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
+                return BatchResult(objectIDs: order)
+            }
+        }
+        publisher.catchUp(self, force: true)
+        return result
+    }
+
+    /// Sets attributes of every model a predicate matches (see ``batchUpdate(_:where:set:author:)``).
+    ///
+    /// ```swift
+    /// try store.batchUpdate(Book.self, where: \Book.pages > 1000, .set(\Book.inPrint, false))
+    /// ```
+    @discardableResult
+    public func batchUpdate<M: Model>(
+        _ type: M.Type, where predicate: ModelPredicate<M>? = nil, _ assignments: ModelAssignment<M>...,
+        author: String? = nil
+    ) throws -> BatchResult {
+        try type.check(against: try storage(for: type.entityName).entity)
+        var values: [String: Value] = [:]
+        for assignment in assignments { values[assignment.key] = assignment.value }
+        return try batchUpdate(type.entityName, where: predicate?.predicate, set: values, author: author)
+    }
+
+    /// Deletes every model a predicate matches, with the delete rules (see ``batchDelete(_:where:author:)``).
+    @discardableResult
+    public func batchDelete<M: Model>(
+        _ type: M.Type, where predicate: ModelPredicate<M>? = nil, author: String? = nil
+    ) throws -> BatchResult {
+        try type.check(against: try storage(for: type.entityName).entity)
+        return try batchDelete(type.entityName, where: predicate?.predicate, author: author)
+    }
+
+    /// The objects of `entityName` a predicate matches, in the transaction (a fetch's plan, without a context's
+    /// objects).
+    private func matches(
+        _ entityName: String, _ predicate: FetchPredicate?, _ txn: ReadTransaction
+    ) throws -> [ObjectID] {
+        var request = FetchRequest(entity: entityName, predicate: predicate)
+        request.includesPendingChanges = false
+        let carrier = ObjectContext(store: self, name: "batch")
+        return try carrier.run(request, shape: .objectIDs, in: txn).map(\.id)
+    }
+
+    private func storedTargets(
+        of id: ObjectID, _ relationship: Relationship, _ storage: EntityStorage, _ txn: ReadTransaction
+    ) throws -> [ObjectID] {
+        guard let database = storage.relationships[relationship.name] else { return [] }
+        var targets: [ObjectID] = []
+        try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
+            targets.append(
+                ObjectID(entityName: relationship.destination, primaryKey: try IndexKey.primaryKey(from: value)))
+            return .continue
+        }
+        return targets
+    }
+
+    /// A unique attribute set by a batch: one object at most, and no other object may hold the value.
+    private func checkUniqueness(
+        _ assignments: [(index: Int, value: Value)], of ids: [ObjectID], _ storage: EntityStorage,
+        _ txn: ReadTransaction
+    ) throws {
+        let entity = storage.entity
+        var failures: [EntityStoreError.Failure] = []
+        for (index, value) in assignments where entity.attributes[index].isUnique && !value.isNull {
+            let attribute = entity.attributes[index]
+            if ids.count > 1 {
+                failures.append(
+                    .init(
+                        entity: entity.name, key: attribute.name,
+                        message: "the value \(value) must be unique; the batch would give it to \(ids.count) objects"))
+                continue
+            }
+            guard let only = ids.first, let database = storage.indexes[index] else { continue }
+            var keyBuffer: [UInt8] = []
+            let truncated = IndexKey.encode(value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
+            let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
+            var holders: [UInt64] = []
+            try txn.forEach(in: database, range: .exactly(keyBuffer)) { _, pk in
+                holders.append(try IndexKey.primaryKey(from: pk))
+                return .continue
+            }
+            for holder in holders where holder != only.primaryKey {
+                if truncated || attribute.isCaseInsensitive {
+                    guard let bytes = try txn.get(holder, in: storage.records) else { continue }
+                    let stored = try RecordCodec.decode(bytes, entity: entity, key: holder).values[index]
+                    if ValueSemantics.uniquenessKey(stored, caseInsensitive: attribute.isCaseInsensitive) != claim {
+                        continue
+                    }
+                }
+                failures.append(
+                    .init(
+                        entity: entity.name, key: attribute.name, objectID: only,
+                        message: "the value \(value) must be unique; "
+                            + "\(ObjectID(entityName: entity.name, primaryKey: holder)) already has it"))
+                break
+            }
+        }
+        if !failures.isEmpty { throw Self.batchChangeFailure(failures) }
+    }
+
+    private static func batchChangeFailure(_ failures: [EntityStoreError.Failure]) -> EntityStoreError {
+        EntityStoreError(
+            .validationFailed,
+            failures.count == 1 ? failures[0].description : "\(failures.count) validation failures",
+            entity: failures[0].entity, key: failures[0].key, objectID: failures[0].objectID, failures: failures)
+    }
+}
