@@ -255,7 +255,7 @@ extension PersistentStore {
         return try batchUpdate(type.entityName, where: predicate?.predicate, set: values, author: author)
     }
 
-    /// Deletes every model a predicate matches, with the delete rules (see ``batchDelete(_:where:author:)``).
+    /// Deletes every model a predicate matches, with the delete rules (see ``batchDelete(_:where:author:)-(String,_,_)``).
     @discardableResult
     public func batchDelete<M: Model>(
         _ type: M.Type, where predicate: ModelPredicate<M>? = nil, author: String? = nil
