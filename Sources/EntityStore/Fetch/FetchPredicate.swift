@@ -346,3 +346,19 @@ extension FetchPredicate {
         }
     }
 }
+
+extension FetchPredicate {
+    /// The predicate with every key path (left side and key-path operands) replaced by `rename` of its text.
+    func renamingKeys(_ rename: (String) throws -> String) throws -> FetchPredicate {
+        switch self {
+        case .constant: return self
+        case .comparison(var c):
+            c.keyPath = [try rename(c.keyPath.joined(separator: "."))]
+            if case .keyPath(let other) = c.operand { c.operand = .keyPath([try rename(other.joined(separator: "."))]) }
+            return .comparison(c)
+        case .and(let parts): return .and(try parts.map { try $0.renamingKeys(rename) })
+        case .or(let parts): return .or(try parts.map { try $0.renamingKeys(rename) })
+        case .not(let inner): return .not(try inner.renamingKeys(rename))
+        }
+    }
+}

@@ -69,6 +69,15 @@ extension ObjectContext {
         case objects
         case objectIDs
         case dictionaries([String])
+        /// The values of the sink's key paths for each match, handed to the sink as read (nothing is kept).
+        case aggregate(AggregateSink)
+    }
+
+    /// The mutable state of one scan (see `run`).
+    final class ScanState {
+        /// The records' decoded values, one array reused for every record of the scan.
+        @exclusivity(unchecked) var scratch: [Value] = []
+        @exclusivity(unchecked) var candidates: [Candidate] = []
     }
 
     struct Candidate {
@@ -96,7 +105,20 @@ extension ObjectContext {
         let predicate = prepared.predicate
         let sortPaths = prepared.sortPaths
         let dictionaryPaths: [(String, ResolvedKeyPath)]
-        if case .dictionaries(let keys) = shape {
+        let sink: AggregateSink?
+        let dictionaryKeys: [String]?
+        switch shape {
+        case .dictionaries(let keys):
+            sink = nil
+            dictionaryKeys = keys
+        case .aggregate(let aggregateSink):
+            sink = aggregateSink
+            dictionaryKeys = aggregateSink.keys
+        case .objects, .objectIDs:
+            sink = nil
+            dictionaryKeys = nil
+        }
+        if let keys = dictionaryKeys {
             dictionaryPaths = try keys.map { key in
                 let path = try ResolvedKeyPath.resolve(
                     key.split(separator: ".").map(String.init), from: entity, in: store.schema)
@@ -131,7 +153,13 @@ extension ObjectContext {
         }
         // Whether a record is decoded into a subject at all (an exact index range with no sort in memory and no
         // dictionaries needs none).
-        let needsSubject = filter != nil || !valuePaths.isEmpty || !dictionaryPaths.isEmpty
+        let needsSubject = filter != nil || !valuePaths.isEmpty || !dictionaryPaths.isEmpty || sink != nil
+        // An aggregate whose key paths are all the object's own attributes reads them from the decoded record.
+        let sinkPositions: [Int]? =
+            sink == nil
+            ? nil
+            : dictionaryPaths.allSatisfy { $0.1.steps.isEmpty }
+                ? dictionaryPaths.compactMap { if case .attribute(let i, _) = $0.1.terminal { i } else { nil } } : nil
         let wantsRecords: Bool = if case .objects = shape { true } else { false }
         let pendingIDs = request.includesPendingChanges ? dirty : []
         let window = request.windowEnd
@@ -140,10 +168,12 @@ extension ObjectContext {
             do {
                 let reader = FetchReader(
                     txn: txn, store: store, context: self, includesPending: request.includesPendingChanges)
-                var candidates: [Candidate] = []
+                // The scan's state in a box: the nested function below captures it, and captured local variables
+                // cost a run-time exclusivity check on every access (per record).
+                let scan = ScanState()
 
                 let hasPending = !pendingIDs.isEmpty
-                var scratch: [Value] = []  // one array for every record of the scan
+
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
                     if recordFilter?.matches(bytes) == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
@@ -151,11 +181,23 @@ extension ObjectContext {
                     var candidate = Candidate(id: id, sortValues: [])
                     if needsSubject {
                         try RecordCodec.decode(
-                            bytes, entity: entity, needed: needed, into: &scratch, key: id.primaryKey)
-                        let subject = RecordSubject(id: id, entity: entity, values: scratch, reader: reader)
+                            bytes, entity: entity, needed: needed, into: &scan.scratch, key: id.primaryKey)
+                        let subject = RecordSubject(id: id, entity: entity, values: scan.scratch, reader: reader)
                         if let filter, try !filter.evaluate(subject) { return }
                         candidate.sortValues = try valuePaths.map {
                             try CompiledPredicate.values(of: $0, subject).first ?? .null
+                        }
+                        if let sink {
+                            // Aggregated as read: no candidate is kept.
+                            if let positions = sinkPositions {
+                                try sink.add(record: scan.scratch, at: positions)
+                            } else {
+                                try sink.add(
+                                    try dictionaryPaths.map {
+                                        try CompiledPredicate.values(of: $0.1, subject).first ?? .null
+                                    })
+                            }
+                            return
                         }
                         if !dictionaryPaths.isEmpty {
                             candidate.dictionary = try dictionary(dictionaryPaths, subject)
@@ -165,7 +207,7 @@ extension ObjectContext {
                         let rowVersion = try RecordCodec.validate(bytes, entity: entity, key: id.primaryKey)
                         candidate.record = (Array(bytes), rowVersion)
                     }
-                    candidates.append(candidate)
+                    scan.candidates.append(candidate)
                 }
 
                 switch plan.access {
@@ -179,7 +221,7 @@ extension ObjectContext {
                     try txn.forEach(in: index, range: plan.ranges[0]) { _, pk in
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
-                        return plan.stopsEarly && candidates.count >= window ? .stop : .continue
+                        return plan.stopsEarly && scan.candidates.count >= window ? .stop : .continue
                     }
                 case .indexRanges:
                     let index = storage.indexes[plan.indexPosition!]!
@@ -199,7 +241,7 @@ extension ObjectContext {
                     try txn.forEach(in: index, reverse: descending) { _, pk in
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
-                        return plan.stopsEarly && candidates.count >= window ? .stop : .continue
+                        return plan.stopsEarly && scan.candidates.count >= window ? .stop : .continue
                     }
                 }
 
@@ -208,20 +250,27 @@ extension ObjectContext {
                         guard let object = registered[id], !object.isDeleted else { continue }
                         let subject = ContextSubject(object: object, reader: reader)
                         if let predicate, try !predicate.evaluate(subject) { continue }
+                        if let sink {
+                            try sink.add(
+                                try dictionaryPaths.map {
+                                    try CompiledPredicate.values(of: $0.1, subject).first ?? .null
+                                })
+                            continue
+                        }
                         var candidate = Candidate(
                             id: id,
                             sortValues: try sortPaths.map {
                                 try CompiledPredicate.values(of: $0, subject).first ?? .null
                             })
                         if !dictionaryPaths.isEmpty { candidate.dictionary = try dictionary(dictionaryPaths, subject) }
-                        candidates.append(candidate)
+                        scan.candidates.append(candidate)
                     }
                 }
 
                 let keys = request.sortKeys
                 if sortsAfter {
                     // Sorted by index, so that the sort moves integers rather than candidates.
-                    let order = candidates.withUnsafeBufferPointer { buffer in
+                    let order = scan.candidates.withUnsafeBufferPointer { buffer in
                         buffer.indices.sorted { a, b in
                             for (i, key) in keys.enumerated() {
                                 let order = key.order(buffer[a].sortValues[i], buffer[b].sortValues[i])
@@ -230,8 +279,9 @@ extension ObjectContext {
                             return buffer[a].id < buffer[b].id
                         }
                     }
-                    candidates = order.map { candidates[$0] }
+                    scan.candidates = order.map { scan.candidates[$0] }
                 }
+                let candidates = scan.candidates
                 let start = min(request.fetchOffset, candidates.count)
                 let end = min(candidates.count, request.windowEnd)
                 return Array(candidates[start..<end])

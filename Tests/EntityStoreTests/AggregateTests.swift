@@ -1,0 +1,121 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+/// Grouping and aggregates (Core Data's dictionary fetches with expressions, propertiesToGroupBy and
+/// havingPredicate): checked against sums worked out by hand from the library fixture.
+@Suite struct AggregateTests {
+    @Test func groupsAggregateFilterAndSort() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            var request = AggregateRequest(entity: "Book")
+            request.groupBy = ["author.name"]
+            request.aggregates = [
+                .count(), .count("pages"), .sum("pages"), .average("score", as: "mean"), .maximum("pages"),
+                .minimum("title"),
+            ]
+            let rows = try context.aggregate(request)
+            #expect(rows.map { $0["author.name"] } == ["Albert Camus", "Michael Ende", "Ursula Le Guin"])
+            #expect(rows.map { $0["count"] } == [3, 2, 2])
+            #expect(rows.map { $0["count(pages)"] } == [2, 2, 2])
+            #expect(rows.map { $0["sum(pages)"] } == [213, 732, 570])
+            #expect(rows.map { $0["maximum(pages)"] } == [123, 428, 387])
+            #expect(rows[0]["minimum(title)"] == "L'Étranger")
+            if case .double(let mean) = rows[0]["mean"] { #expect(abs(mean - 3.3) < 1e-9) } else { Issue.record() }
+            // HAVING and ORDER BY over result columns; a window over the rows.
+            request.having = try FetchPredicate(format: "%K >= %d", arguments: ["count", 3])
+            #expect(try context.aggregate(request).map { $0["author.name"] } == ["Albert Camus"])
+            request.having = nil
+            request.sortKeys = [SortKey("sum(pages)", ascending: false)]
+            request.fetchLimit = 2
+            #expect(try context.aggregate(request).map { $0["author.name"] } == ["Michael Ende", "Ursula Le Guin"])
+        }
+    }
+
+    @Test func oneGroupWithoutKeysDistinctValuesAndPendingChanges() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let context = ObjectContext(store: store)
+            var total = AggregateRequest(entity: "Book")
+            total.aggregates = [.count(), .sum("pages"), .average("pages")]
+            #expect(try context.aggregate(total) == [["count": 7, "sum(pages)": 1515, "average(pages)": 252.5]])
+            // Nothing matches: one row, a count of 0 and nil for the rest (as SQL).
+            var none = total
+            none.predicate = try FetchPredicate("pages > 10000")
+            #expect(try context.aggregate(none) == [["count": 0, "sum(pages)": nil, "average(pages)": nil]])
+            // Group keys alone: the distinct values.
+            var distinct = AggregateRequest(entity: "Book")
+            distinct.groupBy = ["inPrint"]
+            #expect(try context.aggregate(distinct) == [["inPrint": true]])
+            // Unsaved changes count, as in a fetch.
+            let extra = try context.insert("Book")
+            try extra.setValue("Jim Knopf", forKey: "title")
+            try extra.setValue(.int(100), forKey: "pages")
+            try context.existingObject(with: library.ids["Momo"]!).setValue(.int(300), forKey: "pages")
+            try context.delete(try context.existingObject(with: library.ids["La Peste"]!))
+            #expect(
+                try context.aggregate(total) == [
+                    ["count": 7, "sum(pages)": 1611, "average(pages)": 230.14285714285714]
+                ])
+            var stored = total
+            stored.includesPendingChanges = false
+            #expect(try context.aggregate(stored).first?["sum(pages)"] == 1515)
+            // The matches are read through the predicate's index.
+            var indexed = total
+            indexed.predicate = try FetchPredicate("pages > 300")
+            #expect(try context.explain(indexed).description.contains("index Book.pages"))
+            #expect(try context.aggregate(indexed).first?["count"] == 2)
+        }
+    }
+
+    @Test func badRequestsSayWhatIsWrong() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            func problem(_ change: (inout AggregateRequest) -> Void) -> String? {
+                var request = AggregateRequest(entity: "Book")
+                request.groupBy = ["author.name"]
+                request.aggregates = [.count()]
+                change(&request)
+                let error = entityStoreError { _ = try context.aggregate(request) }
+                #expect(
+                    error?.code == .invalidFetchRequest || error?.code == .invalidPredicate,
+                    "\(String(describing: error))")
+                return error?.message
+            }
+            #expect(problem { $0.aggregates = [.sum("title")] }?.contains("applies to numbers") == true)
+            #expect(problem { $0.groupBy = ["tags.name"] }?.contains("reached through to-one") == true)
+            #expect(
+                problem { $0.aggregates = [.count(), .count(as: "count")] }?.contains("two result columns") == true)
+            #expect(
+                problem { $0.having = try? FetchPredicate("total > 1") }?.contains("'total' is not a result column")
+                    == true)
+            #expect(problem { $0.sortKeys = [SortKey("pages")] }?.contains("'pages' is not a result column") == true)
+            #expect(problem { $0.aggregates = [Aggregate(.sum, nil)] }?.contains("needs a key path") == true)
+        }
+        // An integer sum that overflows is an error, not a wrapped number.
+        let schema = try Schema(version: 1) { Entity("Big") { Attribute("n", .int64) } }
+        try withStore(schema: schema) { store, _ in
+            try store.batchInsert(into: "Big", keys: ["n"], rows: [[.int(.max)], [.int(1)]])
+            var request = AggregateRequest(entity: "Big")
+            request.aggregates = [.sum("n")]
+            #expect(
+                entityStoreError { _ = try ObjectContext(store: store).aggregate(request) }?.message.contains(
+                    "overflows") == true)
+        }
+    }
+
+    @Test func typedModelsAggregateByKeyPaths() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        var request = AggregateRequest(Ticket.self, where: \Ticket.rank > 0)
+        request.group(by: \Ticket.project?.name)
+        request.aggregates = [.count(), .sum(\Ticket.rank), .maximum(\Ticket.title, as: "last")]
+        let rows = try world.context.aggregate(request)
+        #expect(rows.map { $0["project.name"] } == ["Alpha", "Beta"])
+        #expect(rows.map { $0["count"] } == [3, 2] && rows.map { $0["sum(rank)"] } == [9, 10])
+        #expect(rows.map { $0["last"] } == ["Write docs", "Dark mode"])
+    }
+}
