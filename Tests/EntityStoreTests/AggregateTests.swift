@@ -119,3 +119,57 @@ import Testing
         #expect(rows.map { $0["last"] } == ["Write docs", "Dark mode"])
     }
 }
+
+/// `@sum`, `@avg`, `@min` and `@max` over to-many key paths in predicates.
+@Suite struct CollectionOperatorTests {
+    func names(_ store: PersistentStore, _ format: String) throws -> [String] {
+        var request = FetchRequest(entity: "Author", predicate: try FetchPredicate(format))
+        request.sortKeys = [SortKey("name")]
+        return try ObjectContext(store: store).fetch(request).map { try $0["name"].stringValue }
+    }
+
+    @Test func collectionOperatorsFilterByWhatRelatedObjectsAddUpTo() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            #expect(try names(store, "books.@sum.pages > 600") == ["Michael Ende"])
+            #expect(try names(store, "books.@avg.score >= 4.4") == ["Michael Ende"])
+            #expect(try names(store, "books.@max.pages < 200") == ["Albert Camus"])
+            #expect(try names(store, "books.@min.title BEGINSWITH 'A'") == ["Ursula Le Guin"])
+            #expect(
+                try names(store, "books.@sum.pages > 100 AND books.@count == 2") == ["Michael Ende", "Ursula Le Guin"])
+            // Through a to-one step first: books whose author's books add up to more than 600 pages.
+            var request = FetchRequest(entity: "Book", predicate: try FetchPredicate("author.books.@sum.pages > 600"))
+            request.sortKeys = [SortKey("title")]
+            #expect(
+                try ObjectContext(store: store).fetch(request).map { try $0["title"].stringValue } == [
+                    "Die unendliche Geschichte", "Momo",
+                ])
+            for (format, fragment) in [
+                ("books.@sum.title > 1", "needs numbers"), ("name.@sum.pages > 1", "must follow a to-many"),
+                ("books.@sum > 1", "name one of its attributes"),
+                ("books.@avg.nothing > 1", "name one of its attributes"),
+                ("books.@median.pages > 1", "unknown key '@median'"),
+            ] {
+                let error = entityStoreError { _ = try names(store, format) }
+                #expect(error?.code == .invalidPredicate, "\(format)")
+                #expect(error?.message.contains(fragment) == true, "\(format): \(error?.message ?? "")")
+            }
+        }
+    }
+
+    @Test func aControllerFollowsWhatItsCollectionOperatorsRead() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let context = ObjectContext(store: store)
+            var request = FetchRequest(entity: "Author", predicate: try FetchPredicate("books.@sum.pages > 600"))
+            request.sortKeys = [SortKey("name")]
+            let controller = FetchedResultsController(fetchRequest: request, context: context)
+            try controller.performFetch()
+            #expect(controller.fetchedObjectIDs.count == 1)
+            // Momo shrinks: Ende's books no longer add up to more than 600 pages.
+            try context.existingObject(with: library.ids["Momo"]!).setValue(.int(10), forKey: "pages")
+            context.processPendingChanges()
+            #expect(controller.fetchedObjectIDs.isEmpty)
+        }
+    }
+}

@@ -118,7 +118,7 @@ import Testing
         ("3 == 4", "at position 1: a comparison needs a key path on one side"),
         ("title == %@", "at position 10: '%@' has no argument (0 given)"),
         ("pages > %z", "at position 9: unknown placeholder '%z' (expected %@, %K, %d or %f)"),
-        ("tags.@sum > 3", "at position 6: unknown key '@sum' (only @count is supported)"),
+        ("tags.@median > 3", "at position 6: unknown key '@median' (@count, @sum, @avg, @min and @max are supported)"),
         ("title = $x", "at position 9: unexpected character '$'"),
     ]
 

@@ -223,6 +223,22 @@ public struct KeyExpression: Sendable {
 
     /// `path.@count`
     public var count: KeyExpression { KeyExpression(path: path + ["@count"], quantifier: quantifier) }
+    /// `path.@sum.key`: the sum of a to-many relationship's attribute (0 when empty).
+    public func sum(_ key: String) -> KeyExpression {
+        KeyExpression(path: path + ["@sum", key], quantifier: quantifier)
+    }
+    /// `path.@avg.key`: the mean of a to-many relationship's attribute (nil when empty).
+    public func average(_ key: String) -> KeyExpression {
+        KeyExpression(path: path + ["@avg", key], quantifier: quantifier)
+    }
+    /// `path.@min.key`: the smallest value of a to-many relationship's attribute (nil when empty).
+    public func minimum(_ key: String) -> KeyExpression {
+        KeyExpression(path: path + ["@min", key], quantifier: quantifier)
+    }
+    /// `path.@max.key`: the largest value of a to-many relationship's attribute (nil when empty).
+    public func maximum(_ key: String) -> KeyExpression {
+        KeyExpression(path: path + ["@max", key], quantifier: quantifier)
+    }
 
     /// `path == value`
     public static func == (lhs: KeyExpression, rhs: Value) -> FetchPredicate { lhs.compare(.equal, .value(rhs)) }

@@ -8,6 +8,13 @@ struct ResolvedKeyPath: Hashable {
         case relationship(Relationship)
         /// `@count` of the last step's to-many relationship.
         case count
+        /// `@sum`, `@avg`, `@min` or `@max` of an attribute over the last step's to-many relationship.
+        case collection(CollectionOperator, Int, Attribute)
+    }
+
+    /// A collection operator over a to-many relationship's attribute.
+    enum CollectionOperator: String, Hashable {
+        case sum = "@sum", avg = "@avg", min = "@min", max = "@max"
     }
 
     /// Relationships walked from the object.
@@ -22,7 +29,10 @@ struct ResolvedKeyPath: Hashable {
 
     /// Whether any step (or the terminal relationship) is to-many.
     var isToMany: Bool {
-        if case .count = terminal { return steps.dropLast().contains(where: \.isToMany) }
+        switch terminal {
+        case .count, .collection: return steps.dropLast().contains(where: \.isToMany)
+        default: break
+        }
         if case .relationship(let r) = terminal, r.isToMany { return true }
         return steps.contains(where: \.isToMany)
     }
@@ -33,6 +43,18 @@ struct ResolvedKeyPath: Hashable {
         let text = path.joined(separator: ".")
         for (i, component) in path.enumerated() {
             let last = i == path.count - 1
+            if let function = CollectionOperator(rawValue: component) {
+                guard let previous = steps.last, previous.isToMany, i == path.count - 2,
+                    let index = current.attributeIndex(path[i + 1])
+                else {
+                    throw EntityStoreError(
+                        .invalidPredicate,
+                        "\(component) must follow a to-many relationship and name one of its attributes (in '\(text)')",
+                        entity: entity.name, key: text)
+                }
+                return ResolvedKeyPath(
+                    steps: steps, terminal: .collection(function, index, current.attributes[index]), text: text)
+            }
             if component == "@count" {
                 guard last, let previous = steps.last, previous.isToMany else {
                     throw EntityStoreError(
@@ -42,9 +64,9 @@ struct ResolvedKeyPath: Hashable {
                 return ResolvedKeyPath(steps: steps, terminal: .count, text: text)
             }
             if let index = current.attributeIndex(component) {
-                if !last && path[i + 1] == "@count" {
+                if !last && path[i + 1].hasPrefix("@") {
                     throw EntityStoreError(
-                        .invalidPredicate, "@count must follow a to-many relationship (in '\(text)')",
+                        .invalidPredicate, "\(path[i + 1]) must follow a to-many relationship (in '\(text)')",
                         entity: entity.name, key: text)
                 }
                 guard last else {
@@ -210,6 +232,20 @@ final class CompiledPredicate {
             case .value(.int), .value(.double), .list: break
             default: throw fail("@count is compared with a number")
             }
+        case .collection(let function, _, let attribute):
+            let numeric: Set<AttributeType> = [.int64, .double, .decimal]
+            if (function == .sum || function == .avg) && !numeric.contains(attribute.type) {
+                throw fail("\(function.rawValue) needs numbers; '\(attribute.name)' is \(attribute.type.withArticle)")
+            }
+            if [.binary, .uuid].contains(attribute.type) {
+                throw fail(
+                    "\(function.rawValue) needs values that order; '\(attribute.name)' is \(attribute.type.withArticle)"
+                )
+            }
+            if stringOps.contains(c.op) && attribute.type != .string {
+                throw fail("\(c.op.rawValue) needs a string; '\(path.text)' is not")
+            }
+            if case .object = c.operand { throw fail("'\(path.text)' cannot be compared with an object") }
         }
     }
 
@@ -271,7 +307,11 @@ final class CompiledPredicate {
     static func values<S: PredicateSubject>(of path: ResolvedKeyPath, _ subject: S) throws -> [Value] {
         if path.steps.isEmpty, case .attribute(let index, _) = path.terminal { return [try subject.attribute(index)] }
         var subjects: [any PredicateSubject] = [subject]
-        let walk = path.terminal == .count ? Array(path.steps.dropLast()) : path.steps
+        let walk: [Relationship]
+        switch path.terminal {
+        case .count, .collection: walk = Array(path.steps.dropLast())
+        default: walk = path.steps
+        }
         for step in walk {
             subjects = try subjects.flatMap { try $0.related(step) }
         }
@@ -281,8 +321,56 @@ final class CompiledPredicate {
         case .count:
             guard let last = path.steps.last else { return [] }
             return try subjects.map { .int(Int64(try $0.relatedIDs(last).count)) }
+        case .collection(let function, let index, let attribute):
+            guard let last = path.steps.last else { return [] }
+            return try subjects.map { subject in
+                let values = try subject.related(last).map { try $0.attribute(index) }.filter { !$0.isNull }
+                return collect(function, values, attribute.type)
+            }
         case .relationship:
             return []
+        }
+    }
+
+    /// `@sum` (0 for none), `@avg` (nil for none), `@min` and `@max` (nil for none) of the non-nil values.
+    static func collect(
+        _ function: ResolvedKeyPath.CollectionOperator, _ values: [Value], _ type: AttributeType
+    ) -> Value {
+        switch function {
+        case .sum, .avg:
+            if function == .avg && values.isEmpty { return .null }
+            switch type {
+            case .int64:
+                // As a double beyond 64 bits rather than wrapping.
+                var total: Int64 = 0
+                var overflowed = false
+                for case .int(let x) in values where !overflowed {
+                    let (sum, overflow) = total.addingReportingOverflow(x)
+                    if overflow { overflowed = true } else { total = sum }
+                }
+                if overflowed {
+                    let sum = values.reduce(0.0) { if case .int(let x) = $1 { $0 + Double(x) } else { $0 } }
+                    return .double(function == .sum ? sum : sum / Double(values.count))
+                }
+                return function == .sum ? .int(total) : .double(Double(total) / Double(values.count))
+            case .decimal:
+                let sum = values.reduce(Decimal(0)) { if case .decimal(let x) = $1 { $0 + x } else { $0 } }
+                return .decimal(function == .sum ? sum : sum / Decimal(values.count))
+            default:
+                let sum = values.reduce(0.0) { if case .double(let x) = $1 { $0 + x } else { $0 } }
+                return .double(function == .sum ? sum : sum / Double(values.count))
+            }
+        case .min, .max:
+            var best: Value?
+            for value in values {
+                guard let current = best else {
+                    best = value
+                    continue
+                }
+                let order = ValueComparison.order(value, current, []) ?? .orderedSame
+                if function == .min ? order == .orderedAscending : order == .orderedDescending { best = value }
+            }
+            return best ?? .null
         }
     }
 

@@ -126,7 +126,7 @@ struct PredicateParser {
         case number(Value)
         case symbol(String)
         case placeholder(Character)
-        case keyComponent(String)  // `@count`
+        case keyComponent(String)  // `@count`, `@sum`, `@avg`, `@min`, `@max`
         case escaped(String)  // `#key`: a key that is also a keyword
         case end
     }
@@ -232,8 +232,10 @@ struct PredicateParser {
             let start = position
             while position < scalars.count, scalars[position].properties.isAlphabetic { position += 1 }
             let name = String(String.UnicodeScalarView(scalars[start..<position]))
-            guard name == "count" else { throw fail("unknown key '@\(name)' (only @count is supported)") }
-            token = .keyComponent("@count")
+            guard ["count", "sum", "avg", "min", "max"].contains(name) else {
+                throw fail("unknown key '@\(name)' (@count, @sum, @avg, @min and @max are supported)")
+            }
+            token = .keyComponent("@" + name)
             return
         }
         let two = position + 1 < scalars.count ? String(c) + String(scalars[position + 1]) : ""

@@ -309,6 +309,10 @@ public final class FetchedResultsController {
                 dependencies.append(Dependency(steps: resolved.steps + [relationship], readKey: nil))
             case .count:
                 if resolved.steps.count > 1 { dependencies.append(Dependency(steps: resolved.steps, readKey: nil)) }
+            case .collection(_, _, let attribute):
+                // The members' attribute, and (past the first step) who the members are.
+                dependencies.append(Dependency(steps: resolved.steps, readKey: attribute.name))
+                if resolved.steps.count > 1 { dependencies.append(Dependency(steps: resolved.steps, readKey: nil)) }
             }
         }
         return Plan(
