@@ -12,6 +12,11 @@ extension ObjectContext {
 
     /// The targets stored for `id`'s relationship.
     func storedTargets(of id: ObjectID, _ relationship: Relationship) throws -> Set<ObjectID> {
+        if let parent {
+            // A child's stored state is its parent's current one.
+            let source = try parent.object(with: id)
+            return try parent.targets(of: source, relationship)
+        }
         let storage = try store.storage(for: id.entityName)
         guard let database = storage.relationships[relationship.name] else { return [] }
         return try mappingStorageErrors("loading \(id).\(relationship.name)") {

@@ -1,7 +1,8 @@
 import LMDB
 
 extension ObjectContext {
-    /// Saves every unsaved change in one write transaction.
+    /// Saves every unsaved change in one write transaction (a child context's save hands its changes to its parent
+    /// instead: see ``init(parent:name:isolation:)``).
     ///
     /// First the delete rules run (cascade over as many levels as the relationships go, nullify, deny); then every
     /// object is validated (required values, attribute rules, the store's custom rules, uniqueness against the store
@@ -28,6 +29,10 @@ extension ObjectContext {
                     failures: failures.map {
                         .init(entity: $0.entity, key: $0.key, objectID: $0.objectID, message: $0.message)
                     })
+        }
+        if let parent {
+            try pushToParent(parent)
+            return
         }
         try mergeInboxReportingFailures()
         // What the save delivers (its processed changes, those of the delete rules, the did-save record) is one batch

@@ -64,6 +64,8 @@ public final class ObjectContext {
 
     /// The actor the context was made on, where its automatic merges run (none outside an actor).
     weak var home: (any Actor)?
+    /// The context this one reads through and saves into (a child context's); nil for a context on the store.
+    public let parent: ObjectContext?
 
     /// Creates a context on `store`, living in the caller's isolation domain.
     ///
@@ -78,6 +80,23 @@ public final class ObjectContext {
     public init(store: PersistentStore, name: String? = nil, isolation: isolated (any Actor)? = #isolation) {
         self.store = store
         self.name = name
+        parent = nil
+        home = isolation
+    }
+
+    /// Creates a child context of `parent`: a scratchpad (Core Data's child context) whose fetches and objects see
+    /// the parent's unsaved changes, whose ``save()`` pushes its changes into the parent (not the store), and which
+    /// can be dropped without a trace. The parent's own save writes everything to the store. Children can have
+    /// children.
+    ///
+    /// A child lives in the same isolation domain as its parent. Its save checks that what it changes still exists
+    /// in the parent and hands the changes over as one batch (the parent's controllers and observers see one change,
+    /// its undo one group); validation (required values, rules, uniqueness, conflicts) happens when the parent saves
+    /// to the store.
+    public init(parent: ObjectContext, name: String? = nil, isolation: isolated (any Actor)? = #isolation) {
+        self.store = parent.store
+        self.name = name
+        self.parent = parent
         home = isolation
     }
 
@@ -197,6 +216,10 @@ public final class ObjectContext {
 
     /// Loads a fault's record (and the rest of its fetch batch, if it has one).
     func fault(in object: ManagedObject) throws {
+        if let parent {
+            try faultFromParent(object, parent)
+            return
+        }
         if let batch = faultBatches[object.objectID] {
             try loadFaults(batch.ids.compactMap { registered[$0] })
             if object.values != nil { return }

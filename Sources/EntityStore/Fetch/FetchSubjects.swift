@@ -18,8 +18,16 @@ final class FetchReader {
 
     /// The subject for an object: its pending state when it has unsaved changes, else its stored record.
     func subject(for id: ObjectID) throws -> (any PredicateSubject)? {
-        if includesPending, context.dirty.contains(id), let object = context.registered[id] {
-            return object.isDeleted ? nil : ContextSubject(object: object, reader: self)
+        if includesPending {
+            // The nearest context with unsaved changes to the object has its current state (a child's parents
+            // count: their unsaved changes are the child's stored state).
+            var current: ObjectContext? = context
+            while let level = current {
+                if level.dirty.contains(id), let object = level.registered[id] {
+                    return object.isDeleted ? nil : ContextSubject(object: object, reader: self)
+                }
+                current = level.parent
+            }
         }
         if let cached = records[id] { return cached }
         let storage = try store.storage(for: id.entityName)
@@ -75,7 +83,7 @@ struct ContextSubject: PredicateSubject {
     func attribute(_ index: Int) throws -> Value { try object.loadedValues()[index] }
 
     func relatedIDs(_ relationship: Relationship) throws -> [ObjectID] {
-        try reader.context.targets(of: object, relationship).sorted()
+        try (object.context ?? reader.context).targets(of: object, relationship).sorted()
     }
 
     func related(_ relationship: Relationship) throws -> [any PredicateSubject] {

@@ -90,6 +90,7 @@ extension ObjectContext {
 
     /// The fetch pipeline: plan, read the snapshot, filter, merge pending changes, sort, window.
     func run(_ request: FetchRequest, shape: Shape) throws -> [Candidate] {
+        if let parent { return try runInChild(request, shape: shape, parent: parent) }
         try mergeInboxReportingFailures()
         return try mappingStorageErrors("fetching \(request.entity)") {
             try store.read { txn in try run(request, shape: shape, in: txn) }

@@ -1,0 +1,208 @@
+import LMDB
+
+/// Child contexts: reading through the parent and saving into it.
+extension ObjectContext {
+    /// Loads an object of a child context from its parent's current state (its unsaved changes included).
+    func faultFromParent(_ object: ManagedObject, _ parent: ObjectContext) throws {
+        let source = try parent.object(with: object.objectID)
+        if source.isDeleted {
+            throw EntityStoreError(
+                .objectNotFound, "\(object.objectID) is deleted in the parent context", entity: object.entity.name,
+                objectID: object.objectID)
+        }
+        let values = try source.loadedValues()
+        object.values = values
+        object.committed = values
+        object.rowVersion = source.rowVersion
+    }
+
+    /// A child's fetch: the parent's answer (its unsaved changes included), with the child's own changes on top.
+    func runInChild(_ request: FetchRequest, shape: Shape, parent: ObjectContext) throws -> [Candidate] {
+        try validateWindow(request)
+        let storage = try store.storage(for: request.entity)
+        let entity = storage.entity
+        var unwindowed = request
+        unwindowed.fetchLimit = 0
+        unwindowed.fetchOffset = 0
+        var ids = try parent.run(unwindowed, shape: .objectIDs).map(\.id)
+        let own = request.includesPendingChanges ? dirty.filter { $0.entityName == entity.name } : []
+        let prepared = try store.preparedFetches.prepared(request, store: store)
+        return try mappingStorageErrors("fetching \(entity.name)") {
+            try store.read { txn in
+                let reader = FetchReader(txn: txn, store: store, context: self, includesPending: true)
+                if !own.isEmpty {
+                    ids.removeAll { own.contains($0) }
+                    for id in own.sorted() {
+                        guard let object = registered[id], !object.isDeleted else { continue }
+                        if let predicate = prepared.predicate,
+                            try !predicate.evaluate(ContextSubject(object: object, reader: reader))
+                        {
+                            continue
+                        }
+                        ids.append(id)
+                    }
+                    if !request.sortKeys.isEmpty {
+                        // Sorted again by the values this context sees.
+                        let keys = request.sortKeys
+                        let values = try ids.map { id in
+                            let subject = ContextSubject(object: try object(with: id), reader: reader)
+                            return try prepared.sortPaths.map {
+                                try CompiledPredicate.values(of: $0, subject).first ?? .null
+                            }
+                        }
+                        let order = ids.indices.sorted { a, b in
+                            for (i, key) in keys.enumerated() {
+                                let result = key.order(values[a][i], values[b][i])
+                                if result != .orderedSame { return result == .orderedAscending }
+                            }
+                            return ids[a] < ids[b]
+                        }
+                        ids = order.map { ids[$0] }
+                    } else {
+                        ids.sort()
+                    }
+                }
+                let start = min(request.fetchOffset, ids.count)
+                let end = min(ids.count, request.windowEnd)
+                let window = ids[start..<end]
+                switch shape {
+                case .objects, .objectIDs:
+                    return window.map { Candidate(id: $0, sortValues: []) }
+                case .dictionaries(let keys):
+                    let paths = try keys.map { key in
+                        (
+                            key,
+                            try ResolvedKeyPath.resolve(
+                                key.split(separator: ".").map(String.init), from: entity, in: store.schema)
+                        )
+                    }
+                    return try window.map { id in
+                        let subject = ContextSubject(object: try object(with: id), reader: reader)
+                        var candidate = Candidate(id: id, sortValues: [])
+                        var dictionary: [String: Value] = [:]
+                        for (key, path) in paths {
+                            dictionary[key] = try CompiledPredicate.values(of: path, subject).first ?? .null
+                        }
+                        candidate.dictionary = dictionary
+                        return candidate
+                    }
+                case .aggregate(let sink):
+                    let paths = try sink.keys.map {
+                        try ResolvedKeyPath.resolve(
+                            $0.split(separator: ".").map(String.init), from: entity, in: store.schema)
+                    }
+                    for id in window {
+                        let subject = ContextSubject(object: try object(with: id), reader: reader)
+                        try sink.add(try paths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null })
+                    }
+                    return []
+                }
+            }
+        }
+    }
+
+    /// A child's save: its changes handed to the parent as one batch (see ``init(parent:name:isolation:)``).
+    func pushToParent(_ parent: ObjectContext) throws {
+        processPendingChanges()
+        let objects = dirty.compactMap { registered[$0] }.sorted { $0.objectID < $1.objectID }
+        guard objects.contains(where: \.hasChanges) else {
+            dirty = []
+            return
+        }
+        // Checked first, so that nothing reaches the parent when something cannot: every object changed or
+        // deleted, and every object a relationship now points to, must still be there.
+        var failures: [EntityStoreError.Failure] = []
+        let inserted = Set(objects.filter { $0.isInserted && !$0.isDeleted }.map(\.objectID))
+        func check(_ id: ObjectID) {
+            if inserted.contains(id) { return }
+            let source = parent.registered[id]
+            if source?.isDeleted == true {
+                failures.append(
+                    .init(entity: id.entityName, objectID: id, message: "it was deleted in the parent context"))
+                return
+            }
+            if source == nil || source?.isFault == true {
+                do {
+                    _ = try parent.object(with: id).loadedValues()
+                } catch {
+                    failures.append(
+                        .init(
+                            entity: id.entityName, objectID: id,
+                            message:
+                                "the parent context cannot load it: \(EntityStoreError.wrapping(error, "loading").message)"
+                        ))
+                }
+            }
+        }
+        for object in objects where !(object.isInserted && object.isDeleted) {
+            if !object.isInserted { check(object.objectID) }
+            if object.isDeleted { continue }
+            for targets in object.related.values { for target in targets { check(target) } }
+        }
+        if !failures.isEmpty {
+            throw EntityStoreError(
+                .conflict,
+                failures.count == 1 ? failures[0].description : "\(failures.count) conflicts with the parent",
+                entity: failures[0].entity, objectID: failures[0].objectID, failures: failures)
+        }
+        parent.beginBatch()
+        defer { parent.endBatch() }
+        try parent.mutation {
+            for object in objects where object.isInserted && !object.isDeleted {
+                parent.adoptInserted(object)
+            }
+            for object in objects where !object.isDeleted && !object.isInserted {
+                let target = try parent.object(with: object.objectID)
+                guard let values = object.values, let committed = object.committed else { continue }
+                for index in values.indices where values[index] != committed[index] {
+                    try parent.setAttribute(target, index: index, to: values[index])
+                }
+            }
+            for object in objects where !object.isDeleted {
+                let source = try parent.object(with: object.objectID)
+                for relationship in object.entity.relationships {
+                    guard let current = object.related[relationship.name] else { continue }
+                    let before = object.isInserted ? [] : object.committedRelated[relationship.name] ?? []
+                    for added in current.subtracting(before).sorted() {
+                        try parent.linkIDs(source, relationship, try parent.object(with: added))
+                    }
+                    for removed in before.subtracting(current).sorted() {
+                        try parent.unlinkIDs(source, relationship, removed)
+                    }
+                }
+            }
+            for object in objects where object.isDeleted && !object.isInserted {
+                try parent.delete(try parent.object(with: object.objectID))
+            }
+        }
+        parent.processPendingChanges()
+        // The child's state is now the parent's: nothing is unsaved any more.
+        for object in objects {
+            if object.isDeleted {
+                registered[object.objectID] = nil
+                object.context = nil
+                continue
+            }
+            object.isInserted = false
+            object.committed = object.values
+            object.committedRelated = object.related
+            if let source = parent.registered[object.objectID] { object.rowVersion = source.rowVersion }
+        }
+        dirty = []
+        undo.clear()
+    }
+
+    /// Registers a copy of a child's inserted object as inserted here, under the same ID.
+    func adoptInserted(_ child: ManagedObject) {
+        willChange(child.objectID)
+        let object = ManagedObject(objectID: child.objectID, entity: child.entity, context: self)
+        object.values = child.values
+        object.isInserted = true
+        for relationship in child.entity.relationships {
+            object.related[relationship.name] = []
+            object.committedRelated[relationship.name] = []
+        }
+        registered[child.objectID] = object
+        dirty.insert(child.objectID)
+    }
+}

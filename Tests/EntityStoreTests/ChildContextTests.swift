@@ -1,0 +1,146 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+/// Child contexts (Core Data's parent/child contexts): a scratchpad over its parent's current state whose save
+/// hands its changes to the parent.
+@Suite struct ChildContextTests {
+    func titles(_ context: ObjectContext, _ format: String = "TRUEPREDICATE") throws -> [String] {
+        var request = FetchRequest(entity: "Book", predicate: try FetchPredicate(format))
+        request.sortKeys = [SortKey("title")]
+        return try context.fetch(request).map { try $0["title"].stringValue }
+    }
+
+    @Test func aChildSeesItsParentsUnsavedChangesAndKeepsItsOwnUntilItSaves() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            let draft = try parent.insert("Book")
+            try draft.setValue("Aardvark", forKey: "title")
+            try parent.existingObject(with: library.ids["Momo"]!).setValue("Momo!", forKey: "title")
+            try parent.delete(try parent.existingObject(with: library.ids["La Peste"]!))
+
+            let child = ObjectContext(parent: parent)
+            #expect(child.parent === parent)
+            #expect(
+                try titles(child).prefix(2) == ["A Wizard of Earthsea", "Aardvark"] && titles(child).contains("Momo!"))
+            #expect(try !titles(child).contains("La Peste"))
+            #expect(try child.existingObject(with: draft.objectID)["title"] == "Aardvark")
+            #expect(
+                entityStoreError { _ = try child.existingObject(with: library.ids["La Peste"]!) }?.code
+                    == .objectNotFound)
+
+            // The child's own changes: seen by its fetches (sorted and windowed with the rest), not by the parent.
+            let added = try child.insert("Book")
+            try added.setValue("Zebra", forKey: "title")
+            try child.existingObject(with: library.ids["Momo"]!).setValue("Bambi", forKey: "title")
+            #expect(try titles(child).suffix(2) == ["Zebra", "ÉCOLE des femmes"])
+            #expect(try titles(child).contains("Bambi") && !titles(child).contains("Momo!"))
+            var window = FetchRequest(entity: "Book", sortKeys: [SortKey("title", ascending: false)])
+            window.fetchLimit = 2
+            #expect(try child.fetch(window).map { try $0["title"].stringValue } == ["ÉCOLE des femmes", "Zebra"])
+            #expect(try child.count(for: FetchRequest(entity: "Book")) == 8)
+            #expect(try !titles(parent).contains("Zebra") && titles(parent).contains("Momo!"))
+            // Dropping the child leaves no trace.
+            #expect(try ObjectContext(store: store).count(for: FetchRequest(entity: "Book")) == 7)
+        }
+    }
+
+    @Test func aChildsSaveReachesTheParentAsOneBatchAndTheParentsSaveTheStore() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            var request = FetchRequest(entity: "Book", sortKeys: [SortKey("title")])
+            request.predicate = try FetchPredicate("pages > 200")
+            let controller = FetchedResultsController(fetchRequest: request, context: parent)
+            let delegate = RecordingDelegate()
+            controller.delegate = delegate
+            try controller.performFetch()
+
+            let child = ObjectContext(parent: parent)
+            let book = try child.insert("Book")
+            try book.setValue("Neverwhere", forKey: "title")
+            try book.setValue(.int(370), forKey: "pages")
+            let gaiman = try child.insert("Author")
+            try gaiman.setValue("Neil Gaiman", forKey: "name")
+            try book.setObject(gaiman, forKey: "author")
+            try child.existingObject(with: library.ids["Momo"]!).setValue(.int(150), forKey: "pages")
+            try child.delete(try child.existingObject(with: library.ids["The Dispossessed"]!))
+            try child.save()
+            #expect(!child.hasChanges && parent.hasChanges)
+
+            // One batch for the parent's controller: the new book in, Momo and The Dispossessed out.
+            #expect(delegate.calls.filter { $0 == "will" }.count == 1)
+            #expect(controller.fetchedObjectIDs.contains(book.objectID))
+            #expect(!controller.fetchedObjectIDs.contains(library.ids["Momo"]!))
+            let inParent = try parent.existingObject(with: book.objectID)
+            #expect(try inParent.object(forKey: "author")?["name"] == "Neil Gaiman")
+            // Nothing reached the store yet; the parent's save writes it all.
+            #expect(try ObjectContext(store: store).count(for: FetchRequest(entity: "Author")) == 3)
+            try parent.save()
+            let reader = ObjectContext(store: store)
+            #expect(try titles(reader).contains("Neverwhere") && !titles(reader).contains("The Dispossessed"))
+            #expect(try reader.existingObject(with: library.ids["Momo"]!)["pages"] == .int(150))
+            #expect(try reader.existingObject(with: book.objectID).object(forKey: "author")?["name"] == "Neil Gaiman")
+            #expect(try store.checkIntegrity().findings.isEmpty)
+        }
+    }
+
+    @Test func theParentUndoesAChildsSaveInOneStep() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            let child = ObjectContext(parent: parent)
+            try child.existingObject(with: library.ids["Momo"]!).setValue("Momo?", forKey: "title")
+            let added = try child.insert("Book")
+            try added.setValue("Stardust", forKey: "title")
+            try child.save()
+            #expect(try titles(parent).contains("Momo?") && titles(parent).contains("Stardust"))
+            try parent.undoLastChange()
+            #expect(try titles(parent) == titles(ObjectContext(store: store)))
+            #expect(!parent.hasChanges)
+        }
+    }
+
+    @Test func grandchildrenAndConflictsWithTheParent() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            let child = ObjectContext(parent: parent)
+            let grandchild = ObjectContext(parent: child)
+            try grandchild.existingObject(with: library.ids["Momo"]!).setValue("Momo (3)", forKey: "title")
+            try grandchild.save()
+            #expect(try titles(child).contains("Momo (3)") && !titles(parent).contains("Momo (3)"))
+            try child.save()
+            #expect(try titles(parent).contains("Momo (3)"))
+
+            // The parent deletes what the child changed: the child's save is refused and the parent is untouched.
+            let edited = try child.existingObject(with: library.ids["La Peste"]!)
+            try edited.setValue(.int(300), forKey: "pages")
+            try parent.delete(try parent.existingObject(with: library.ids["La Peste"]!))
+            let error = entityStoreError { try child.save() }
+            #expect(error?.code == .conflict && error?.objectID == library.ids["La Peste"]!)
+            #expect(child.hasChanges)
+            #expect(try parent.existingObject(with: library.ids["Momo"]!)["title"] == "Momo (3)")
+            try parent.save()
+            #expect(try ObjectContext(store: store).count(for: FetchRequest(entity: "Book")) == 6)
+        }
+    }
+
+    @Test func typedModelsWorkInChildContexts() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let child = ObjectContext(parent: world.context)
+        let ticket = try child.insert(Ticket.self)
+        ticket.title = "From the child"
+        ticket.rank = 4
+        ticket.project = try child.first(Project.self, where: \Project.name == "Beta")
+        #expect(try child.count(Ticket.self) == 6 && world.context.count(Ticket.self) == 5)
+        try child.save()
+        let pushed = try #require(try world.context.first(Ticket.self, where: \Ticket.title == "From the child"))
+        #expect(pushed.project?.name == "Beta" && pushed.rank == 4)
+        try world.context.save()
+        #expect(try ObjectContext(store: world.store).count(Ticket.self) == 6)
+    }
+}
