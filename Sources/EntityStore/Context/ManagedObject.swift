@@ -151,6 +151,11 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
 
     private func setValue(_ value: Value, at index: Int, key: String) throws {
         let attribute = entity.attributes[index]
+        if let derivation = attribute.derivation {
+            throw EntityStoreError(
+                .invalidValue, "\(entity.name).\(key) is derived (\(derivation)): it is computed when saved",
+                entity: entity.name, key: key, objectID: objectID)
+        }
         if let type = value.type, type != attribute.type {
             throw EntityStoreError(
                 .typeMismatch, "\(entity.name).\(key) is \(attribute.type.withArticle); got \(value)",

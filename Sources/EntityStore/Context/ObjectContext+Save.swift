@@ -57,6 +57,7 @@ extension ObjectContext {
             let resolutions: [ObjectID: ChangeWriter.Resolution]
             do {
                 var failures = try propagateDeletes(keeping: keptByStore)
+                try computeDerivedAttributes()
                 failures += validateValues()
                 failures += runValidationRules()
                 (record, resolutions) = try writeChanges(requiredFailures: failures)

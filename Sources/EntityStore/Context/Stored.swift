@@ -13,12 +13,16 @@ public enum StoredOption: Sendable, Hashable {
     /// Rules the values must follow, checked by every save: `.validated(.range(1, 5))`, `.validated(.length(1...80))`,
     /// `.validated(.pattern("[A-Z]{3}"))` (see ``AttributeValidation``).
     case validated(AttributeValidation)
+    /// A derived attribute: computed at every save from the expression (see ``Attribute/derivation``), e.g.
+    /// `@Stored(.derived("tickets.@count")) var ticketCount: Int = 0`.
+    case derived(StaticString)
 
     public static func == (lhs: StoredOption, rhs: StoredOption) -> Bool {
         switch (lhs, rhs) {
         case (.indexed, .indexed), (.unique, .unique), (.caseInsensitive, .caseInsensitive): true
         case (.renamedFrom(let a), .renamedFrom(let b)): a.description == b.description
         case (.validated(let a), .validated(let b)): a == b
+        case (.derived(let a), .derived(let b)): a.description == b.description
         default: false
         }
     }
@@ -30,6 +34,7 @@ public enum StoredOption: Sendable, Hashable {
         case .caseInsensitive: hasher.combine(2)
         case .renamedFrom(let name): hasher.combine(name.description)
         case .validated(let rules): hasher.combine(rules)
+        case .derived(let expression): hasher.combine(expression.description)
         }
     }
 }
@@ -48,6 +53,7 @@ struct StoredOptions: Sendable {
     @usableFromInline let flags: UInt8
     @usableFromInline let renamedFrom: StaticString?
     @usableFromInline let validation: StoredValidation?
+    @usableFromInline let derivation: StaticString?
 
     /// No options.
     @inlinable
@@ -55,6 +61,7 @@ struct StoredOptions: Sendable {
         flags = 0
         renamedFrom = nil
         validation = nil
+        derivation = nil
     }
 
     @inlinable
@@ -62,6 +69,7 @@ struct StoredOptions: Sendable {
         var flags: UInt8 = 0
         var renamedFrom: StaticString?
         var validation: StoredValidation?
+        var derivation: StaticString?
         for option in options {
             switch option {
             case .indexed: flags |= 1
@@ -69,11 +77,13 @@ struct StoredOptions: Sendable {
             case .caseInsensitive: flags |= 4
             case .renamedFrom(let name): renamedFrom = name
             case .validated(let rules): validation = StoredValidation(rules)
+            case .derived(let expression): derivation = expression
             }
         }
         self.flags = flags
         self.renamedFrom = renamedFrom
         self.validation = validation
+        self.derivation = derivation
     }
 
     var list: [StoredOption] {
@@ -83,6 +93,7 @@ struct StoredOptions: Sendable {
         if flags & 4 != 0 { list.append(.caseInsensitive) }
         if let renamedFrom { list.append(.renamedFrom(renamedFrom)) }
         if let validation { list.append(.validated(validation.rules)) }
+        if let derivation { list.append(.derived(derivation)) }
         return list
     }
 }
@@ -199,11 +210,19 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     @usableFromInline
     func declaration(key: String) -> Property {
         let flags = packedOptions.flags
-        return .attribute(
-            Attribute(
-                key, T.attributeType, optional: T.isOptional, default: initialValue?.value ?? .null,
-                indexed: flags & 1 != 0, unique: flags & 2 != 0, caseInsensitive: flags & 4 != 0,
-                renamedFrom: packedOptions.renamedFrom?.description, validation: packedOptions.validation?.rules))
+        let defaultValue: Value = initialValue?.value ?? .null
+        let renamedFrom: String? = packedOptions.renamedFrom?.description
+        let validation: AttributeValidation? = packedOptions.validation?.rules
+        let derivation: String? = packedOptions.derivation?.description
+        let indexed: Bool = flags & 1 != 0
+        let unique: Bool = flags & 2 != 0
+        let caseInsensitive: Bool = flags & 4 != 0
+        let type: AttributeType = T.attributeType
+        let optional: Bool = T.isOptional
+        let attribute = Attribute(
+            key, type, optional: optional, default: defaultValue, indexed: indexed, unique: unique,
+            caseInsensitive: caseInsensitive, renamedFrom: renamedFrom, validation: validation, derived: derivation)
+        return .attribute(attribute)
     }
 
     @usableFromInline

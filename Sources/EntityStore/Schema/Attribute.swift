@@ -19,6 +19,7 @@ public enum AttributeType: String, Codable, Sendable, CaseIterable {
 /// Attribute("rating", .int64, default: 3)
 /// Attribute("nickname", .string, optional: true, renamedFrom: "alias")
 /// Attribute("stars", .int64, default: 3, validation: .range(1, 5))
+/// Attribute("bookCount", .int64, default: 0, indexed: true, derived: "books.@count")
 /// ```
 public struct Attribute: Codable, Sendable, Hashable {
     /// The attribute's name, unique in its entity.
@@ -39,14 +40,20 @@ public struct Attribute: Codable, Sendable, Hashable {
     public var renamedFrom: String?
     /// Rules its values must follow (range, length, pattern), checked by every save; nil for none.
     public var validation: AttributeValidation?
+    /// For a derived attribute, the expression its value is computed from at every save (Core Data's derived
+    /// attributes): a key path (`"author.name"`), a to-many relationship's `@count` or `@sum`/`@avg`/`@min`/`@max` of an
+    /// attribute (`"books.@sum.pages"`), `lowercase(keyPath)`, `uppercase(keyPath)` or `now()`. A derived attribute
+    /// is stored and can be indexed; the app does not set it (``ManagedObject/setValue(_:forKey:)`` refuses).
+    public var derivation: String?
 
     /// Declares an attribute.
     public init(
         _ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value = .null,
         indexed: Bool = false, unique: Bool = false, caseInsensitive: Bool = false, renamedFrom: String? = nil,
-        validation: AttributeValidation? = nil
+        validation: AttributeValidation? = nil, derived derivation: String? = nil
     ) {
         self.validation = validation
+        self.derivation = derivation
         self.name = name
         self.type = type
         self.isOptional = optional

@@ -47,7 +47,9 @@ public struct Schema: Codable, Sendable, Equatable {
             text += "E\(entity.name){"
             for a in entity.attributes {
                 text += "A\(a.name):\(a.type.rawValue):\(a.isOptional):\(a.defaultValue):\(a.isIndexed)"
-                text += ":\(a.isUnique):\(a.isCaseInsensitive);"
+                text += ":\(a.isUnique):\(a.isCaseInsensitive)"
+                if let derivation = a.derivation { text += ":=\(derivation)" }
+                text += ";"
             }
             for r in entity.relationships.sorted(by: { $0.name < $1.name }) {
                 text += "R\(r.name):\(r.destination):\(r.inverse):\(r.isToMany):\(r.deleteRule.rawValue)"
@@ -138,6 +140,19 @@ public struct Schema: Codable, Sendable, Equatable {
                             entity: entity.name, key: name,
                             message: "the inverse '\(destination.name).\(inverse.name)' does not point back to"
                                 + " '\(entity.name).\(name)'"))
+                }
+            }
+        }
+        if failures.isEmpty {
+            // Derivations resolve key paths through the schema: checked once the rest holds.
+            for entity in entities {
+                for index in entity.attributes.indices where entity.attributes[index].derivation != nil {
+                    do {
+                        _ = try Derivation(entity.attributes[index].derivation!, index: index, of: entity, in: self)
+                    } catch let error as EntityStoreError {
+                        failures.append(
+                            .init(entity: entity.name, key: entity.attributes[index].name, message: error.message))
+                    }
                 }
             }
         }

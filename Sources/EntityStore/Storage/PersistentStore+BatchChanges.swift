@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 
 /// What a batch update or delete did.
@@ -64,7 +65,10 @@ extension PersistentStore {
                 continue
             }
             let attribute = entity.attributes[index]
-            if let type = value.type, type != attribute.type {
+            if attribute.derivation != nil {
+                failures.append(
+                    .init(entity: entity.name, key: key, message: "'\(key)' is derived: it is computed when saved"))
+            } else if let type = value.type, type != attribute.type {
                 failures.append(
                     .init(
                         entity: entity.name, key: key,
@@ -81,7 +85,12 @@ extension PersistentStore {
         }
         if !failures.isEmpty { throw Self.batchChangeFailure(failures) }
         guard !assignments.isEmpty else { return BatchResult(objectIDs: []) }
-        let changedKeys = assignments.map { entity.attributes[$0.index].name }
+        // Derived attributes of the object's own values follow the update; those read through relationships are
+        // left as they are (a batch changes no relationship, and the related objects are not read).
+        let ownDerivations = try Derivation.all(of: entity, in: schema).filter { $0.firstStep == nil }
+        let now = Date()
+        let changedKeys =
+            assignments.map { entity.attributes[$0.index].name } + ownDerivations.map(\.attribute.name)
         let result = try mappingStorageErrors("batch updating \(entity.name)") {
             try write { txn -> BatchResult in
                 let ids = try matches(entityName, predicate, txn)
@@ -103,6 +112,21 @@ extension PersistentStore {
                         try keyBuffer.withUnsafeBytes { key in
                             try withUnsafeBytes(of: pk.bigEndian) { try txn.put(key, $0, in: database) }
                         }
+                    }
+                    for derivation in ownDerivations {
+                        let value = try derivation.value(ValuesSubject(values: record), now: now)
+                        guard value != record[derivation.index] else { continue }
+                        if let database = storage.indexes[derivation.index] {
+                            let caseInsensitive = entity.attributes[derivation.index].isCaseInsensitive
+                            IndexKey.encode(
+                                record[derivation.index], caseInsensitive: caseInsensitive, into: &keyBuffer)
+                            try txn.delete(keyBuffer, value: IndexKey.primaryKey(pk), in: database)
+                            IndexKey.encode(value, caseInsensitive: caseInsensitive, into: &keyBuffer)
+                            try keyBuffer.withUnsafeBytes { key in
+                                try withUnsafeBytes(of: pk.bigEndian) { try txn.put(key, $0, in: database) }
+                            }
+                        }
+                        record[derivation.index] = value
                     }
                     rowVersion += 1
                     RecordCodec.encode(record, rowVersion: rowVersion, into: &buffer)

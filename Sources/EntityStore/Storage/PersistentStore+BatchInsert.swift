@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 
 extension PersistentStore {
@@ -44,6 +45,10 @@ extension PersistentStore {
             for (key, value) in object {
                 guard let index = entity.attributeIndex(key) else {
                     failures.append(Self.notAnAttribute(key, of: entity, position: "object \(position)"))
+                    continue
+                }
+                if entity.attributes[index].derivation != nil {
+                    failures.append(Self.derivedKey(key, of: entity, position: "object \(position)"))
                     continue
                 }
                 if let type = value.type, type != types[index] || value.storageProblem != nil,
@@ -104,6 +109,9 @@ extension PersistentStore {
             }
             if positions.contains(index) {
                 failures.append(.init(entity: entity.name, key: key, message: "keys: '\(key)' is given twice"))
+            }
+            if entity.attributes[index].derivation != nil {
+                failures.append(Self.derivedKey(key, of: entity, position: "keys"))
             }
             positions.append(index)
         }
@@ -185,6 +193,25 @@ extension PersistentStore {
         return nil
     }
 
+    private static func derivedKey(_ key: String, of entity: Entity, position: String) -> EntityStoreError.Failure {
+        .init(entity: entity.name, key: key, message: "\(position): '\(key)' is derived: it is computed when saved")
+    }
+
+    /// Rows with their derived attributes computed (a batch sets no relationships: counts are 0, sums 0, the rest
+    /// reached through relationships nil).
+    func derivingValues(_ rows: [[Value]], _ entity: Entity) throws -> [[Value]] {
+        let derivations = try Derivation.all(of: entity, in: schema)
+        guard !derivations.isEmpty else { return rows }
+        let now = Date()
+        return try rows.map { row in
+            var values = row
+            for derivation in derivations {
+                values[derivation.index] = try derivation.value(ValuesSubject(values: values), now: now)
+            }
+            return values
+        }
+    }
+
     private static func ruleFailure(
         _ problem: String, _ entity: Entity, _ index: Int, position: Int
     ) -> EntityStoreError.Failure {
@@ -206,8 +233,9 @@ extension PersistentStore {
     }
 
     /// Writes validated rows (every attribute, in order) in one transaction with one history entry.
-    private func insertRows(_ rows: [[Value]], _ storage: EntityStorage, author: String?) throws -> [ObjectID] {
+    private func insertRows(_ given: [[Value]], _ storage: EntityStorage, author: String?) throws -> [ObjectID] {
         let entity = storage.entity
+        let rows = try derivingValues(given, entity)
         let ids = try mappingStorageErrors("batch inserting into \(entity.name)") {
             try write { txn -> [ObjectID] in
                 // Keys from the entity's sequence, past every block a context has reserved.

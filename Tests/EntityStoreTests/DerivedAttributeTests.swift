@@ -1,0 +1,131 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+/// A typed model with derived attributes.
+final class Shelf: Model {
+    @Stored var label: String
+    @Stored(.derived("uppercase(label)")) var sign: String = ""
+}
+
+/// Derived attributes (Core Data's derived attributes): computed at every save, stored and indexable.
+@Suite struct DerivedAttributeTests {
+    func schema() throws -> Schema {
+        try Schema(version: 1) {
+            Entity("Writer") {
+                Attribute("name", .string)
+                Attribute("bookCount", .int64, default: 0, indexed: true, derived: "books.@count")
+                Attribute("totalPages", .int64, default: 0, derived: "books.@sum.pages")
+                Attribute("longest", .int64, optional: true, derived: "books.@max.pages")
+                Relationship("books", to: "Volume", inverse: "writer", toMany: true)
+            }
+            Entity("Volume") {
+                Attribute("title", .string)
+                Attribute("pages", .int64, default: 0)
+                Attribute("sortTitle", .string, optional: true, derived: "lowercase(title)")
+                Attribute("writerName", .string, optional: true, derived: "writer.name")
+                Attribute("savedAt", .date, optional: true, derived: "now()")
+                Relationship("writer", to: "Writer", inverse: "books")
+            }
+        }
+    }
+
+    @Test func derivedValuesFollowEverySaveThroughRelationshipsToo() throws {
+        try withStore(schema: try schema()) { store, _ in
+            let context = ObjectContext(store: store)
+            let pratchett = try context.insert("Writer")
+            try pratchett.setValue("Terry Pratchett", forKey: "name")
+            let gaiman = try context.insert("Writer")
+            try gaiman.setValue("Neil Gaiman", forKey: "name")
+            var volumes: [ManagedObject] = []
+            for (title, pages) in [("Mort", 243), ("Guards! Guards!", 288), ("Good Omens", 412)] {
+                let volume = try context.insert("Volume")
+                try volume.setValue(.string(title), forKey: "title")
+                try volume.setValue(.int(Int64(pages)), forKey: "pages")
+                try volume.setObject(title == "Good Omens" ? gaiman : pratchett, forKey: "writer")
+                volumes.append(volume)
+            }
+            let before = Date()
+            try context.save()
+            #expect(try pratchett["bookCount"] == 2 && pratchett["totalPages"] == 531 && pratchett["longest"] == 288)
+            #expect(try volumes[1]["sortTitle"] == "guards! guards!" && volumes[2]["writerName"] == "Neil Gaiman")
+            if case .date(let saved) = try volumes[0]["savedAt"] { #expect(saved >= before) } else { Issue.record() }
+
+            // A volume's pages change: its writer (not otherwise changed) is recomputed.
+            try volumes[0].setValue(.int(300), forKey: "pages")
+            try context.save()
+            #expect(try pratchett["totalPages"] == 588 && pratchett["longest"] == 300)
+            // A volume moves to another writer; a writer is renamed; a volume is deleted.
+            try volumes[1].setObject(gaiman, forKey: "writer")
+            try gaiman.setValue("N. Gaiman", forKey: "name")
+            try context.delete(volumes[2])
+            try context.save()
+            #expect(try pratchett["bookCount"] == 1 && gaiman["bookCount"] == 1 && gaiman["totalPages"] == 288)
+            #expect(try volumes[1]["writerName"] == "N. Gaiman")
+            // Stored: another context reads them, and the index serves them.
+            let reader = ObjectContext(store: store)
+            let request = FetchRequest(entity: "Writer", predicate: try FetchPredicate("bookCount == 1"))
+            #expect(try reader.fetch(request).count == 2)
+            #expect(try reader.explain(request).description.contains("index Writer.bookCount"))
+            // The app does not set them.
+            let error = entityStoreError { try pratchett.setValue(.int(9), forKey: "bookCount") }
+            #expect(error?.code == .invalidValue && error?.message.contains("derived") == true)
+        }
+    }
+
+    @Test func badDerivationsAreRefusedWithTheSchema() throws {
+        let error = entityStoreError {
+            _ = try Schema(version: 1) {
+                Entity("A") {
+                    Attribute("name", .string)
+                    Attribute("n1", .string, derived: "bs.@count")
+                    Attribute("n2", .int64, derived: "nothing")
+                    Attribute("n3", .string, optional: true, derived: "bs.label")
+                    Attribute("n4", .int64, derived: "lowercase(name)")
+                    Attribute("n5", .int64, unique: true, derived: "bs.@count")
+                    Attribute("n6", .int64, derived: "now()")
+                    Relationship("bs", to: "B", inverse: "a", toMany: true)
+                }
+                Entity("B") {
+                    Attribute("label", .string)
+                    Relationship("a", to: "A", inverse: "bs")
+                }
+            }
+        }
+        #expect(error?.code == .invalidSchema)
+        #expect(
+            Set((error?.failures ?? []).compactMap(\.key)) == ["n1", "n2", "n3", "n4", "n5", "n6"],
+            "\(error?.failures ?? [])")
+    }
+
+    @Test func batchesComputeAndRefuseDerivedAttributes() throws {
+        try withStore(schema: try schema()) { store, _ in
+            try store.batchInsert(into: "Volume", keys: ["title", "pages"], rows: [["Small Gods", 284]])
+            let volume = try #require(try ObjectContext(store: store).fetch(FetchRequest(entity: "Volume")).first)
+            #expect(try volume["sortTitle"] == "small gods" && volume["writerName"] == .null)
+            #expect(
+                entityStoreError { try store.batchInsert(into: "Writer", objects: [["name": "X", "bookCount": 3]]) }?
+                    .code == .validationFailed)
+            try store.batchUpdate("Volume", set: ["title": "Pyramids"])
+            let reread = try #require(try ObjectContext(store: store).fetch(FetchRequest(entity: "Volume")).first)
+            #expect(try reread["sortTitle"] == "pyramids")
+            #expect(
+                entityStoreError { try store.batchUpdate("Volume", set: ["sortTitle": "x"]) }?.code == .validationFailed
+            )
+        }
+    }
+
+    @Test func typedModelsDeclareDerivedAttributes() throws {
+        let temporary = try TemporaryStore(schema: try Schema(version: 1, models: [Shelf.self]))
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let shelf = try context.insert(Shelf.self)
+        shelf.label = "Fantasy"
+        try context.save()
+        #expect(shelf.sign == "FANTASY")
+        shelf.sign = "nope"
+        #expect(shelf.lastError?.code == .invalidValue)
+        #expect(entityStoreError { try context.save() }?.code == .invalidValue)
+    }
+}
