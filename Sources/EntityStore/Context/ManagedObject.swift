@@ -53,6 +53,16 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// does not need. The bytes are the fetch's snapshot, so the values are those of the fetch whenever they are
     /// decoded.
     @exclusivity(unchecked) private var pendingRecord: [UInt8]?
+    /// Transient values (``Entity/transientAttributes``), and their values at the last save; empty until set.
+    @exclusivity(unchecked) var transientValues: [Value] = []
+    @exclusivity(unchecked) var committedTransients: [Value] = []
+    /// The transient values, their defaults before any was set.
+    var currentTransients: [Value] {
+        transientValues.isEmpty ? entity.transientAttributes.map(\.defaultValue) : transientValues
+    }
+    var savedTransients: [Value] {
+        committedTransients.isEmpty ? entity.transientAttributes.map(\.defaultValue) : committedTransients
+    }
     /// The row version the values were read at (optimistic locking).
     @exclusivity(unchecked) var rowVersion: UInt64 = 0
     /// Current relationship targets, by relationship name, loaded one relationship at a time.
@@ -119,6 +129,9 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// - Throws: ``EntityStoreError/Code/unknownKey``; ``EntityStoreError/Code/objectNotFound`` when the object was
     ///   deleted from the store.
     public func value(forKey key: String) throws -> Value {
+        if entity.attributeIndex(key) == nil, let transient = entity.transientIndex(key) {
+            return currentTransients[transient]
+        }
         let index = try attributeIndex(key)
         return try loadedValues()[index]
     }
@@ -134,19 +147,39 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     ///   store cannot hold (`Decimal.nan`), ``EntityStoreError/Code/unknownKey``,
     ///   ``EntityStoreError/Code/invalidObject`` for a deleted object.
     public func setValue(_ value: Value, forKey key: String) throws {
+        if entity.attributeIndex(key) == nil, let transient = entity.transientIndex(key) {
+            try setTransient(value, at: transient, key: key)
+            return
+        }
         try setValue(value, at: try attributeIndex(key), key: key)
+    }
+
+    private func setTransient(_ value: Value, at index: Int, key: String) throws {
+        let attribute = entity.transientAttributes[index]
+        if let type = value.type, type != attribute.type {
+            throw EntityStoreError(
+                .typeMismatch, "\(entity.name).\(key) is \(attribute.type.withArticle); got \(value)",
+                entity: entity.name, key: key, objectID: objectID)
+        }
+        try liveContext().setTransient(self, index: index, to: value)
     }
 
     /// The value of a typed property's attribute, found through its slot (see `PropertySlot`).
     @usableFromInline
     func value(for slot: Unmanaged<PropertySlot>) throws -> Value {
-        try loadedValues()[try slot._withUnsafeGuaranteedRef { try attributeIndex($0) }]
+        try slot._withUnsafeGuaranteedRef { slot in
+            guard let index = storedIndex(slot) else { return try value(forKey: slot.key) }
+            return try loadedValues()[index]
+        }
     }
 
     /// Sets a typed property's attribute, found through its slot.
     @usableFromInline
     func setValue(_ value: Value, for slot: Unmanaged<PropertySlot>) throws {
-        try slot._withUnsafeGuaranteedRef { try setValue(value, at: try attributeIndex($0), key: $0.key) }
+        try slot._withUnsafeGuaranteedRef { slot in
+            guard let index = storedIndex(slot) else { return try setValue(value, forKey: slot.key) }
+            try setValue(value, at: index, key: slot.key)
+        }
     }
 
     private func setValue(_ value: Value, at index: Int, key: String) throws {
@@ -171,8 +204,14 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The attributes whose values differ from the stored ones, with their new values.
     public func changedValues() -> [String: Value] {
-        guard let values else { return [:] }
         var changes: [String: Value] = [:]
+        if !transientValues.isEmpty {
+            let saved = savedTransients
+            for (i, attribute) in entity.transientAttributes.enumerated() where saved[i] != transientValues[i] {
+                changes[attribute.name] = transientValues[i]
+            }
+        }
+        guard let values else { return changes }
         for (i, attribute) in entity.attributes.enumerated() where committed?[i] != values[i] {
             changes[attribute.name] = values[i]
         }
@@ -256,10 +295,11 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// The position of a typed property's attribute: where the slot last found it when the name there matches.
-    func attributeIndex(_ slot: PropertySlot) throws -> Int {
+    /// The position of a typed property's stored attribute (nil for a transient or unknown key).
+    func storedIndex(_ slot: PropertySlot) -> Int? {
         let hint = slot.hint.load(ordering: .relaxed)
         if entity.hasAttribute(named: slot.key, at: hint) { return hint }
-        let index = try attributeIndex(slot.key)
+        guard let index = entity.attributeIndex(slot.key) else { return nil }
         slot.hint.store(index, ordering: .relaxed)
         return index
     }

@@ -40,6 +40,11 @@ extension ObjectContext {
         beginBatch()
         defer { endBatch() }
         processPendingChanges()
+        // Transient values are never written; once saved, what they hold is the baseline of `changedValues()`.
+        let transientlyChanged = dirty.compactMap { registered[$0] }.filter { !$0.transientValues.isEmpty }
+        defer {
+            if !hasChanges { for object in transientlyChanged { object.committedTransients = object.transientValues } }
+        }
         guard hasChanges else {
             dirty = []
             return

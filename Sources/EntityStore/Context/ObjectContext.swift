@@ -263,6 +263,7 @@ public final class ObjectContext {
             object.isDeleted = false
             object.values = object.committed
             object.related = object.committedRelated
+            object.transientValues = object.committedTransients
         }
         dirty = []
         undo.clear()
@@ -348,6 +349,22 @@ public final class ObjectContext {
         }
     }
 
+    func setTransient(_ object: ManagedObject, index: Int, to value: Value) throws {
+        guard !object.isDeleted else {
+            throw EntityStoreError(
+                .invalidObject, "\(object.objectID) is deleted", entity: object.entity.name,
+                objectID: object.objectID)
+        }
+        var current = object.currentTransients
+        guard current[index] != value else { return }
+        mutation {
+            willChange(object.objectID)
+            current[index] = value
+            object.transientValues = current
+            dirty.insert(object.objectID)
+        }
+    }
+
     func setAttribute(_ object: ManagedObject, index: Int, to value: Value) throws {
         guard !object.isDeleted else {
             throw EntityStoreError(
@@ -393,12 +410,17 @@ struct ObjectState {
     let committedRelated: [String: Set<ObjectID>]
     let isInserted: Bool
     let isDeleted: Bool
+    var transients: [Value] = []
+    var committedTransients: [Value] = []
 
     /// This state with other values.
     func with(values: [Value]) -> ObjectState {
-        ObjectState(
+        var state = ObjectState(
             object: object, values: values, committed: committed, rowVersion: rowVersion, related: related,
             committedRelated: committedRelated, isInserted: isInserted, isDeleted: isDeleted)
+        state.transients = transients
+        state.committedTransients = committedTransients
+        return state
     }
 
     init(
@@ -424,9 +446,13 @@ struct ObjectState {
         committedRelated = object.committedRelated
         isInserted = object.isInserted
         isDeleted = object.isDeleted
+        transients = object.transientValues
+        committedTransients = object.committedTransients
     }
 
     func apply(to object: ManagedObject) {
+        object.transientValues = transients
+        object.committedTransients = committedTransients
         object.values = values
         object.committed = committed
         object.rowVersion = rowVersion

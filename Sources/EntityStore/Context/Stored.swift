@@ -16,10 +16,13 @@ public enum StoredOption: Sendable, Hashable {
     /// A derived attribute: computed at every save from the expression (see ``Attribute/derivation``), e.g.
     /// `@Stored(.derived("tickets.@count")) var ticketCount: Int = 0`.
     case derived(StaticString)
+    /// A transient attribute: tracked by the context (changes, undo, events), never stored.
+    case transient
 
     public static func == (lhs: StoredOption, rhs: StoredOption) -> Bool {
         switch (lhs, rhs) {
-        case (.indexed, .indexed), (.unique, .unique), (.caseInsensitive, .caseInsensitive): true
+        case (.indexed, .indexed), (.unique, .unique), (.caseInsensitive, .caseInsensitive), (.transient, .transient):
+            true
         case (.renamedFrom(let a), .renamedFrom(let b)): a.description == b.description
         case (.validated(let a), .validated(let b)): a == b
         case (.derived(let a), .derived(let b)): a.description == b.description
@@ -32,6 +35,7 @@ public enum StoredOption: Sendable, Hashable {
         case .indexed: hasher.combine(0)
         case .unique: hasher.combine(1)
         case .caseInsensitive: hasher.combine(2)
+        case .transient: hasher.combine(3)
         case .renamedFrom(let name): hasher.combine(name.description)
         case .validated(let rules): hasher.combine(rules)
         case .derived(let expression): hasher.combine(expression.description)
@@ -75,6 +79,7 @@ struct StoredOptions: Sendable {
             case .indexed: flags |= 1
             case .unique: flags |= 2
             case .caseInsensitive: flags |= 4
+            case .transient: flags |= 8
             case .renamedFrom(let name): renamedFrom = name
             case .validated(let rules): validation = StoredValidation(rules)
             case .derived(let expression): derivation = expression
@@ -91,6 +96,7 @@ struct StoredOptions: Sendable {
         if flags & 1 != 0 { list.append(.indexed) }
         if flags & 2 != 0 { list.append(.unique) }
         if flags & 4 != 0 { list.append(.caseInsensitive) }
+        if flags & 8 != 0 { list.append(.transient) }
         if let renamedFrom { list.append(.renamedFrom(renamedFrom)) }
         if let validation { list.append(.validated(validation.rules)) }
         if let derivation { list.append(.derived(derivation)) }
@@ -221,13 +227,15 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
         let optional: Bool = T.isOptional
         let attribute = Attribute(
             key, type, optional: optional, default: defaultValue, indexed: indexed, unique: unique,
-            caseInsensitive: caseInsensitive, renamedFrom: renamedFrom, validation: validation, derived: derivation)
+            caseInsensitive: caseInsensitive, renamedFrom: renamedFrom, validation: validation, derived: derivation,
+            transient: flags & 8 != 0)
         return .attribute(attribute)
     }
 
     @usableFromInline
     func mismatches(key: String, in entity: Entity, model: String) -> [EntityStoreError.Failure] {
-        guard let attribute = entity.attribute(key) else {
+        guard let attribute = entity.attribute(key) ?? entity.transientAttributes.first(where: { $0.name == key })
+        else {
             let hint = entity.relationship(key) != nil ? " as an attribute (it is a relationship)" : ""
             return [
                 .init(

@@ -199,6 +199,16 @@ extension ObjectContext {
                     new.append(current[i])
                 }
             }
+            if before.transients != object.transientValues {
+                let names = object.entity.transientAttributes.map(\.name)
+                let previous = before.transients.isEmpty ? object.savedTransients : before.transients
+                let current = object.currentTransients
+                for i in names.indices where previous[i] != current[i] {
+                    keys.append(names[i])
+                    old.append(previous[i])
+                    new.append(current[i])
+                }
+            }
             let changedAttributes = keys
             var oldRelationships: [String: [ObjectID]] = [:]
             for relationship in object.entity.relationships {

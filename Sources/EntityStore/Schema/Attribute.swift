@@ -45,13 +45,19 @@ public struct Attribute: Codable, Sendable, Hashable {
     /// attribute (`"books.@sum.pages"`), `lowercase(keyPath)`, `uppercase(keyPath)` or `now()`. A derived attribute
     /// is stored and can be indexed; the app does not set it (``ManagedObject/setValue(_:forKey:)`` refuses).
     public var derivation: String?
+    /// Whether the attribute is transient: tracked by its context (changes, undo, events) but never stored. It
+    /// lives in ``Entity/transientAttributes``, apart from the stored ones.
+    public var isTransient: Bool { transientFlag == true }
+    /// Stored as an optional so that schemas written before transient attributes existed still decode.
+    var transientFlag: Bool?
 
     /// Declares an attribute.
     public init(
         _ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value = .null,
         indexed: Bool = false, unique: Bool = false, caseInsensitive: Bool = false, renamedFrom: String? = nil,
-        validation: AttributeValidation? = nil, derived derivation: String? = nil
+        validation: AttributeValidation? = nil, derived derivation: String? = nil, transient: Bool = false
     ) {
+        self.transientFlag = transient ? true : nil
         self.validation = validation
         self.derivation = derivation
         self.name = name

@@ -8,6 +8,13 @@ public struct Entity: Codable, Sendable, Equatable {
     public var relationships: [Relationship]
     /// The entity's name in the previous schema version, for a rename migration.
     public var renamedFrom: String?
+    /// Transient attributes: tracked by contexts, never stored (declared with `transient: true`).
+    public var transientAttributes: [Attribute] {
+        get { transients ?? [] }
+        set { transients = newValue.isEmpty ? nil : newValue }
+    }
+    /// Stored as an optional so that schemas written before transient attributes existed still decode.
+    var transients: [Attribute]?
 
     /// Declares an entity with its properties.
     ///
@@ -22,14 +29,17 @@ public struct Entity: Codable, Sendable, Equatable {
         self.renamedFrom = renamedFrom
         var attributes: [Attribute] = []
         var relationships: [Relationship] = []
+        var transients: [Attribute] = []
         for property in properties() {
             switch property {
+            case .attribute(let attribute) where attribute.isTransient: transients.append(attribute)
             case .attribute(let attribute): attributes.append(attribute)
             case .relationship(let relationship): relationships.append(relationship)
             }
         }
         self.attributes = attributes
         self.relationships = relationships
+        self.transients = transients.isEmpty ? nil : transients
     }
 
     /// The attribute named `name`.
@@ -49,6 +59,9 @@ public struct Entity: Codable, Sendable, Equatable {
     func hasAttribute(named name: String, at index: Int) -> Bool {
         attributes.withUnsafeBufferPointer { buffer in buffer.indices.contains(index) && buffer[index].name == name }
     }
+
+    /// The position of the transient attribute named `name`.
+    func transientIndex(_ name: String) -> Int? { transients?.firstIndex { $0.name == name } }
 
     /// The relationship named `name`.
     public func relationship(_ name: String) -> Relationship? { relationships.first { $0.name == name } }

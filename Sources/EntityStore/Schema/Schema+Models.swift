@@ -7,6 +7,7 @@ extension Entity {
         self.init(model.entityName, renamedFrom: renamedFrom)
         for (key, property) in model.modelProperties() {
             switch property.declaration(key: key) {
+            case .attribute(let attribute) where attribute.isTransient: transientAttributes.append(attribute)
             case .attribute(let attribute): attributes.append(attribute)
             case .relationship(let relationship): relationships.append(relationship)
             }

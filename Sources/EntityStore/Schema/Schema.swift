@@ -112,6 +112,29 @@ public struct Schema: Codable, Sendable, Equatable {
                     )
                 }
             }
+            for transient in entity.transientAttributes {
+                let name = transient.name
+                if !isValidName(name) {
+                    failures.append(.init(entity: entity.name, key: name, message: "'\(name)' is not a valid name"))
+                }
+                if !propertyNames.insert(name).inserted {
+                    failures.append(.init(entity: entity.name, key: name, message: "duplicate property name '\(name)'"))
+                }
+                if transient.isIndexed || transient.derivation != nil {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: name,
+                            message: "a transient attribute cannot be indexed, unique or derived"))
+                }
+                if let type = transient.defaultValue.type, type != transient.type {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: name,
+                            message:
+                                "the default \(transient.defaultValue) is \(type.withArticle), not \(transient.type.withArticle)"
+                        ))
+                }
+            }
             for relationship in entity.relationships {
                 let name = relationship.name
                 if !isValidName(name) {

@@ -1,0 +1,97 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+/// A typed model with a transient property.
+final class Draft: Model {
+    @Stored var text: String
+    @Stored(.transient) var isSelected: Bool = false
+}
+
+/// Transient attributes: tracked by the context (changed values, undo, events), never stored.
+@Suite struct TransientAttributeTests {
+    func schema() throws -> Schema {
+        try Schema(version: 1) {
+            Entity("Note") {
+                Attribute("text", .string)
+                Attribute("scratch", .string, optional: true, transient: true)
+                Attribute("clicks", .int64, default: 0, transient: true)
+            }
+        }
+    }
+
+    @Test func transientValuesAreTrackedButNeverStored() throws {
+        try withStore(schema: try schema()) { store, _ in
+            let entity = try #require(store.schema.entity("Note"))
+            #expect(
+                entity.attributes.map(\.name) == ["text"]
+                    && entity.transientAttributes.map(\.name) == ["scratch", "clicks"])
+            let context = ObjectContext(store: store)
+            var events: [ChangeRecord] = []
+            let token = context.addObserver { events.append($0) }
+            defer { withExtendedLifetime(token) {} }
+            let note = try context.insert("Note")
+            try note.setValue("hello", forKey: "text")
+            #expect(try note["clicks"] == 0 && note["scratch"] == .null)
+            try context.save()
+            events = []
+
+            try note.setValue(.int(3), forKey: "clicks")
+            try note.setValue("draft", forKey: "scratch")
+            #expect(note.changedValues() == ["clicks": 3, "scratch": "draft"])
+            context.processPendingChanges()
+            #expect(Set(events.flatMap { $0.changes.flatMap(\.changedKeys) }) == ["clicks", "scratch"])
+            #expect(entityStoreError { try note.setValue("x", forKey: "clicks") }?.code == .typeMismatch)
+            // Undo brings the transient values back, one change at a time.
+            try context.undoLastChange()
+            #expect(try note["clicks"] == 3 && note["scratch"] == .null)
+            try context.undoLastChange()
+            #expect(try note["clicks"] == 0)
+            try note.setValue(.int(5), forKey: "clicks")
+            // Saving writes nothing for it; it stays in this object, and changedValues() starts over.
+            let before = try store.history().count
+            try context.save()
+            #expect(try store.history().count == before)
+            #expect(try note["clicks"] == 5 && note.changedValues().isEmpty)
+            let other = ObjectContext(store: store)
+            #expect(try other.existingObject(with: note.objectID)["clicks"] == 0)
+            // A rollback restores the saved value; a fetch cannot filter on a transient key.
+            try note.setValue(.int(9), forKey: "clicks")
+            context.rollback()
+            #expect(try note["clicks"] == 5)
+            #expect(
+                entityStoreError {
+                    _ = try context.fetch(FetchRequest(entity: "Note", predicate: try FetchPredicate("clicks > 1")))
+                }?.code == .invalidPredicate)
+        }
+    }
+
+    @Test func transientAttributesCannotBeIndexedOrDerived() throws {
+        let error = entityStoreError {
+            _ = try Schema(version: 1) {
+                Entity("Bad") {
+                    Attribute("a", .string, indexed: true, transient: true)
+                    Attribute("b", .string, derived: "a", transient: true)
+                }
+            }
+        }
+        #expect(error?.code == .invalidSchema && error?.failures.count == 2)
+    }
+
+    @Test func typedModelsDeclareTransientProperties() throws {
+        let temporary = try TemporaryStore(schema: try Schema(version: 1, models: [Draft.self]))
+        defer { temporary.remove() }
+        #expect(temporary.store.schema.entity("Draft")?.transientAttributes.map(\.name) == ["isSelected"])
+        let context = ObjectContext(store: temporary.store)
+        let draft = try context.insert(Draft.self)
+        draft.text = "hi"
+        draft.isSelected = true
+        #expect(draft.isSelected && draft.lastError == nil)
+        try context.save()
+        #expect(draft.isSelected)
+        #expect(
+            try ObjectContext(store: temporary.store).existingObject(Draft.self, with: draft.objectID).isSelected
+                == false)
+    }
+}
