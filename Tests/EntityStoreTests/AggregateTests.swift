@@ -173,3 +173,55 @@ import Testing
         }
     }
 }
+
+/// `SUBQUERY(collection, $x, predicate).@count`.
+@Suite struct SubqueryTests {
+    func names(_ store: PersistentStore, _ format: String, _ arguments: PredicateArgument...) throws -> [String] {
+        var request = FetchRequest(
+            entity: "Author", predicate: try FetchPredicate(format: format, arguments: arguments))
+        request.sortKeys = [SortKey("name")]
+        return try ObjectContext(store: store).fetch(request).map { try $0["name"].stringValue }
+    }
+
+    @Test func subqueriesCountTheMembersThatMatch() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            #expect(
+                try names(store, "SUBQUERY(books, $b, $b.pages > 300).@count > 0") == [
+                    "Michael Ende", "Ursula Le Guin",
+                ])
+            #expect(
+                try names(store, "SUBQUERY(books, $b, $b.pages > 300 AND $b.score > 4.6).@count == 1") == [
+                    "Michael Ende"
+                ])
+            #expect(
+                try names(store, "SUBQUERY(books, $b, ANY $b.tags.name == 'classic').@count >= %d", 2) == [
+                    "Albert Camus"
+                ])
+            #expect(
+                try names(store, "NOT SUBQUERY(books, $b, $b.pages == nil).@count > 0 AND books.@count > 0") == [
+                    "Michael Ende", "Ursula Le Guin",
+                ])
+            // Printed back in the same language.
+            let predicate = try FetchPredicate("SUBQUERY(books, $b, $b.pages > 300).@count > 0")
+            #expect(try FetchPredicate(predicate.description) == predicate)
+            // Unsaved changes count, as everywhere.
+            let context = ObjectContext(store: store)
+            try context.existingObject(with: library.ids["L'Étranger"]!).setValue(.int(999), forKey: "pages")
+            var request = FetchRequest(entity: "Author", predicate: predicate)
+            request.sortKeys = [SortKey("name")]
+            #expect(try context.fetch(request).count == 3)
+            for (format, fragment) in [
+                ("SUBQUERY(books, $b, pages > 1).@count > 0", "start with $b"),
+                ("SUBQUERY(books, b, $b.pages > 1).@count > 0", "a variable such as $x"),
+                ("SUBQUERY(books, $b, $b.pages > 1) > 0", "'.@count' after the SUBQUERY"),
+                ("SUBQUERY(name, $b, $b.pages > 1).@count > 0", "to-many"),
+                ("SUBQUERY(books, $b, $b.nothing > 1).@count > 0", "nothing"),
+            ] {
+                let error = entityStoreError { _ = try names(store, format) }
+                #expect(error?.code == .invalidPredicate, "\(format)")
+                #expect(error?.message.contains(fragment) == true, "\(format): \(error?.message ?? "")")
+            }
+        }
+    }
+}

@@ -119,7 +119,7 @@ import Testing
         ("title == %@", "at position 10: '%@' has no argument (0 given)"),
         ("pages > %z", "at position 9: unknown placeholder '%z' (expected %@, %K, %d or %f)"),
         ("tags.@median > 3", "at position 6: unknown key '@median' (@count, @sum, @avg, @min and @max are supported)"),
-        ("title = $x", "at position 9: unexpected character '$'"),
+        ("title = $x", "at position 9: $x: variables are only used inside SUBQUERY"),
     ]
 
     @Test(arguments: parseErrors)

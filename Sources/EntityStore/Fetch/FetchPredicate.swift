@@ -34,6 +34,9 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
         public var options: StringOptions
         /// `ANY`, `ALL` or `NONE` over a to-many key path; `nil` for a direct comparison.
         public var quantifier: Quantifier?
+        /// For `SUBQUERY(keyPath, $x, predicate).@count`: the predicate the counted objects must match (the key path
+        /// is then the collection followed by `@count`).
+        public var subquery: Subquery?
 
         /// Creates a comparison.
         public init(
@@ -45,6 +48,21 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
             self.operand = operand
             self.options = options
             self.quantifier = quantifier
+        }
+    }
+
+    /// The predicate of a `SUBQUERY`: its variable, and the condition on each object of the collection (with key paths
+    /// relative to that object).
+    public struct Subquery: Hashable, Sendable {
+        /// The variable's name as written (`$b`).
+        public var variable: String
+        /// The condition, on the collection's objects.
+        public var predicate: FetchPredicate
+
+        /// A subquery.
+        public init(variable: String, predicate: FetchPredicate) {
+            self.variable = variable
+            self.predicate = predicate
         }
     }
 
@@ -89,6 +107,9 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
         /// Another key path of the same object.
         case keyPath([String])
 
+        /// The key path of a `.keyPath` operand.
+        var keyPathValue: [String]? { if case .keyPath(let path) = self { path } else { nil } }
+
         public var description: String {
             switch self {
             case .value(let value): FetchPredicate.literal(value)
@@ -126,8 +147,14 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
         switch self {
         case .constant(let value): value ? "TRUEPREDICATE" : "FALSEPREDICATE"
         case .comparison(let c):
-            (c.quantifier.map { "\($0.rawValue) " } ?? "") + c.keyPath.joined(separator: ".") + " " + c.op.rawValue
-                + FetchPredicate.optionsText(c.options) + " " + c.operand.description
+            if let subquery = c.subquery {
+                "SUBQUERY(" + c.keyPath.dropLast().joined(separator: ".") + ", " + subquery.variable + ", "
+                    + subquery.predicate.prefixingKeyPaths(with: subquery.variable).description + ").@count "
+                    + c.op.rawValue + " " + c.operand.description
+            } else {
+                (c.quantifier.map { "\($0.rawValue) " } ?? "") + c.keyPath.joined(separator: ".") + " " + c.op.rawValue
+                    + FetchPredicate.optionsText(c.options) + " " + c.operand.description
+            }
         case .and(let parts): "(" + parts.map(\.description).joined(separator: " AND ") + ")"
         case .or(let parts): "(" + parts.map(\.description).joined(separator: " OR ") + ")"
         case .not(let inner): "NOT " + inner.description
@@ -161,9 +188,44 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
         switch self {
         case .constant: []
         case .comparison(let c):
-            if case .keyPath(let other) = c.operand { [c.keyPath, other] } else { [c.keyPath] }
+            if let subquery = c.subquery {
+                // The collection's count, and what the subquery reads on its members (through the collection).
+                [c.keyPath] + subquery.predicate.keyPaths.map { Array(c.keyPath.dropLast()) + $0 }
+            } else if let other = c.operand.keyPathValue {
+                [c.keyPath, other]
+            } else {
+                [c.keyPath]
+            }
         case .and(let parts), .or(let parts): parts.flatMap(\.keyPaths)
         case .not(let inner): inner.keyPaths
+        }
+    }
+
+    /// The predicate with every key path (left side and key-path operands) mapped by `transform`.
+    func renamingKeyPaths(_ transform: ([String]) throws -> [String]) throws -> FetchPredicate {
+        switch self {
+        case .constant: return self
+        case .comparison(var c):
+            c.keyPath = try transform(c.keyPath)
+            if case .keyPath(let other) = c.operand { c.operand = .keyPath(try transform(other)) }
+            return .comparison(c)
+        case .and(let parts): return .and(try parts.map { try $0.renamingKeyPaths(transform) })
+        case .or(let parts): return .or(try parts.map { try $0.renamingKeyPaths(transform) })
+        case .not(let inner): return .not(try inner.renamingKeyPaths(transform))
+        }
+    }
+
+    /// The predicate with `variable` put back in front of its key paths (for printing a subquery).
+    func prefixingKeyPaths(with variable: String) -> FetchPredicate {
+        switch self {
+        case .constant: return self
+        case .comparison(var c):
+            c.keyPath = [variable] + c.keyPath
+            if case .keyPath(let other) = c.operand { c.operand = .keyPath([variable] + other) }
+            return .comparison(c)
+        case .and(let parts): return .and(parts.map { $0.prefixingKeyPaths(with: variable) })
+        case .or(let parts): return .or(parts.map { $0.prefixingKeyPaths(with: variable) })
+        case .not(let inner): return .not(inner.prefixingKeyPaths(with: variable))
         }
     }
 }

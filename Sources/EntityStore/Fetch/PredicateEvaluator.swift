@@ -106,6 +106,9 @@ final class CompiledPredicate {
     indirect enum Node {
         case constant(Bool)
         case comparison(ResolvedKeyPath, FetchPredicate.Comparison, ResolvedKeyPath?)
+        /// `SUBQUERY(collection, $x, predicate).@count op value`: the collection's path (ending in `@count`) and the
+        /// predicate compiled against its destination.
+        case subquery(ResolvedKeyPath, FetchPredicate.Comparison, CompiledPredicate)
         case and([Node])
         case or([Node])
         case not(Node)
@@ -131,6 +134,7 @@ final class CompiledPredicate {
                 for p in [path] + (other.map { [$0] } ?? []) where p.steps.isEmpty {
                     if case .attribute(let i, _) = p.terminal { result.insert(i) }
                 }
+            case .subquery: break
             case .and(let nodes), .or(let nodes): nodes.forEach(visit)
             case .not(let inner): visit(inner)
             }
@@ -149,6 +153,7 @@ final class CompiledPredicate {
                     case .comparison(let path, _, let other):
                         !path.steps.isEmpty || { if case .relationship = path.terminal { true } else { false } }()
                             || (other.map { !$0.steps.isEmpty } ?? false)
+                    case .subquery: true
                     case .and(let nodes), .or(let nodes): nodes.contains(where: visit)
                     case .not(let inner): visit(inner)
                     }
@@ -163,6 +168,17 @@ final class CompiledPredicate {
         case .and(let parts): return .and(try parts.map { try compile($0, entity, schema) })
         case .or(let parts): return .or(try parts.map { try compile($0, entity, schema) })
         case .not(let inner): return .not(try compile(inner, entity, schema))
+        case .comparison(let c) where c.subquery != nil:
+            let path = try ResolvedKeyPath.resolve(c.keyPath, from: entity, in: schema)
+            guard case .count = path.terminal, let collection = path.steps.last,
+                let destination = schema.entity(collection.destination)
+            else {
+                throw EntityStoreError(
+                    .invalidPredicate, "SUBQUERY needs a to-many key path, not '\(path.text)'", entity: entity.name,
+                    key: path.text)
+            }
+            try checkTypes(path, c, entity)
+            return .subquery(path, c, try CompiledPredicate(c.subquery!.predicate, entity: destination, schema: schema))
         case .comparison(let c):
             let path = try ResolvedKeyPath.resolve(c.keyPath, from: entity, in: schema)
             if path.isToMany && c.quantifier == nil {
@@ -265,6 +281,15 @@ final class CompiledPredicate {
             for node in nodes where try evaluate(node, subject) { return true }
             return false
         case .not(let inner): return try !evaluate(inner, subject)
+        case .subquery(let path, let c, let inner):
+            var subjects: [any PredicateSubject] = [subject]
+            for step in path.steps.dropLast() { subjects = try subjects.flatMap { try $0.related(step) } }
+            guard let collection = path.steps.last else { return false }
+            var count: Int64 = 0
+            for owner in subjects {
+                for member in try owner.related(collection) where try inner.evaluate(member) { count += 1 }
+            }
+            return try compare(.int(count), c, c.operand)
         case .comparison(let path, let c, let other):
             let right: FetchPredicate.Operand
             if let other {

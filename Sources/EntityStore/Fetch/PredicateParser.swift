@@ -138,6 +138,8 @@ struct PredicateParser {
     var tokenStart = 0
     var token: Token = .end
     var depth = 0
+    /// The variables of the SUBQUERYs being parsed (innermost last).
+    var variables: [String] = []
 
     init(format: String, arguments: [PredicateArgument]) {
         scalars = Array(format.unicodeScalars)
@@ -190,8 +192,8 @@ struct PredicateParser {
             return
         }
         let c = scalars[position]
-        if c.properties.isAlphabetic || c == "_" || c == "#" {
-            if c == "#" { position += 1 }
+        if c.properties.isAlphabetic || c == "_" || c == "#" || c == "$" {
+            if c == "#" || c == "$" { position += 1 }
             let start = position
             while position < scalars.count,
                 scalars[position].properties.isAlphabetic || scalars[position] == "_"
@@ -199,9 +201,9 @@ struct PredicateParser {
             {
                 position += 1
             }
-            guard position > start else { throw fail("'#' must be followed by a key") }
+            guard position > start else { throw fail("'\(c)' must be followed by a name") }
             let word = String(String.UnicodeScalarView(scalars[start..<position]))
-            token = c == "#" ? .escaped(word) : .word(word)
+            token = c == "#" ? .escaped(word) : .word(c == "$" ? "$" + word : word)
             return
         }
         if ("0"..."9").contains(c)
@@ -390,6 +392,7 @@ struct PredicateParser {
             quantifier = FetchPredicate.Quantifier.none  // not `.none`: that is Optional's nil
         }
         if quantifier != nil { try advance() }
+        if quantifier == nil, isKeyword("SUBQUERY") { return try parseSubquery() }
         let leftStart = tokenStart
         let left = try parseExpression()
         let opStart = tokenStart
@@ -423,6 +426,55 @@ struct PredicateParser {
             tokenStart = leftStart
             throw fail("a comparison needs a key path on one side")
         }
+    }
+
+    /// `SUBQUERY(collection, $x, predicate on $x).@count op value`: how many objects of a to-many key path match a
+    /// predicate.
+    mutating func parseSubquery() throws -> FetchPredicate {
+        try advance()
+        guard token == .symbol("(") else { throw expected("'(' after SUBQUERY") }
+        try advance()
+        try nest()
+        defer { depth -= 1 }
+        let collection = try parseKeyPath()
+        guard token == .symbol(",") else { throw expected("',' after the SUBQUERY's collection") }
+        try advance()
+        guard case .word(let variable) = token, variable.hasPrefix("$") else {
+            throw expected("a variable such as $x")
+        }
+        try advance()
+        guard token == .symbol(",") else { throw expected("',' after the SUBQUERY's variable") }
+        try advance()
+        variables.append(variable)
+        let inner = try parseOr()
+        variables.removeLast()
+        guard token == .symbol(")") else { throw expected("')' closing the SUBQUERY") }
+        try advance()
+        guard token == .symbol(".") else { throw expected("'.@count' after the SUBQUERY") }
+        try advance()
+        guard token == .keyComponent("@count") else { throw expected("'@count' after the SUBQUERY") }
+        try advance()
+        let opStart = tokenStart
+        let op = try parseOperator()
+        let options = try parseOptions()
+        let operand: FetchPredicate.Operand
+        switch try parseExpression() {
+        case .value(let value): operand = .value(value)
+        case .list(let values): operand = .list(values)
+        default: throw fail("a SUBQUERY's @count is compared with a number")
+        }
+        // Key paths inside start with the variable, which stands for each object of the collection.
+        let predicate = try inner.renamingKeyPaths { path in
+            guard path.first == variable, path.count > 1 else {
+                throw fail(
+                    "inside SUBQUERY, key paths start with \(variable) ('\(path.joined(separator: "."))' does not)")
+            }
+            return Array(path.dropFirst())
+        }
+        guard case .comparison(var comparison) = try make(collection + ["@count"], op, operand, options, nil, opStart)
+        else { return .constant(false) }
+        comparison.subquery = FetchPredicate.Subquery(variable: variable, predicate: predicate)
+        return .comparison(comparison)
     }
 
     func make(
@@ -587,6 +639,11 @@ struct PredicateParser {
         var path: [String] = []
         while true {
             switch token {
+            case .word(let w) where w.hasPrefix("$") && !variables.contains(w):
+                throw fail(
+                    variables.isEmpty
+                        ? "\(w): variables are only used inside SUBQUERY"
+                        : "\(w) is not the SUBQUERY's variable (\(variables.last!))")
             case .word(let w): path.append(w)
             case .escaped(let k): path.append(k)
             case .keyComponent(let k): path.append(k)

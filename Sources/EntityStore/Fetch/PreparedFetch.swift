@@ -59,7 +59,9 @@ final class PreparedFetch: @unchecked Sendable {
                     guard nodes <= 64, depth <= 16 else { return nil }
                     switch node {
                     case .constant: break
-                    case .comparison(let c): if c.op == .matches { return nil }
+                    case .comparison(let c):
+                        if c.op == .matches { return nil }
+                        if let subquery = c.subquery { pending.append((subquery.predicate, depth + 1)) }
                     case .and(let parts), .or(let parts): pending.append(contentsOf: parts.map { ($0, depth + 1) })
                     case .not(let inner): pending.append((inner, depth + 1))
                     }
