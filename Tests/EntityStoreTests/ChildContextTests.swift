@@ -21,8 +21,12 @@ import Testing
             try parent.existingObject(with: library.ids["Momo"]!).setValue("Momo!", forKey: "title")
             try parent.delete(try parent.existingObject(with: library.ids["La Peste"]!))
 
+            let newcomer = try parent.insert("Author")
+            try newcomer.setValue("Cornelia Funke", forKey: "name")
             let child = ObjectContext(parent: parent)
             #expect(child.parent === parent)
+            // Counted through the parent: its unsaved author counts, though the child has no changes of its own.
+            #expect(try child.count(for: FetchRequest(entity: "Author")) == 4)
             #expect(
                 try titles(child).prefix(2) == ["A Wizard of Earthsea", "Aardvark"] && titles(child).contains("Momo!"))
             #expect(try !titles(child).contains("La Peste"))

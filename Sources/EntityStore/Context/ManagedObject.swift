@@ -30,6 +30,11 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
             if pendingRecord != nil { materialize() }
             return loaded
         }
+        // In place: `values?[i] = v` must not copy the array (a setter would see it shared with the getter's copy).
+        _modify {
+            if pendingRecord != nil { materialize() }
+            yield &loaded
+        }
         set {
             if pendingRecord != nil { materialize() }
             loaded = newValue
@@ -40,6 +45,10 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
         get {
             if pendingRecord != nil { materialize() }
             return loadedCommitted
+        }
+        _modify {
+            if pendingRecord != nil { materialize() }
+            yield &loadedCommitted
         }
         set {
             if pendingRecord != nil { materialize() }
@@ -129,10 +138,10 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// - Throws: ``EntityStoreError/Code/unknownKey``; ``EntityStoreError/Code/objectNotFound`` when the object was
     ///   deleted from the store.
     public func value(forKey key: String) throws -> Value {
-        if entity.attributeIndex(key) == nil, let transient = entity.transientIndex(key) {
-            return currentTransients[transient]
+        guard let index = entity.attributeIndex(key) else {
+            if let transient = entity.transientIndex(key) { return currentTransients[transient] }
+            throw unknownAttribute(key)
         }
-        let index = try attributeIndex(key)
         return try loadedValues()[index]
     }
 
@@ -147,11 +156,12 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     ///   store cannot hold (`Decimal.nan`), ``EntityStoreError/Code/unknownKey``,
     ///   ``EntityStoreError/Code/invalidObject`` for a deleted object.
     public func setValue(_ value: Value, forKey key: String) throws {
-        if entity.attributeIndex(key) == nil, let transient = entity.transientIndex(key) {
+        guard let index = entity.attributeIndex(key) else {
+            guard let transient = entity.transientIndex(key) else { throw unknownAttribute(key) }
             try setTransient(value, at: transient, key: key)
             return
         }
-        try setValue(value, at: try attributeIndex(key), key: key)
+        try setValue(value, at: index, key: key)
     }
 
     private func setTransient(_ value: Value, at index: Int, key: String) throws {
@@ -286,12 +296,13 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     // MARK: - Helpers
 
     func attributeIndex(_ key: String) throws -> Int {
-        guard let index = entity.attributeIndex(key) else {
-            throw EntityStoreError(
-                .unknownKey, "\(entity.name) has no attribute '\(key)'", entity: entity.name, key: key,
-                objectID: objectID)
-        }
+        guard let index = entity.attributeIndex(key) else { throw unknownAttribute(key) }
         return index
+    }
+
+    func unknownAttribute(_ key: String) -> EntityStoreError {
+        EntityStoreError(
+            .unknownKey, "\(entity.name) has no attribute '\(key)'", entity: entity.name, key: key, objectID: objectID)
     }
 
     /// The position of a typed property's attribute: where the slot last found it when the name there matches.

@@ -20,7 +20,10 @@ extension ObjectContext {
     /// Counts the objects a request matches (within its offset and limit).
     public func count(for request: FetchRequest) throws -> Int {
         let storage = try store.storage(for: request.entity)
-        if request.predicate == nil && !(request.includesPendingChanges && hasPendingObjects(of: request.entity)) {
+        // The store's own count, when nothing in memory changes it (a child context's parents may have changes).
+        if parent == nil && request.predicate == nil
+            && !(request.includesPendingChanges && hasPendingObjects(of: request.entity))
+        {
             try validateWindow(request)
             let total = try mappingStorageErrors("counting \(request.entity)") {
                 try store.read { try $0.statistics(storage.records).entries }
