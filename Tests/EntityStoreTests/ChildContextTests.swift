@@ -132,6 +132,34 @@ import Testing
         }
     }
 
+    @Test func controllersAndAggregatesWorkOnAChild() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            try parent.existingObject(with: library.ids["Momo"]!).setValue(.int(600), forKey: "pages")
+            let child = ObjectContext(parent: parent)
+            var request = FetchRequest(entity: "Book", predicate: try FetchPredicate("pages > 300"))
+            request.sortKeys = [SortKey("pages", ascending: false)]
+            let controller = FetchedResultsController(fetchRequest: request, context: child)
+            let delegate = RecordingDelegate()
+            controller.delegate = delegate
+            try controller.performFetch()
+            // The parent's unsaved page count puts Momo first.
+            #expect(controller.fetchedObjectIDs.first == library.ids["Momo"]!)
+            let added = try child.insert("Book")
+            try added.setValue("Jim Knopf", forKey: "title")
+            try added.setValue(.int(700), forKey: "pages")
+            child.processPendingChanges()
+            #expect(controller.fetchedObjectIDs.first == added.objectID)
+            #expect(delegate.take().contains { $0.hasPrefix("ins") })
+            var total = AggregateRequest(entity: "Book")
+            total.aggregates = [.count(), .sum("pages")]
+            // 1515 stored pages, Momo 304 -> 600 in the parent, 700 more in the child.
+            #expect(try child.aggregate(total) == [["count": 8, "sum(pages)": 2511]])
+            #expect(try parent.aggregate(total) == [["count": 7, "sum(pages)": 1811]])
+        }
+    }
+
     @Test func typedModelsWorkInChildContexts() throws {
         let world = try TypedWorld()
         defer { world.temporary.remove() }

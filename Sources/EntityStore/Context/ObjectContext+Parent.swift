@@ -24,50 +24,41 @@ extension ObjectContext {
         var unwindowed = request
         unwindowed.fetchLimit = 0
         unwindowed.fetchOffset = 0
-        var ids = try parent.run(unwindowed, shape: .objectIDs).map(\.id)
+        // The parent's matches in order, each with its sort values (what a controller keeps per row).
+        var candidates = try parent.run(unwindowed, shape: .objectIDs)
         let own = request.includesPendingChanges ? dirty.filter { $0.entityName == entity.name } : []
         let prepared = try store.preparedFetches.prepared(request, store: store)
         return try mappingStorageErrors("fetching \(entity.name)") {
             try store.read { txn in
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: true)
                 if !own.isEmpty {
-                    ids.removeAll { own.contains($0) }
+                    candidates.removeAll { own.contains($0.id) }
                     for id in own.sorted() {
                         guard let object = registered[id], !object.isDeleted else { continue }
-                        if let predicate = prepared.predicate,
-                            try !predicate.evaluate(ContextSubject(object: object, reader: reader))
-                        {
-                            continue
+                        let subject = ContextSubject(object: object, reader: reader)
+                        if let predicate = prepared.predicate, try !predicate.evaluate(subject) { continue }
+                        let sortValues = try prepared.sortPaths.map {
+                            try CompiledPredicate.values(of: $0, subject).first ?? .null
                         }
-                        ids.append(id)
+                        candidates.append(Candidate(id: id, sortValues: sortValues))
                     }
-                    if !request.sortKeys.isEmpty {
-                        // Sorted again by the values this context sees.
-                        let keys = request.sortKeys
-                        let values = try ids.map { id in
-                            let subject = ContextSubject(object: try object(with: id), reader: reader)
-                            return try prepared.sortPaths.map {
-                                try CompiledPredicate.values(of: $0, subject).first ?? .null
-                            }
+                    // Sorted again by the values this context sees.
+                    let keys = request.sortKeys
+                    candidates.sort { a, b in
+                        for (i, key) in keys.enumerated() {
+                            let result = key.order(a.sortValues[i], b.sortValues[i])
+                            if result != .orderedSame { return result == .orderedAscending }
                         }
-                        let order = ids.indices.sorted { a, b in
-                            for (i, key) in keys.enumerated() {
-                                let result = key.order(values[a][i], values[b][i])
-                                if result != .orderedSame { return result == .orderedAscending }
-                            }
-                            return ids[a] < ids[b]
-                        }
-                        ids = order.map { ids[$0] }
-                    } else {
-                        ids.sort()
+                        return a.id < b.id
                     }
                 }
-                let start = min(request.fetchOffset, ids.count)
-                let end = min(ids.count, request.windowEnd)
-                let window = ids[start..<end]
+                let start = min(request.fetchOffset, candidates.count)
+                let end = min(candidates.count, request.windowEnd)
+                let windowed = Array(candidates[start..<end])
+                let window = windowed.map(\.id)
                 switch shape {
                 case .objects, .objectIDs:
-                    return window.map { Candidate(id: $0, sortValues: []) }
+                    return windowed
                 case .dictionaries(let keys):
                     let paths = try keys.map { key in
                         (
