@@ -42,15 +42,7 @@ final class FetchReader {
 
     /// The stored targets of a relationship of a stored object.
     func storedTargets(of id: ObjectID, _ relationship: Relationship) throws -> [ObjectID] {
-        let storage = try store.storage(for: id.entityName)
-        guard let database = storage.relationships[relationship.name] else { return [] }
-        var targets: [ObjectID] = []
-        try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
-            targets.append(
-                ObjectID(entityName: relationship.destination, primaryKey: try IndexKey.primaryKey(from: value)))
-            return .continue
-        }
-        return targets
+        try store.storedTargets(of: id, relationship, try store.storage(for: id.entityName), txn)
     }
 }
 

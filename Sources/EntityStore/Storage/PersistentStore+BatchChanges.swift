@@ -299,7 +299,8 @@ extension PersistentStore {
         return try carrier.run(request, shape: .objectIDs, in: txn).map(\.id)
     }
 
-    private func storedTargets(
+    /// The targets stored for `id`'s relationship, read in `txn`.
+    func storedTargets(
         of id: ObjectID, _ relationship: Relationship, _ storage: EntityStorage, _ txn: ReadTransaction
     ) throws -> [ObjectID] {
         guard let database = storage.relationships[relationship.name] else { return [] }

@@ -128,16 +128,7 @@ enum RecordCodec {
         _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil
     ) throws -> (values: [Value], rowVersion: UInt64) {
         var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
-        let version = try reader.byte("format version")
-        guard version == formatVersion else {
-            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
-        }
-        let rowVersion = try reader.varint("row version")
-        let count = try reader.varint("attribute count")
-        guard count == UInt64(entity.attributes.count) else {
-            throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
-        }
-        let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
+        let (rowVersion, bitmap) = try readHeader(&reader, entity)
         var values: [Value] = []
         values.reserveCapacity(entity.attributes.count)
         // Through a borrowed buffer: iterating the array would copy every Attribute (and retain its name).
@@ -177,16 +168,7 @@ enum RecordCodec {
         _ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool], into values: inout [Value], key: UInt64? = nil
     ) throws {
         var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
-        let version = try reader.byte("format version")
-        guard version == formatVersion else {
-            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
-        }
-        _ = try reader.varint("row version")
-        let count = try reader.varint("attribute count")
-        guard count == UInt64(entity.attributes.count) else {
-            throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
-        }
-        let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
+        let (_, bitmap) = try readHeader(&reader, entity)
         if values.count == entity.attributes.count {
             for i in values.indices where needed[i] { values[i] = .null }
         } else {
@@ -218,16 +200,7 @@ enum RecordCodec {
     /// - Returns: The row version.
     static func validate(_ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil) throws -> UInt64 {
         var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
-        let version = try reader.byte("format version")
-        guard version == formatVersion else {
-            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
-        }
-        let rowVersion = try reader.varint("row version")
-        let count = try reader.varint("attribute count")
-        guard count == UInt64(entity.attributes.count) else {
-            throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
-        }
-        let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
+        let (rowVersion, bitmap) = try readHeader(&reader, entity)
         try entity.attributes.withUnsafeBufferPointer { attributes in
             for i in attributes.indices {
                 if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 { continue }
@@ -251,6 +224,23 @@ enum RecordCodec {
             throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
         }
         return rowVersion
+    }
+
+    /// Reads a record's header: the format version (checked), the row version, the attribute count (checked against
+    /// the entity) and the null bitmap.
+    private static func readHeader(
+        _ reader: inout ByteReader, _ entity: Entity
+    ) throws -> (rowVersion: UInt64, bitmap: UnsafeRawBufferPointer) {
+        let version = try reader.byte("format version")
+        guard version == formatVersion else {
+            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
+        }
+        let rowVersion = try reader.varint("row version")
+        let count = try reader.varint("attribute count")
+        guard count == UInt64(entity.attributes.count) else {
+            throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
+        }
+        return (rowVersion, try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap"))
     }
 
     /// Reads only the row version of a record.
