@@ -225,3 +225,38 @@ import Testing
         }
     }
 }
+
+/// Groups follow the store's one meaning of equality: every NaN is one group, -0 and 0 are one, canonically
+/// equivalent strings are one; nil is a group of its own.
+@Suite struct AggregateSemanticsTests {
+    @Test func hostileValuesGroupAsTheyCompareEverywhere() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Reading") {
+                Attribute("x", .double, optional: true)
+                Attribute("label", .string, optional: true)
+            }
+        }
+        try withStore(schema: schema) { store, _ in
+            let nan1 = Double(bitPattern: 0x7FF8_0000_0000_0001)
+            try store.batchInsert(
+                into: "Reading", keys: ["x", "label"],
+                rows: [
+                    [.double(.nan), "caf\u{E9}"], [.double(nan1), "cafe\u{301}"], [.double(-0.0), nil],
+                    [.double(0.0), nil], [.null, "caf\u{E9}"],
+                ])
+            let context = ObjectContext(store: store)
+            var byX = AggregateRequest(entity: "Reading")
+            byX.groupBy = ["x"]
+            byX.aggregates = [.count()]
+            let rows = try context.aggregate(byX)
+            #expect(rows.map { $0["count"] } == [1, 2, 2], "\(rows)")  // nil first, then 0 (both zeros), then NaN
+            var byLabel = AggregateRequest(entity: "Reading")
+            byLabel.groupBy = ["label"]
+            byLabel.aggregates = [.count(), .maximum("x")]
+            let labels = try context.aggregate(byLabel)
+            #expect(labels.map { $0["count"] } == [2, 3], "\(labels)")
+            // The maximum of a group with NaN is NaN (it orders after +infinity).
+            if case .double(let top) = labels[1]["maximum(x)"] { #expect(top.isNaN) } else { Issue.record() }
+        }
+    }
+}
