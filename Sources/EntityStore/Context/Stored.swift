@@ -43,36 +43,39 @@ public enum StoredOption: Sendable, Hashable {
     }
 }
 
-/// A wrapper's validation rules, boxed: only wrappers given rules carry one.
+/// A wrapper's rarer options (rename source, rules, derivation), boxed: only wrappers given one carry the box.
 @usableFromInline
-final class StoredValidation: Sendable {
-    let rules: AttributeValidation
-    @usableFromInline init(_ rules: AttributeValidation) { self.rules = rules }
+final class StoredExtras: Sendable {
+    let renamedFrom: StaticString?
+    let validation: AttributeValidation?
+    let derivation: StaticString?
+    @usableFromInline
+    init(renamedFrom: StaticString?, validation: AttributeValidation?, derivation: StaticString?) {
+        self.renamedFrom = renamedFrom
+        self.validation = validation
+        self.derivation = derivation
+    }
 }
 
 /// A ``Stored`` wrapper's options, packed: what a model instance carries per attribute (wrappers are made with
-/// every instance, so they hold little that must be retained or released: validation rules, when given, in one box).
+/// every instance, so they are small and hold at most one reference: the extras, when given).
 @usableFromInline
 struct StoredOptions: Sendable {
     @usableFromInline let flags: UInt8
-    @usableFromInline let renamedFrom: StaticString?
-    @usableFromInline let validation: StoredValidation?
-    @usableFromInline let derivation: StaticString?
+    @usableFromInline let extras: StoredExtras?
 
     /// No options.
     @inlinable
     init() {
         flags = 0
-        renamedFrom = nil
-        validation = nil
-        derivation = nil
+        extras = nil
     }
 
     @inlinable
     init(_ options: [StoredOption]) {
         var flags: UInt8 = 0
         var renamedFrom: StaticString?
-        var validation: StoredValidation?
+        var validation: AttributeValidation?
         var derivation: StaticString?
         for option in options {
             switch option {
@@ -81,15 +84,19 @@ struct StoredOptions: Sendable {
             case .caseInsensitive: flags |= 4
             case .transient: flags |= 8
             case .renamedFrom(let name): renamedFrom = name
-            case .validated(let rules): validation = StoredValidation(rules)
+            case .validated(let rules): validation = rules
             case .derived(let expression): derivation = expression
             }
         }
         self.flags = flags
-        self.renamedFrom = renamedFrom
-        self.validation = validation
-        self.derivation = derivation
+        extras =
+            renamedFrom == nil && validation == nil && derivation == nil
+            ? nil : StoredExtras(renamedFrom: renamedFrom, validation: validation, derivation: derivation)
     }
+
+    var renamedFrom: StaticString? { extras?.renamedFrom }
+    var validation: AttributeValidation? { extras?.validation }
+    var derivation: StaticString? { extras?.derivation }
 
     var list: [StoredOption] {
         var list: [StoredOption] = []
@@ -98,7 +105,7 @@ struct StoredOptions: Sendable {
         if flags & 4 != 0 { list.append(.caseInsensitive) }
         if flags & 8 != 0 { list.append(.transient) }
         if let renamedFrom { list.append(.renamedFrom(renamedFrom)) }
-        if let validation { list.append(.validated(validation.rules)) }
+        if let validation { list.append(.validated(validation)) }
         if let derivation { list.append(.derived(derivation)) }
         return list
     }
@@ -218,7 +225,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
         let flags = packedOptions.flags
         let defaultValue: Value = initialValue?.value ?? .null
         let renamedFrom: String? = packedOptions.renamedFrom?.description
-        let validation: AttributeValidation? = packedOptions.validation?.rules
+        let validation: AttributeValidation? = packedOptions.validation
         let derivation: String? = packedOptions.derivation?.description
         let indexed: Bool = flags & 1 != 0
         let unique: Bool = flags & 2 != 0
