@@ -176,3 +176,40 @@ import Testing
         #expect(try ObjectContext(store: world.store).count(Ticket.self) == 6)
     }
 }
+
+@Suite struct DistinctAndTransientParityTests {
+    @Test func distinctDictionaryResultsAndTransientsThroughAChild() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            var request = FetchRequest(entity: "Book", sortKeys: [SortKey("title")])
+            request.resultType = .dictionaries(["inPrint"])
+            request.returnsDistinctResults = true
+            guard case .dictionaries(let rows) = try context.execute(request) else { Issue.record(); return }
+            #expect(rows == [["inPrint": true]])
+            request.returnsDistinctResults = false
+            guard case .dictionaries(let all) = try context.execute(request) else { Issue.record(); return }
+            #expect(all.count == 7)
+        }
+        let schema = try Schema(version: 1) {
+            Entity("Note") {
+                Attribute("text", .string)
+                Attribute("clicks", .int64, default: 0, transient: true)
+            }
+        }
+        try withStore(schema: schema) { store, _ in
+            let parent = ObjectContext(store: store)
+            let note = try parent.insert("Note")
+            try note.setValue("a", forKey: "text")
+            try parent.save()
+            let child = ObjectContext(parent: parent)
+            try child.existingObject(with: note.objectID).setValue(.int(4), forKey: "clicks")
+            let fresh = try child.insert("Note")
+            try fresh.setValue("b", forKey: "text")
+            try fresh.setValue(.int(2), forKey: "clicks")
+            try child.save()
+            #expect(try note["clicks"] == 4)
+            #expect(try parent.existingObject(with: fresh.objectID)["clicks"] == 2)
+        }
+    }
+}

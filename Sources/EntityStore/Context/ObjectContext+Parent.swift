@@ -149,6 +149,14 @@ extension ObjectContext {
                     try parent.setAttribute(target, index: index, to: values[index])
                 }
             }
+            // Transient values go along too (they live in contexts, and the parent is one).
+            for object in objects where !object.isDeleted && !object.isInserted && !object.transientValues.isEmpty {
+                let target = try parent.object(with: object.objectID)
+                for (index, value) in object.transientValues.enumerated() where target.currentTransients[index] != value
+                {
+                    try parent.setTransient(target, index: index, to: value)
+                }
+            }
             for object in objects where !object.isDeleted {
                 let source = try parent.object(with: object.objectID)
                 for relationship in object.entity.relationships {
@@ -188,6 +196,7 @@ extension ObjectContext {
         willChange(child.objectID)
         let object = ManagedObject(objectID: child.objectID, entity: child.entity, context: self)
         object.values = child.values
+        object.transientValues = child.transientValues
         object.isInserted = true
         for relationship in child.entity.relationships {
             object.related[relationship.name] = []

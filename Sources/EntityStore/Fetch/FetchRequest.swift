@@ -124,6 +124,9 @@ public struct FetchRequest: Hashable, Sendable {
     public var includesPendingChanges = true
     /// Relationship key paths whose objects are loaded with the results (`"author"`, `"chapters.notes"`).
     public var relationshipKeyPathsForPrefetching: [String] = []
+    /// For dictionary results: each distinct dictionary once, in the order first met (Core Data's
+    /// `returnsDistinctResults`); the window applies to the distinct rows.
+    public var returnsDistinctResults = false
 
     /// A request for objects of `entity`.
     public init(entity: String, predicate: FetchPredicate? = nil, sortKeys: [SortKey] = []) {
@@ -138,6 +141,7 @@ public struct FetchRequest: Hashable, Sendable {
             && lhs.fetchBatchSize == rhs.fetchBatchSize && lhs.resultType == rhs.resultType
             && lhs.includesPendingChanges == rhs.includesPendingChanges
             && lhs.relationshipKeyPathsForPrefetching == rhs.relationshipKeyPathsForPrefetching
+            && lhs.returnsDistinctResults == rhs.returnsDistinctResults
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -150,6 +154,7 @@ public struct FetchRequest: Hashable, Sendable {
         hasher.combine(resultType)
         hasher.combine(includesPendingChanges)
         hasher.combine(relationshipKeyPathsForPrefetching)
+        hasher.combine(returnsDistinctResults)
     }
 }
 

@@ -40,9 +40,27 @@ extension ObjectContext {
         case .objects: .objects(try fetch(request))
         case .objectIDs: .objectIDs(try fetchObjectIDs(request))
         case .count: .count(try count(for: request))
+        case .dictionaries(let keys) where request.returnsDistinctResults:
+            .dictionaries(try distinctDictionaries(request, keys))
         case .dictionaries(let keys):
             .dictionaries(try run(request, shape: .dictionaries(keys)).map { $0.dictionary ?? [:] })
         }
+    }
+
+    /// Dictionary results, each distinct one once in the order first met, then windowed.
+    private func distinctDictionaries(_ request: FetchRequest, _ keys: [String]) throws -> [[String: Value]] {
+        var all = request
+        all.fetchLimit = 0
+        all.fetchOffset = 0
+        var seen = Set<[String: Value]>()
+        var rows: [[String: Value]] = []
+        for candidate in try run(all, shape: .dictionaries(keys)) {
+            let row = candidate.dictionary ?? [:]
+            if seen.insert(row).inserted { rows.append(row) }
+        }
+        let start = min(request.fetchOffset, rows.count)
+        let end = request.fetchLimit > 0 ? min(rows.count, start + request.fetchLimit) : rows.count
+        return Array(rows[start..<end])
     }
 
     /// The plan a request would run with: which index serves it and what is done in memory.
