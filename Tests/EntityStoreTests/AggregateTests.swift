@@ -137,6 +137,17 @@ import Testing
             #expect(try names(store, "books.@min.title BEGINSWITH 'A'") == ["Ursula Le Guin"])
             #expect(
                 try names(store, "books.@sum.pages > 100 AND books.@count == 2") == ["Michael Ende", "Ursula Le Guin"])
+            // Built in Swift, the same predicates.
+            let sum: FetchPredicate = FetchPredicate.key("books").sum("pages") > 600
+            let average: FetchPredicate = FetchPredicate.key("books").average("score") >= 4.4
+            let minimum: FetchPredicate = FetchPredicate.key("books").minimum("title") == "A"
+            let maximum: FetchPredicate = FetchPredicate.key("books").maximum("pages") < 200
+            #expect(sum == (try FetchPredicate("books.@sum.pages > 600")))
+            #expect(average == (try FetchPredicate("books.@avg.score >= 4.4")))
+            #expect(minimum == (try FetchPredicate("books.@min.title == 'A'")))
+            #expect(maximum == (try FetchPredicate("books.@max.pages < 200")))
+            let built = FetchPredicate.key("books").maximum("pages") < 200
+            #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Author", predicate: built)).count == 1)
             // Through a to-one step first: books whose author's books add up to more than 600 pages.
             var request = FetchRequest(entity: "Book", predicate: try FetchPredicate("author.books.@sum.pages > 600"))
             request.sortKeys = [SortKey("title")]

@@ -73,10 +73,12 @@ final class Draft: Model {
                 Entity("Bad") {
                     Attribute("a", .string, indexed: true, transient: true)
                     Attribute("b", .string, derived: "a", transient: true)
+                    Attribute("c", .string, validation: .length(1...3), transient: true)
                 }
             }
         }
-        #expect(error?.code == .invalidSchema && error?.failures.count == 2)
+        #expect(error?.code == .invalidSchema && error?.failures.count == 3)
+        #expect(Set((error?.failures ?? []).compactMap(\.key)) == ["a", "b", "c"])
     }
 
     @Test func typedModelsDeclareTransientProperties() throws {

@@ -118,15 +118,25 @@ struct Derivation {
     }
 }
 
-extension ObjectContext {
-    /// Computes the derived attributes of the objects a save stores: those that changed, and those whose derivations
-    /// read through a relationship from an object that changed (one relationship away).
-    func computeDerivedAttributes() throws {
-        let schema = store.schema
+extension PersistentStore {
+    /// The derived attributes of the schema's entities (those that have any), parsed once per store: every save
+    /// and batch asks.
+    func derivations() throws -> [String: [Derivation]] {
+        if let parsed = parsedDerivations.withLock({ $0 }) { return parsed }
         var derivations: [String: [Derivation]] = [:]
         for entity in schema.entities where entity.attributes.contains(where: { $0.derivation != nil }) {
             derivations[entity.name] = try Derivation.all(of: entity, in: schema)
         }
+        parsedDerivations.withLock { $0 = derivations }
+        return derivations
+    }
+}
+
+extension ObjectContext {
+    /// Computes the derived attributes of the objects a save stores: those that changed, and those whose derivations
+    /// read through a relationship from an object that changed (one relationship away).
+    func computeDerivedAttributes() throws {
+        let derivations = try store.derivations()
         guard !derivations.isEmpty else { return }
         var objects: [ObjectID: ManagedObject] = [:]
         for id in dirty where derivations[id.entityName] != nil {

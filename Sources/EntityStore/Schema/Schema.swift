@@ -78,8 +78,18 @@ public struct Schema: Codable, Sendable, Equatable {
                 failures.append(.init(entity: entity.name, message: "duplicate entity name '\(entity.name)'"))
             }
             var propertyNames = Set<String>()
-            for attribute in entity.attributes {
+            // Stored and transient attributes share names, defaults and rules checks; transient ones cannot be
+            // indexed, unique, derived or validated (nothing of theirs is stored or saved).
+            for attribute in entity.attributes + entity.transientAttributes {
                 let name = attribute.name
+                if attribute.isTransient
+                    && (attribute.isIndexed || attribute.derivation != nil || attribute.validation != nil)
+                {
+                    failures.append(
+                        .init(
+                            entity: entity.name, key: name,
+                            message: "a transient attribute cannot be indexed, unique, derived or validated"))
+                }
                 if !isValidName(name) {
                     failures.append(.init(entity: entity.name, key: name, message: "'\(name)' is not a valid name"))
                 }
@@ -110,29 +120,6 @@ public struct Schema: Codable, Sendable, Equatable {
                     failures.append(
                         .init(entity: entity.name, key: name, message: "only string attributes can be case-insensitive")
                     )
-                }
-            }
-            for transient in entity.transientAttributes {
-                let name = transient.name
-                if !isValidName(name) {
-                    failures.append(.init(entity: entity.name, key: name, message: "'\(name)' is not a valid name"))
-                }
-                if !propertyNames.insert(name).inserted {
-                    failures.append(.init(entity: entity.name, key: name, message: "duplicate property name '\(name)'"))
-                }
-                if transient.isIndexed || transient.derivation != nil {
-                    failures.append(
-                        .init(
-                            entity: entity.name, key: name,
-                            message: "a transient attribute cannot be indexed, unique or derived"))
-                }
-                if let type = transient.defaultValue.type, type != transient.type {
-                    failures.append(
-                        .init(
-                            entity: entity.name, key: name,
-                            message:
-                                "the default \(transient.defaultValue) is \(type.withArticle), not \(transient.type.withArticle)"
-                        ))
                 }
             }
             for relationship in entity.relationships {

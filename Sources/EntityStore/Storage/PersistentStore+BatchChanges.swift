@@ -87,7 +87,7 @@ extension PersistentStore {
         guard !assignments.isEmpty else { return BatchResult(objectIDs: []) }
         // Derived attributes of the object's own values follow the update; those read through relationships are
         // left as they are (a batch changes no relationship, and the related objects are not read).
-        let ownDerivations = try Derivation.all(of: entity, in: schema).filter { $0.firstStep == nil }
+        let ownDerivations = (try derivations()[entity.name] ?? []).filter { $0.firstStep == nil }
         let now = Date()
         let changedKeys =
             assignments.map { entity.attributes[$0.index].name } + ownDerivations.map(\.attribute.name)

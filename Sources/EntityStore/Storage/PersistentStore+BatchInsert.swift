@@ -51,15 +51,12 @@ extension PersistentStore {
                     failures.append(Self.derivedKey(key, of: entity, position: "object \(position)"))
                     continue
                 }
-                if let type = value.type, type != types[index] || value.storageProblem != nil,
-                    let failure = Self.problem(value, entity, index, position: position)
-                {
-                    mistyped.insert(index)
+                if let (failure, wrongType) = Self.check(value, types[index], rules[index], entity, index, position) {
                     failures.append(failure)
-                    continue
-                }
-                if let rules = rules[index], let problem = rules.problem(with: value) {
-                    failures.append(Self.ruleFailure(problem, entity, index, position: position))
+                    if wrongType {
+                        mistyped.insert(index)
+                        continue
+                    }
                 }
                 values[index] = value
             }
@@ -137,16 +134,12 @@ extension PersistentStore {
             var mistyped = Set<Int>()
             for (column, index) in positions.enumerated() {
                 let value = row[column]
-                // The common case (the right type, storable) decides without building a failure.
-                if let type = value.type, type != types[column] || value.storageProblem != nil,
-                    let failure = Self.problem(value, entity, index, position: position)
-                {
-                    mistyped.insert(index)
+                if let (failure, wrongType) = Self.check(value, types[column], rules[column], entity, index, position) {
                     failures.append(failure)
-                    continue
-                }
-                if let rules = rules[column], let problem = rules.problem(with: value) {
-                    failures.append(Self.ruleFailure(problem, entity, index, position: position))
+                    if wrongType {
+                        mistyped.insert(index)
+                        continue
+                    }
                 }
                 if !complete { values[index] = value }
             }
@@ -200,7 +193,7 @@ extension PersistentStore {
     /// Rows with their derived attributes computed (a batch sets no relationships: counts are 0, sums 0, the rest
     /// reached through relationships nil).
     func derivingValues(_ rows: [[Value]], _ entity: Entity) throws -> [[Value]] {
-        let derivations = try Derivation.all(of: entity, in: schema)
+        let derivations = try self.derivations()[entity.name] ?? []
         guard !derivations.isEmpty else { return rows }
         let now = Date()
         return try rows.map { row in
@@ -212,11 +205,21 @@ extension PersistentStore {
         }
     }
 
-    private static func ruleFailure(
-        _ problem: String, _ entity: Entity, _ index: Int, position: Int
-    ) -> EntityStoreError.Failure {
+    /// What is wrong with `value` for the attribute at `index` of type `type` under `rules`, if anything, and
+    /// whether it is its type (a value of the wrong type or that the store cannot hold) rather than a rule it breaks.
+    /// The common case (the right type, storable, no rules) decides without building anything.
+    private static func check(
+        _ value: Value, _ type: AttributeType, _ rules: AttributeValidation?, _ entity: Entity, _ index: Int,
+        _ position: Int
+    ) -> (failure: EntityStoreError.Failure, wrongType: Bool)? {
+        if let valueType = value.type, valueType != type || value.storageProblem != nil,
+            let failure = problem(value, entity, index, position: position)
+        {
+            return (failure, true)
+        }
+        guard let rules, let broken = rules.problem(with: value) else { return nil }
         let key = entity.attributes[index].name
-        return .init(entity: entity.name, key: key, message: "object \(position): \(key): \(problem)")
+        return (.init(entity: entity.name, key: key, message: "object \(position): \(key): \(broken)"), false)
     }
 
     private static func checkRequired(

@@ -48,6 +48,8 @@ public final class PersistentStore: Sendable {
     let publisher = StorePublisher()
     /// Fetch requests compiled and planned, by entity, predicate and sort keys.
     let preparedFetches = PreparedFetches()
+    /// The derived attributes of the schema, parsed on first use (see `derivations()`).
+    let parsedDerivations = Locked<[String: [Derivation]]?>(nil)
     /// Custom validation rules by entity (see `addValidation(for:_:)`).
     let validationRules = Locked<[String: [ValidationRule]]>([:])
     /// Model classes already checked against the schema.

@@ -127,27 +127,11 @@ enum RecordCodec {
     static func decode(
         _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil
     ) throws -> (values: [Value], rowVersion: UInt64) {
-        var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
-        let (rowVersion, bitmap) = try readHeader(&reader, entity)
         var values: [Value] = []
         values.reserveCapacity(entity.attributes.count)
-        // Through a borrowed buffer: iterating the array would copy every Attribute (and retain its name).
-        try entity.attributes.withUnsafeBufferPointer { attributes in
-            for i in attributes.indices {
-                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
-                    values.append(.null)
-                    continue
-                }
-                let type = attributes[i].type
-                let found = try reader.byte("type tag of '\(attributes[i].name)'")
-                guard found == tag(of: type) else {
-                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', \(type.withArticle)")
-                }
-                values.append(try reader.value(of: type, attributes[i].name))
-            }
-        }
-        guard reader.offset == bytes.count else {
-            throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
+        let rowVersion = try forEachField(bytes, entity, key: key) { i, type, reader in
+            guard let type else { return values.append(.null) }
+            values.append(try reader.value(of: type, entity.attributes[i].name))
         }
         return (values, rowVersion)
     }
@@ -167,30 +151,18 @@ enum RecordCodec {
     static func decode(
         _ bytes: UnsafeRawBufferPointer, entity: Entity, needed: [Bool], into values: inout [Value], key: UInt64? = nil
     ) throws {
-        var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
-        let (_, bitmap) = try readHeader(&reader, entity)
         if values.count == entity.attributes.count {
             for i in values.indices where needed[i] { values[i] = .null }
         } else {
             values = [Value](repeating: .null, count: entity.attributes.count)
         }
-        try entity.attributes.withUnsafeBufferPointer { attributes in
-            for i in attributes.indices {
-                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 { continue }
-                let type = attributes[i].type
-                let found = try reader.byte("type tag of '\(attributes[i].name)'")
-                guard found == tag(of: type) else {
-                    throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', \(type.withArticle)")
-                }
-                if needed[i] {
-                    values[i] = try reader.value(of: type, attributes[i].name)
-                } else {
-                    try reader.skip(type, attributes[i].name)
-                }
+        _ = try forEachField(bytes, entity, key: key) { i, type, reader in
+            guard let type else { return }
+            if needed[i] {
+                values[i] = try reader.value(of: type, entity.attributes[i].name)
+            } else {
+                try reader.skip(type, entity.attributes[i].name)
             }
-        }
-        guard reader.offset == bytes.count else {
-            throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
         }
     }
 
@@ -199,25 +171,43 @@ enum RecordCodec {
     /// that passes decodes without error.
     /// - Returns: The row version.
     static func validate(_ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil) throws -> UInt64 {
+        try forEachField(bytes, entity, key: key) { i, type, reader in
+            switch type {
+            case nil: return
+            case .string?:
+                let name = entity.attributes[i].name
+                let raw = try reader.bytes(try reader.length("'\(name)'"), "'\(name)'")
+                guard ByteReader.isValidText(raw) else { throw reader.corrupt("string '\(name)' is not valid UTF-8") }
+            case .decimal?: _ = try reader.value(of: .decimal, entity.attributes[i].name)
+            case let type?: try reader.skip(type, entity.attributes[i].name)
+            }
+        }
+    }
+
+    /// Walks a record's fields: the header and every type tag checked, `visit` called for each attribute in schema
+    /// order with its type (nil when the value is null) to read or skip its bytes, and no byte left after the last.
+    /// The one place that knows a record's layout for decoding, partial decoding and validation.
+    /// - Returns: The row version.
+    @inline(__always)
+    private static func forEachField(
+        _ bytes: UnsafeRawBufferPointer, _ entity: Entity, key: UInt64?,
+        _ visit: (_ index: Int, _ type: AttributeType?, _ reader: inout ByteReader) throws -> Void
+    ) throws -> UInt64 {
         var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
         let (rowVersion, bitmap) = try readHeader(&reader, entity)
+        // Through a borrowed buffer: iterating the array would copy every Attribute (and retain its name).
         try entity.attributes.withUnsafeBufferPointer { attributes in
             for i in attributes.indices {
-                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 { continue }
+                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
+                    try visit(i, nil, &reader)
+                    continue
+                }
                 let type = attributes[i].type
                 let found = try reader.byte("type tag of '\(attributes[i].name)'")
                 guard found == tag(of: type) else {
                     throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', \(type.withArticle)")
                 }
-                switch type {
-                case .string:
-                    let raw = try reader.bytes(try reader.length("'\(attributes[i].name)'"), "'\(attributes[i].name)'")
-                    guard ByteReader.isValidText(raw) else {
-                        throw reader.corrupt("string '\(attributes[i].name)' is not valid UTF-8")
-                    }
-                case .decimal: _ = try reader.value(of: type, attributes[i].name)
-                default: try reader.skip(type, attributes[i].name)
-                }
+                try visit(i, type, &reader)
             }
         }
         guard reader.offset == bytes.count else {
