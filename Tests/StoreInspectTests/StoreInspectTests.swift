@@ -160,3 +160,43 @@ final class OutputBox: @unchecked Sendable {
     func add(_ text: String) { lock.withLock { parts.append(text) } }
     var text: String { lock.withLock { parts.joined() } }
 }
+
+@Suite struct StoreInspectInheritanceTests {
+    @Test func schemaShowsHierarchiesAndLsListsEverySubEntity() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-zoo")
+        defer { directory.remove() }
+        let path = directory.path("zoo.store")
+        do {
+            let schema = try Schema(version: 1) {
+                Entity("Animal", abstract: true) {
+                    Attribute("name", .string)
+                    Attribute("tag", .string, optional: true, validation: .length(1...8))
+                }
+                Entity("Dog", inherits: "Animal") { Attribute("breed", .string, optional: true) }
+                Entity("Cat", inherits: "Animal") {
+                    Attribute("label", .string, default: "", derived: "uppercase(name)")
+                    Attribute("scratch", .string, optional: true, transient: true)
+                }
+            }
+            let store = try PersistentStore.open(path: path, schema: schema)
+            let context = ObjectContext(store: store)
+            try context.insert("Dog").setValue("Rex", forKey: "name")
+            try context.insert("Cat").setValue("Tom", forKey: "name")
+            try context.save()
+        }
+        let schema = try inspect(["schema", path, "--format", "csv"])
+        #expect(schema.status == 0, "\(schema.stderr)")
+        let lines = schema.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("Animal,entity,Animal,,,,,,,,abstract"))
+        #expect(lines.contains("Dog,entity,Dog,,,,,,,,inherits Animal"))
+        #expect(lines.contains { $0.hasPrefix("Dog,attribute,name,") && $0.hasSuffix(",inherited from Animal") })
+        #expect(lines.contains { $0.hasPrefix("Animal,attribute,tag,") && $0.hasSuffix(",rules: length 1...8") })
+        #expect(lines.contains { $0.hasPrefix("Cat,attribute,label,") && $0.hasSuffix(",derived: uppercase(name)") })
+        #expect(lines.contains { $0.hasPrefix("Cat,attribute,scratch,") && $0.hasSuffix(",transient") })
+        let listing = try inspect(["ls", path, "Animal", "--format", "csv"])
+        #expect(listing.status == 0, "\(listing.stderr)")
+        #expect(listing.stdout.contains("Rex") && listing.stdout.contains("Tom"))
+        #expect(try inspect(["count", path, "Animal"]).stdout.contains("2"))
+        #expect(try inspect(["check", path]).status == 0)
+    }
+}

@@ -48,20 +48,43 @@ extension Runner {
         }
         var table = Table(columns: [
             "entity", "kind", "name", "type", "optional", "default", "indexed", "unique", "inverse", "delete rule",
+            "details",
         ])
         for entity in schema.entities {
-            for a in entity.attributes {
+            let parent = entity.superentity.flatMap { schema.entity($0) }
+            // Sub-entities and abstract entities get a row of their own; the others are as they always were.
+            if parent != nil || entity.isAbstract {
+                let details = [
+                    entity.isAbstract ? "abstract" : nil, entity.superentity.map { "inherits \($0)" },
+                ].compactMap { $0 }.joined(separator: "; ")
+                table.rows.append(
+                    [.text(entity.name), .text("entity"), .text(entity.name)] + Array(repeating: .null, count: 7)
+                        + [.text(details)])
+            }
+            func inherited(_ name: String) -> String? {
+                parent.map { schema.declaringEntity(of: name, in: $0.name) }.map { "inherited from \($0)" }
+            }
+            for a in entity.attributes + entity.transientAttributes {
+                let details = [
+                    parent?.attribute(a.name) != nil ? inherited(a.name) : nil,
+                    a.isTransient ? "transient" : nil,
+                    a.derivation.map { "derived: \($0)" },
+                    a.validation.map { "rules: \($0)" },
+                ].compactMap { $0 }.joined(separator: "; ")
                 table.rows.append([
                     .text(entity.name), .text("attribute"), .text(a.name), .text(a.type.rawValue), .bool(a.isOptional),
                     Cell(a.defaultValue), .bool(a.isIndexed), .bool(a.isUnique), .null, .null,
+                    details.isEmpty ? .null : .text(details),
                 ])
             }
             for r in entity.relationships {
+                let fromParent = parent?.relationship(r.name) != nil
                 table.rows.append([
                     .text(entity.name), .text("relationship"), .text(r.name),
                     .text((r.isToMany ? "to-many " : "to-one ") + r.destination), .bool(r.isToMany || r.isOptional),
                     .null,
                     .null, .null, .text(r.inverse), .text(r.deleteRule.rawValue),
+                    fromParent ? inherited(r.name).map(Cell.text) ?? .null : .null,
                 ])
             }
         }

@@ -76,6 +76,35 @@ open class Model {
     /// The entity the class maps to; the class's name by default.
     open class var entityName: String { String(describing: self) }
 
+    /// Whether the class's entity is abstract (only its subclasses' entities have objects); false by default.
+    ///
+    /// Subclasses inherit the override: in a schema made from models, a subclass that no other model class
+    /// subclasses is concrete all the same (an abstract entity without sub-entities could hold nothing), and an
+    /// intermediate class that should be concrete overrides it back to `false`.
+    ///
+    /// A model class that subclasses another model class of the same schema is its sub-entity:
+    ///
+    /// ```swift
+    /// class Animal: Model {
+    ///     override class var isAbstractEntity: Bool { true }
+    ///     @Stored var name: String
+    /// }
+    /// final class Dog: Animal {
+    ///     @Stored var breed: String?
+    /// }
+    /// let schema = try Schema(version: 1, models: [Animal.self, Dog.self])
+    /// let animals = try context.fetch(Animal.self)  // Dogs among them, as Dog instances
+    /// ```
+    open class var isAbstractEntity: Bool { false }
+
+    /// The model class this one subclasses, if it is not `Model` itself.
+    static var superclassModel: Model.Type? {
+        guard let superclass = Mirror(reflecting: recordingInstance(KeyRecorder())).superclassMirror?.subjectType,
+            superclass != Model.self
+        else { return nil }
+        return superclass as? Model.Type
+    }
+
     /// The object's ID.
     public var objectID: ObjectID { managedObject.objectID }
 
@@ -170,7 +199,7 @@ extension ObjectContext {
     /// The object for `id`, loaded and wrapped in a model class.
     public func existingObject<M: Model>(_ type: M.Type, with id: ObjectID) throws -> M {
         let entityName = try checkModel(type)
-        guard id.entityName == entityName else {
+        guard id.entityName == entityName || store.schema.isKind(id.entityName, of: entityName) else {
             throw EntityStoreError(.typeMismatch, "\(id) is not a \(entityName)", entity: id.entityName, objectID: id)
         }
         return wrap(try existingObject(with: id), as: type)
@@ -182,7 +211,7 @@ extension ObjectContext {
     /// Wraps a managed object of the model's entity (the same model instance while one is alive).
     public func model<M: Model>(_ type: M.Type, for object: ManagedObject) throws -> M {
         let entityName = try checkModel(type)
-        guard object.entity.name == entityName else {
+        guard object.entity.name == entityName || store.schema.isKind(object.entity.name, of: entityName) else {
             throw EntityStoreError(
                 .typeMismatch, "\(object.objectID) is not a \(entityName)", entity: object.entity.name,
                 objectID: object.objectID)
@@ -190,10 +219,18 @@ extension ObjectContext {
         return wrap(object, as: type)
     }
 
-    /// The model instance of `object`: the one already made, if it is still alive.
+    /// The model instance of `object`: the one already made, if it is still alive. An object of a sub-entity is
+    /// wrapped in its own entity's class when the store knows one that subclasses `M` (from the schema's models,
+    /// or one used with the store before).
     func wrap<M: Model>(_ object: ManagedObject, as type: M.Type) -> M {
         if let model = object.model as? M { return model }
-        let model = M(managedObject: object)
+        var modelClass = type
+        if object.entity.superentity != nil,
+            let own = store.modelClasses.withLock({ $0[object.entity.name] }) as? M.Type
+        {
+            modelClass = own
+        }
+        let model = modelClass.init(managedObject: object)
         model.registrarPool = registrarPool
         object.model = model
         return model
@@ -217,6 +254,7 @@ extension ObjectContext {
         if !store.checkedModels.withLock({ $0.contains(id) }) {
             try type.check(against: try store.storage(for: entityName).entity)
             store.checkedModels.withLock { _ = $0.insert(id) }
+            store.modelClasses.withLock { if $0[entityName] == nil { $0[entityName] = type } }
         }
         checkedModels[id] = entityName
         lastCheckedModel = id

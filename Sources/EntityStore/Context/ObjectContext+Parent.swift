@@ -26,7 +26,8 @@ extension ObjectContext {
         unwindowed.fetchOffset = 0
         // The parent's matches in order, each with its sort values (what a controller keeps per row).
         var candidates = try parent.run(unwindowed, shape: .objectIDs)
-        let own = request.includesPendingChanges ? dirty.filter { $0.entityName == entity.name } : []
+        let entities = Set(self.entities(of: request))
+        let own = request.includesPendingChanges ? dirty.filter { entities.contains($0.entityName) } : []
         let prepared = try store.preparedFetches.prepared(request, store: store)
         return try mappingStorageErrors("fetching \(entity.name)") {
             try store.read { txn in

@@ -18,18 +18,8 @@ extension ObjectContext {
             return try parent.targets(of: source, relationship)
         }
         let storage = try store.storage(for: id.entityName)
-        guard let database = storage.relationships[relationship.name] else { return [] }
         return try mappingStorageErrors("loading \(id).\(relationship.name)") {
-            try store.read { txn in
-                var targets = Set<ObjectID>()
-                try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
-                    targets.insert(
-                        ObjectID(entityName: relationship.destination, primaryKey: try IndexKey.primaryKey(from: value))
-                    )
-                    return .continue
-                }
-                return targets
-            }
+            try store.read { txn in Set(try store.storedTargets(of: id, relationship, storage, txn)) }
         }
     }
 
@@ -68,7 +58,9 @@ extension ObjectContext {
                     objectID: object.objectID)
             }
         }
-        guard target.entity.name == relationship.destination,
+        guard
+            target.entity.name == relationship.destination
+                || store.schema.isKind(target.entity.name, of: relationship.destination),
             let inverse = target.entity.relationship(relationship.inverse)
         else {
             throw EntityStoreError(

@@ -130,7 +130,7 @@ public final class ObjectContext {
     ///
     /// Its ``ObjectID`` is permanent at once.
     public func insert(_ entityName: String) throws -> ManagedObject {
-        let storage = try store.storage(for: entityName)
+        let storage = try store.insertableStorage(for: entityName)
         let id = ObjectID(entityName: entityName, primaryKey: try store.newPrimaryKey(for: entityName))
         return mutation {
             willChange(id)

@@ -127,6 +127,9 @@ public struct FetchRequest: Hashable, Sendable {
     /// For dictionary results: each distinct dictionary once, in the order first met (Core Data's
     /// `returnsDistinctResults`); the window applies to the distinct rows.
     public var returnsDistinctResults = false
+    /// Whether a fetch of an entity with sub-entities includes their objects (Core Data's `includesSubentities`;
+    /// true by default). A fetch of an abstract entity without them finds nothing.
+    public var includesSubentities = true
 
     /// A request for objects of `entity`.
     public init(entity: String, predicate: FetchPredicate? = nil, sortKeys: [SortKey] = []) {
@@ -142,6 +145,7 @@ public struct FetchRequest: Hashable, Sendable {
             && lhs.includesPendingChanges == rhs.includesPendingChanges
             && lhs.relationshipKeyPathsForPrefetching == rhs.relationshipKeyPathsForPrefetching
             && lhs.returnsDistinctResults == rhs.returnsDistinctResults
+            && lhs.includesSubentities == rhs.includesSubentities
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -155,6 +159,7 @@ public struct FetchRequest: Hashable, Sendable {
         hasher.combine(includesPendingChanges)
         hasher.combine(relationshipKeyPathsForPrefetching)
         hasher.combine(returnsDistinctResults)
+        hasher.combine(includesSubentities)
     }
 }
 

@@ -19,14 +19,17 @@ extension ObjectContext {
 
     /// Counts the objects a request matches (within its offset and limit).
     public func count(for request: FetchRequest) throws -> Int {
-        let storage = try store.storage(for: request.entity)
+        _ = try store.storage(for: request.entity)
+        let entities = entities(of: request)
         // The store's own count, when nothing in memory changes it (a child context's parents may have changes).
         if parent == nil && request.predicate == nil
-            && !(request.includesPendingChanges && hasPendingObjects(of: request.entity))
+            && !(request.includesPendingChanges && entities.contains(where: hasPendingObjects(of:)))
         {
             try validateWindow(request)
             let total = try mappingStorageErrors("counting \(request.entity)") {
-                try store.read { try $0.statistics(storage.records).entries }
+                try store.read { txn in
+                    try entities.reduce(0) { $0 + (try txn.statistics(try store.storage(for: $1).records).entries) }
+                }
             }
             let afterOffset = max(0, total - request.fetchOffset)
             return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
@@ -67,10 +70,31 @@ extension ObjectContext {
     public func explain(_ request: FetchRequest) throws -> QueryPlan {
         // The same prepared form a fetch runs with: what is explained is what runs.
         let prepared = try store.preparedFetches.prepared(request, store: store)
+        if request.includesSubentities && store.hierarchies.hasFamily(request.entity) {
+            var part = request
+            part.includesSubentities = false
+            var plan = QueryPlan(
+                entity: request.entity, access: .fullScan, filters: request.predicate != nil,
+                sortsInMemory: !request.sortKeys.isEmpty, stopsEarly: false)
+            plan.parts = try store.hierarchies.concrete(request.entity).map { name in
+                part.entity = name
+                return try explain(part)
+            }
+            plan.access = plan.parts.first?.access ?? .fullScan
+            plan.sortsInMemory = !request.sortKeys.isEmpty && plan.parts.count > 1
+            plan.stopsEarly = plan.parts.contains(where: \.stopsEarly)
+            return plan
+        }
         let merges = request.includesPendingChanges && hasPendingObjects(of: request.entity)
         return QueryPlanner.plan(
             request, entity: prepared.storage.entity, storage: prepared.storage, mergesPending: merges,
             index: prepared.index)
+    }
+
+    /// The entities a request reads: its own, or with its sub-entities those of its hierarchy that are not
+    /// abstract.
+    func entities(of request: FetchRequest) -> [String] {
+        request.includesSubentities ? store.hierarchies.concrete(request.entity) : [request.entity]
     }
 
     func hasPendingObjects(of entity: String) -> Bool {
@@ -118,8 +142,14 @@ extension ObjectContext {
         }
     }
 
-    /// The fetch pipeline inside the caller's read transaction.
-    func run(_ request: FetchRequest, shape: Shape, in txn: ReadTransaction) throws -> [Candidate] {
+    /// The fetch pipeline inside the caller's read transaction; `keepsSortValues` keeps each candidate's sort
+    /// values even when the results are read in order (results merged with others are sorted again).
+    func run(
+        _ request: FetchRequest, shape: Shape, in txn: ReadTransaction, keepsSortValues: Bool = false
+    ) throws -> [Candidate] {
+        if request.includesSubentities && store.hierarchies.hasFamily(request.entity) {
+            return try runFamily(request, shape: shape, in: txn)
+        }
         try validateWindow(request)
         let prepared = try store.preparedFetches.prepared(request, store: store)
         let storage = prepared.storage
@@ -163,7 +193,7 @@ extension ObjectContext {
             plan.sortsInMemory || merges
             || !(plan.access == .fullScan || isIndexOrder(plan.access) || plan.rangeInSortOrder)
         let objectsOnly: Bool = if case .objects = shape { true } else { false }
-        let valuePaths = objectsOnly && !sortsAfter ? [] : sortPaths
+        let valuePaths = objectsOnly && !sortsAfter && !keepsSortValues ? [] : sortPaths
         // The predicate runs on each stored row unless the index ranges are exactly its rows.
         let filter = plan.filters ? predicate : nil
         // Simple comparisons of scalars are first tested on the encoded record.
@@ -311,6 +341,40 @@ extension ObjectContext {
         }
     }
 
+    /// A fetch of an entity with sub-entities: each entity of the hierarchy fetched alone (a sub-entity's record
+    /// has the superentity's attributes where the superentity has them, so the request means the same for each),
+    /// the results merged in the request's order (ties by object ID, entity name first), then windowed.
+    private func runFamily(_ request: FetchRequest, shape: Shape, in txn: ReadTransaction) throws -> [Candidate] {
+        try validateWindow(request)
+        // Prepared against the requested entity first: a key only a sub-entity has is an error, as it is for the
+        // requested entity alone.
+        _ = try store.preparedFetches.prepared(request, store: store)
+        var part = request
+        part.includesSubentities = false
+        part.fetchOffset = 0
+        part.fetchLimit = request.fetchLimit > 0 ? request.windowEnd : 0
+        let entities = store.hierarchies.concrete(request.entity)
+        var candidates: [Candidate] = []
+        for name in entities {
+            part.entity = name
+            candidates += try run(part, shape: shape, in: txn, keepsSortValues: true)
+        }
+        if case .aggregate = shape { return [] }
+        if entities.count > 1 {
+            let keys = request.sortKeys
+            candidates.sort { a, b in
+                for (i, key) in keys.enumerated() {
+                    let order = key.order(a.sortValues[i], b.sortValues[i])
+                    if order != .orderedSame { return order == .orderedAscending }
+                }
+                return a.id < b.id
+            }
+        }
+        let start = min(request.fetchOffset, candidates.count)
+        let end = min(candidates.count, request.windowEnd)
+        return Array(candidates[start..<end])
+    }
+
     /// One object of a snapshot fetch: its values and its relationships' targets, all from one read.
     package struct SnapshotRow {
         package var id: ObjectID
@@ -321,13 +385,17 @@ extension ObjectContext {
     /// Fetches objects with their values and relationship targets from one read snapshot, without registering
     /// them (for tools); returns the transaction read.
     package func fetchSnapshot(_ request: FetchRequest) throws -> (rows: [SnapshotRow], transaction: Int) {
-        let storage = try store.storage(for: request.entity)
+        var storage = try store.storage(for: request.entity)
         return try mappingStorageErrors("fetching \(request.entity)") {
             try store.read { txn in
                 let candidates = try run(request, shape: .objects, in: txn)
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: false)
                 var rows: [SnapshotRow] = []
                 for candidate in candidates {
+                    // A sub-entity's object (a fetch of a superentity includes them) has its own record layout.
+                    if candidate.id.entityName != storage.entity.name {
+                        storage = try store.storage(for: candidate.id.entityName)
+                    }
                     guard let record = candidate.record else { continue }
                     let values = try record.bytes.withUnsafeBytes {
                         try RecordCodec.decode($0, entity: storage.entity, key: candidate.id.primaryKey).values
@@ -363,10 +431,13 @@ extension ObjectContext {
         var objects: [ManagedObject] = []
         objects.reserveCapacity(candidates.count)
         var batch: FaultBatch?
-        // Every candidate is of the request's entity (or one the fetch read through): resolved once.
-        let entity = try store.storage(for: request.entity).entity
+        // Candidates are of the request's entity, or of its sub-entities: resolved once per run of one entity.
+        var entity = try store.storage(for: request.entity).entity
         registered.reserveCapacity(registered.count + candidates.count)
         for (position, candidate) in candidates.enumerated() {
+            if candidate.id.entityName != entity.name {
+                entity = try store.storage(for: candidate.id.entityName).entity
+            }
             let object = registered(candidate.id, entity: entity)
             let loadNow = batchSize == 0 || position < batchSize
             if !object.hasStoredState && !object.isInserted {

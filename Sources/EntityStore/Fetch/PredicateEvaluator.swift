@@ -177,7 +177,7 @@ final class CompiledPredicate {
                     .invalidPredicate, "SUBQUERY needs a to-many key path, not '\(path.text)'", entity: entity.name,
                     key: path.text)
             }
-            try checkTypes(path, c, entity)
+            try checkTypes(path, c, entity, schema)
             return .subquery(path, c, try CompiledPredicate(c.subquery!.predicate, entity: destination, schema: schema))
         case .comparison(let c):
             let path = try ResolvedKeyPath.resolve(c.keyPath, from: entity, in: schema)
@@ -201,12 +201,14 @@ final class CompiledPredicate {
                         key: other!.text)
                 }
             }
-            try checkTypes(path, c, entity)
+            try checkTypes(path, c, entity, schema)
             return .comparison(path, c, other)
         }
     }
 
-    static func checkTypes(_ path: ResolvedKeyPath, _ c: FetchPredicate.Comparison, _ entity: Entity) throws {
+    static func checkTypes(
+        _ path: ResolvedKeyPath, _ c: FetchPredicate.Comparison, _ entity: Entity, _ schema: Schema
+    ) throws {
         let stringOps: [FetchPredicate.Operator] = [.beginsWith, .endsWith, .contains, .like, .matches]
         func fail(_ message: String) -> EntityStoreError {
             EntityStoreError(.invalidPredicate, message, entity: entity.name, key: path.text)
@@ -235,7 +237,7 @@ final class CompiledPredicate {
         case .relationship(let relationship):
             switch (c.op, c.operand) {
             case (.equal, .object(let id)), (.notEqual, .object(let id)):
-                if id.entityName != relationship.destination {
+                if !schema.isKind(id.entityName, of: relationship.destination) {
                     throw fail("'\(path.text)' holds \(relationship.destination) objects, not \(id.entityName)")
                 }
             case (.equal, .value(.null)), (.notEqual, .value(.null)):

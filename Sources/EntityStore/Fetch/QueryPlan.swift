@@ -25,6 +25,10 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     /// Whether the fetch stops early once offset + limit results are found.
     public var stopsEarly: Bool
 
+    /// For a fetch of an entity with sub-entities: the plan of each entity it reads, whose results are merged
+    /// (in sort order when sorted); empty otherwise.
+    public var parts: [QueryPlan] = []
+
     var ranges: [KeyRange] = []
     var indexPosition: Int?
     /// The one index range yields the rows in the requested order (sorted by the range's attribute only): they
@@ -32,6 +36,11 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     var rangeInSortOrder = false
 
     public var description: String {
+        guard self.parts.isEmpty else {
+            return self.parts.map { "\($0.entity): \($0)" }.joined(separator: " | ")
+                + "; merge the results of \(self.parts.map(\.entity).joined(separator: ", "))"
+                + (sortsInMemory ? " in sort order" : "") + (stopsEarly ? "; stop at the limit" : "")
+        }
         var parts: [String] = []
         switch access {
         case .fullScan: parts.append("full scan of \(entity)")

@@ -43,7 +43,7 @@ extension FetchedResultsController {
 
     /// The index of `id`'s row in `rows`, found by binary search on its keys.
     func rowIndex(of id: ObjectID, _ plan: Plan) -> Int? {
-        guard id.entityName == plan.entity.name else { return nil }
+        guard plan.holds(id.entityName) else { return nil }
         return rows.position(of: id.primaryKey)
     }
 
@@ -104,6 +104,7 @@ extension FetchedResultsController {
     ) throws -> (oldIndex: [ObjectID: Int], newIndex: [ObjectID: Int]) {
         // Read first: when the rows cannot be read, nothing has changed yet.
         let fresh = try newRows(for: ids, plan)
+        noteEntities(of: fresh.lazy.map(\.id), plan)
         var oldIndex: [ObjectID: Int] = [:]
         for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
         var newIndex: [ObjectID: Int] = [:]

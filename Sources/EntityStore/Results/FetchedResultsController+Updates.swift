@@ -62,7 +62,7 @@ extension FetchedResultsController {
         affected.reserveCapacity(record.changes.count)
         for change in record.changes {
             let flag = change.isUserDriven && record.kind != .merged
-            if change.objectID.entityName == plan.entity.name {
+            if plan.holds(change.objectID.entityName) {
                 affected.note(change.objectID, change.kind == .update ? change.changedKeys : [], flag)
             }
             if !plan.dependencies.isEmpty {
@@ -120,7 +120,10 @@ extension FetchedResultsController {
         var result: [(ObjectID, String)] = []
         for dependency in plan.dependencies {
             let chain = dependency.steps
-            for depth in 1...chain.count where chain[depth - 1].destination == change.objectID.entityName {
+            for depth in 1...chain.count
+            where chain[depth - 1].destination == change.objectID.entityName
+                || context.store.schema.isKind(change.objectID.entityName, of: chain[depth - 1].destination)
+            {
                 guard let key = dependency.key(atDepth: depth),
                     change.kind != .update || change.changedKeys.contains(key)
                 else { continue }

@@ -48,6 +48,13 @@ public final class FetchedResultsController {
         var sortKeys: [SortKey]
         /// What the predicate, sort and section keys read through relationships.
         var dependencies: [Dependency]
+        /// For an entity with sub-entities (fetched with them): the entities whose objects are rows.
+        var family: Set<String>?
+
+        /// Whether objects of `entityName` can be rows.
+        func holds(_ entityName: String) -> Bool {
+            entityName == entity.name || family?.contains(entityName) == true
+        }
     }
 
     /// A key path through relationships that the request reads: the relationships walked, and the key read at the
@@ -62,6 +69,9 @@ public final class FetchedResultsController {
     }
 
     var plan: Plan?
+    /// The entity of each row that is not of the plan's entity (sub-entities' objects); rows are kept by primary
+    /// key, which is unique in a hierarchy.
+    var rowEntities: [UInt64: String] = [:]
     /// Every matching row in order (before the fetch window): primary keys and packed keys.
     var rows = RowStore(sortKeys: [], types: [])
     /// What the delegate sees: the window of rows, grouped into sections (built when first needed after a change).
@@ -103,7 +113,8 @@ public final class FetchedResultsController {
             let name = Self.name(of: sectionStarts[index].key)
             return SectionInfo(
                 name: name, indexTitle: indexTitle(for: name), value: sectionStarts[index].key, order: order,
-                range: sectionStarts[index].start..<sectionEnd(index), entityName: plan.entity.name)
+                range: sectionStarts[index].start..<sectionEnd(index), entityName: plan.entity.name,
+                others: rowEntities)
         }
     }
 
@@ -126,9 +137,7 @@ public final class FetchedResultsController {
             return displayed.sections.indices.contains(section) ? displayed.sections[section].items : []
         }
         guard sectionStarts.indices.contains(section) else { return [] }
-        return rows.order.keys(in: sectionStarts[section].start..<sectionEnd(section)).map {
-            ObjectID(entityName: plan.entity.name, primaryKey: $0)
-        }
+        return rows.order.keys(in: sectionStarts[section].start..<sectionEnd(section)).map { id($0, plan) }
     }
 
     /// The section key's value of section `section`.
@@ -145,7 +154,16 @@ public final class FetchedResultsController {
     }
 
     /// The ID of the row with primary key `pk`.
-    func id(_ pk: UInt64, _ plan: Plan) -> ObjectID { ObjectID(entityName: plan.entity.name, primaryKey: pk) }
+    func id(_ pk: UInt64, _ plan: Plan) -> ObjectID {
+        ObjectID(
+            entityName: rowEntities.isEmpty ? plan.entity.name : rowEntities[pk] ?? plan.entity.name, primaryKey: pk)
+    }
+
+    /// Notes the entity of rows that are not of the plan's entity.
+    func noteEntities(of ids: some Sequence<ObjectID>, _ plan: Plan) {
+        guard plan.family != nil else { return }
+        for id in ids where id.entityName != plan.entity.name { rowEntities[id.primaryKey] = id.entityName }
+    }
 
     func sectionInfo(_ section: SectionedList<Value, ObjectID>.Section) -> SectionInfo {
         let name = Self.name(of: section.key)
@@ -248,6 +266,8 @@ public final class FetchedResultsController {
         self.plan = plan
         rows = RowStore(sortKeys: plan.sortKeys, types: plan.keyPaths.map(\.attributeType))
         rows.replaceAll(with: candidates.map { ($0.id.primaryKey, $0.sortValues) })
+        rowEntities = [:]
+        noteEntities(of: candidates.lazy.map(\.id), plan)
         displayedCache = nil
         displayedPathsCache = nil
         rebuildSectionStarts()
@@ -315,8 +335,10 @@ public final class FetchedResultsController {
                 if resolved.steps.count > 1 { dependencies.append(Dependency(steps: resolved.steps, readKey: nil)) }
             }
         }
+        let family = context.entities(of: fetchRequest)
         return Plan(
-            entity: entity, predicate: predicate, keyPaths: keyPaths, sortKeys: sortKeys, dependencies: dependencies)
+            entity: entity, predicate: predicate, keyPaths: keyPaths, sortKeys: sortKeys, dependencies: dependencies,
+            family: family == [entity.name] ? nil : Set(family))
     }
 
     /// Groups the window of rows into the displayed sections.
@@ -326,14 +348,17 @@ public final class FetchedResultsController {
         var sections: [SectionedList<Value, ObjectID>.Section] = []
         var paths: [ObjectID: ItemPath] = [:]
         let name = plan?.entity.name ?? fetchRequest.entity
+        let others = rowEntities
         let window = rows.order.keys(in: start..<end)
         if sectionNameKeyPath == nil {
-            sections = [.init(key: .null, items: window.map { ObjectID(entityName: name, primaryKey: $0) })]
+            sections = [
+                .init(key: .null, items: window.map { ObjectID(entityName: others[$0] ?? name, primaryKey: $0) })
+            ]
             for (i, id) in sections[0].items.enumerated() { paths[id] = ItemPath(section: 0, item: i) }
         } else {
             for pk in window {
                 let key = rows.key(0, of: pk)
-                let id = ObjectID(entityName: name, primaryKey: pk)
+                let id = ObjectID(entityName: others[pk] ?? name, primaryKey: pk)
                 if sections.last?.key != key { sections.append(.init(key: key, items: [])) }
                 paths[id] = ItemPath(section: sections.count - 1, item: sections[sections.count - 1].items.count)
                 sections[sections.count - 1].items.append(id)

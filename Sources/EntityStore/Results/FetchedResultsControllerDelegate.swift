@@ -127,15 +127,16 @@ public struct SectionInfo: Sendable, Hashable {
 
     private enum Members: Sendable {
         case ids([ObjectID])
-        case rows(RowOrder, Range<Int>, entityName: String)
+        /// Rows of `entityName`, except those `others` names (a controller of an entity with sub-entities).
+        case rows(RowOrder, Range<Int>, entityName: String, others: [UInt64: String])
     }
 
     /// The objects' IDs, in order.
     public var objectIDs: [ObjectID] {
         switch members {
         case .ids(let ids): ids
-        case .rows(let order, let range, let entityName):
-            order.keys(in: range).map { ObjectID(entityName: entityName, primaryKey: $0) }
+        case .rows(let order, let range, let entityName, let others):
+            order.keys(in: range).map { ObjectID(entityName: others[$0] ?? entityName, primaryKey: $0) }
         }
     }
 
@@ -148,12 +149,15 @@ public struct SectionInfo: Sendable, Hashable {
         members = .ids(objectIDs)
     }
 
-    init(name: String, indexTitle: String?, value: Value, order: RowOrder, range: Range<Int>, entityName: String) {
+    init(
+        name: String, indexTitle: String?, value: Value, order: RowOrder, range: Range<Int>, entityName: String,
+        others: [UInt64: String]
+    ) {
         self.name = name
         self.indexTitle = indexTitle
         self.value = value
         numberOfObjects = range.count
-        members = .rows(order, range, entityName: entityName)
+        members = .rows(order, range, entityName: entityName, others: others)
     }
 
     public static func == (lhs: SectionInfo, rhs: SectionInfo) -> Bool {

@@ -165,3 +165,20 @@ public struct AttributeValidation: Codable, Sendable, Hashable {
         }
     }
 }
+
+extension AttributeValidation: CustomStringConvertible {
+    /// The rules in a line: `minimum 1, maximum 5, length 1...80, pattern ^[a-z]+$`.
+    public var description: String {
+        var parts: [String] = []
+        if let minimum { parts.append("minimum \(minimum)") }
+        if let maximum { parts.append("maximum \(maximum)") }
+        switch (minimumLength, maximumLength) {
+        case (let low?, let high?): parts.append("length \(low)...\(high)")
+        case (let low?, nil): parts.append("length at least \(low)")
+        case (nil, let high?): parts.append("length at most \(high)")
+        case (nil, nil): break
+        }
+        if let pattern { parts.append("pattern \(pattern)") }
+        return parts.isEmpty ? "none" : parts.joined(separator: ", ")
+    }
+}

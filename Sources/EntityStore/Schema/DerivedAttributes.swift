@@ -146,7 +146,8 @@ extension ObjectContext {
         for (entityName, list) in derivations {
             for derivation in list {
                 guard let step = derivation.firstStep else { continue }
-                for id in dirty where id.entityName == step.destination {
+                for id in dirty
+                where id.entityName == step.destination || store.schema.isKind(id.entityName, of: step.destination) {
                     guard let changed = registered[id],
                         let inverse = changed.entity.relationship(step.inverse)
                     else { continue }

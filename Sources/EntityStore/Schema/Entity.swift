@@ -15,6 +15,21 @@ public struct Entity: Codable, Sendable, Equatable {
     }
     /// Stored as an optional so that schemas written before transient attributes existed still decode.
     var transients: [Attribute]?
+    /// The entity this one inherits from (Core Data's superentity), or nil for a root. A sub-entity has its
+    /// parent's attributes (first, in the parent's order) and relationships, besides its own; relationships to the
+    /// parent accept its objects, and fetches of the parent include them (``FetchRequest/includesSubentities``).
+    public var superentity: String? {
+        get { parent }
+        set { parent = newValue }
+    }
+    var parent: String?
+    /// Whether the entity is abstract: it has no objects of its own (inserts are refused), only its sub-entities'.
+    public var isAbstract: Bool {
+        get { abstractFlag == true }
+        set { abstractFlag = newValue ? true : nil }
+    }
+    /// Stored as an optional so that schemas written before inheritance existed still decode.
+    var abstractFlag: Bool?
 
     /// Declares an entity with its properties.
     ///
@@ -23,10 +38,21 @@ public struct Entity: Codable, Sendable, Equatable {
     ///     Attribute("title", .string)
     ///     Relationship("author", to: "Author", inverse: "books")
     /// }
+    /// Entity("Animal", abstract: true) {
+    ///     Attribute("name", .string)
+    /// }
+    /// Entity("Dog", inherits: "Animal") {
+    ///     Attribute("breed", .string, optional: true)
+    /// }
     /// ```
-    public init(_ name: String, renamedFrom: String? = nil, @PropertyBuilder _ properties: () -> [Property] = { [] }) {
+    public init(
+        _ name: String, inherits superentity: String? = nil, abstract: Bool = false, renamedFrom: String? = nil,
+        @PropertyBuilder _ properties: () -> [Property] = { [] }
+    ) {
         self.name = name
         self.renamedFrom = renamedFrom
+        self.parent = superentity
+        self.abstractFlag = abstract ? true : nil
         var attributes: [Attribute] = []
         var relationships: [Relationship] = []
         var transients: [Attribute] = []

@@ -4,7 +4,7 @@ extension Entity {
     /// ``Schema/init(version:models:entities:)``).
     public init(model: Model.Type, renamedFrom: String? = nil) {
         // Through the metatype value: a subclass's entity name and properties, whatever the static type.
-        self.init(model.entityName, renamedFrom: renamedFrom)
+        self.init(model.entityName, abstract: model.isAbstractEntity, renamedFrom: renamedFrom)
         for (key, property) in model.modelProperties() {
             switch property.declaration(key: key) {
             case .attribute(let attribute) where attribute.isTransient: transientAttributes.append(attribute)
@@ -27,15 +27,40 @@ extension Schema {
     ///
     /// - Throws: ``EntityStoreError`` with code ``EntityStoreError/Code/invalidSchema`` listing every problem.
     public init(version: Int, models: [Model.Type], @EntityBuilder entities: () -> [Entity] = { [] }) throws {
-        var all = models.map { Self.entity(of: $0) } + entities()
+        var all = models.map { Self.entity(of: $0) }
+        // A model class that subclasses another model class of the list is its sub-entity.
+        let names = Dictionary(models.map { (ObjectIdentifier($0), $0.entityName) }, uniquingKeysWith: { a, _ in a })
+        var parents = Set<ObjectIdentifier>()
+        for (i, model) in models.enumerated() {
+            if let superclass = model.superclassModel, let name = names[ObjectIdentifier(superclass)] {
+                all[i].superentity = name
+                parents.insert(ObjectIdentifier(superclass))
+            }
+        }
+        // `isAbstractEntity` is inherited by subclasses: a class no other model subclasses is concrete.
+        for (i, model) in models.enumerated() where all[i].isAbstract && !parents.contains(ObjectIdentifier(model)) {
+            all[i].isAbstract = model.superclassModel.map { !$0.isAbstractEntity } ?? true
+        }
+        all += entities()
         var failures: [EntityStoreError.Failure] = []
+        // Whether `name` is `ancestor` or inherits from it, in the list as declared so far.
+        func isKind(_ name: String, of ancestor: String) -> Bool {
+            var current: String? = name
+            var steps = 0
+            while let step = current, steps <= all.count {
+                if step == ancestor { return true }
+                current = all.first(where: { $0.name == step })?.superentity
+                steps += 1
+            }
+            return false
+        }
         for e in all.indices {
             for r in all[e].relationships.indices where all[e].relationships[r].inverse.isEmpty {
                 let relationship = all[e].relationships[r]
                 let source = all[e].name
                 guard let destination = all.first(where: { $0.name == relationship.destination }) else { continue }
                 let candidates = destination.relationships.filter { candidate in
-                    candidate.destination == source
+                    isKind(source, of: candidate.destination)
                         && !(destination.name == source && candidate.name == relationship.name)
                         && (candidate.inverse.isEmpty || candidate.inverse == relationship.name)
                 }
@@ -59,7 +84,16 @@ extension Schema {
                 entity: failures[0].entity, key: failures[0].key, failures: failures)
         }
         try self.init(version: version, entities: all)
+        modelClasses = ModelClasses(Dictionary(models.map { ($0.entityName, $0) }, uniquingKeysWith: { a, _ in a }))
     }
 
     private static func entity(of model: Model.Type) -> Entity { Entity(model: model) }
+}
+
+/// Model classes by entity name, carried by a schema made from models (never stored or compared).
+struct ModelClasses: @unchecked Sendable {
+    // @unchecked Sendable: metatypes are immutable.
+    let classes: [String: Model.Type]
+
+    init(_ classes: [String: Model.Type]) { self.classes = classes }
 }

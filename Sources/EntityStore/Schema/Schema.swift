@@ -20,20 +20,32 @@ public struct Schema: Codable, Sendable, Equatable {
     public var version: Int
     /// The entities.
     public var entities: [Entity]
+    /// The model classes a schema made from models maps its entities to (not stored, not compared): a fetch of a
+    /// superentity wraps each object in its own entity's class.
+    var modelClasses: ModelClasses?
+
+    private enum CodingKeys: String, CodingKey {
+        case version, entities
+    }
+
+    /// Equal schemas have the same version and entities (the model classes they were made from do not count).
+    public static func == (lhs: Schema, rhs: Schema) -> Bool {
+        lhs.version == rhs.version && lhs.entities == rhs.entities
+    }
 
     /// Declares and validates a schema.
     /// - Throws: ``EntityStoreError`` with code ``EntityStoreError/Code/invalidSchema`` listing every problem.
     public init(version: Int, @EntityBuilder _ entities: () -> [Entity]) throws {
-        self.version = version
-        self.entities = entities()
-        try validate()
+        try self.init(version: version, entities: entities())
     }
 
-    /// Validates and wraps an entity list.
+    /// Validates and wraps an entity list; sub-entities get their superentity's properties (see
+    /// ``Entity/superentity``).
     public init(version: Int, entities: [Entity]) throws {
         self.version = version
-        self.entities = entities
-        try validate()
+        let (resolved, failures) = Self.resolvingInheritance(entities)
+        self.entities = resolved
+        try validate(inheritanceFailures: failures)
     }
 
     /// The entity named `name`.
@@ -45,6 +57,8 @@ public struct Schema: Codable, Sendable, Equatable {
         var text = ""
         for entity in entities.sorted(by: { $0.name < $1.name }) {
             text += "E\(entity.name){"
+            if let parent = entity.parent { text += "<\(parent)" }
+            if entity.isAbstract { text += "!abstract" }
             for a in entity.attributes {
                 text += "A\(a.name):\(a.type.rawValue):\(a.isOptional):\(a.defaultValue):\(a.isIndexed)"
                 text += ":\(a.isUnique):\(a.isCaseInsensitive)"
@@ -66,8 +80,8 @@ public struct Schema: Codable, Sendable, Equatable {
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
-    func validate() throws {
-        var failures: [EntityStoreError.Failure] = []
+    func validate(inheritanceFailures: [EntityStoreError.Failure] = []) throws {
+        var failures = inheritanceFailures
         if version < 1 { failures.append(.init(message: "the schema version must be at least 1, not \(version)")) }
         var entityNames = Set<String>()
         for entity in entities {
@@ -144,7 +158,8 @@ public struct Schema: Codable, Sendable, Equatable {
                             message: "unknown inverse '\(relationship.inverse)' on '\(destination.name)'"))
                     continue
                 }
-                if inverse.destination != entity.name || inverse.inverse != name {
+                // An inherited relationship's inverse points back to the entity that declared it (an ancestor).
+                if !isKind(entity.name, of: inverse.destination) || inverse.inverse != name {
                     failures.append(
                         .init(
                             entity: entity.name, key: name,

@@ -21,22 +21,29 @@ struct ChangeWriter {
         var failures: [EntityStoreError.Failure] = []
         var claimed: [String: [Value: ObjectID]] = [:]
         let leaving = Set(objects.filter(\.isDeleted).map(\.objectID))
+        // Where each entity's unique attributes must be unique, found once per save.
+        var scopes: [String: (slot: String, storages: [EntityStorage])] = [:]
+        func scope(_ attribute: String, _ entity: String) throws -> (slot: String, storages: [EntityStorage]) {
+            if let known = scopes["\(entity).\(attribute)"] { return known }
+            let found = try store.uniquenessScope(of: attribute, in: entity)
+            scopes["\(entity).\(attribute)"] = found
+            return found
+        }
         // Values that objects in this save give up: another object may take them.
         var released: [String: Set<ObjectID>] = [:]
         for object in objects where !object.isDeleted {
             guard let values = object.values else { continue }
             for (i, attribute) in object.entity.attributes.enumerated()
             where attribute.isUnique && object.committed?[i] != values[i] {
-                released["\(object.entity.name).\(attribute.name)", default: []].insert(object.objectID)
+                released[try scope(attribute.name, object.entity.name).slot, default: []].insert(object.objectID)
             }
         }
         for object in objects where !object.isDeleted {
             guard let values = object.values else { continue }
-            let storage = try store.storage(for: object.entity.name)
             for (i, attribute) in object.entity.attributes.enumerated() where attribute.isUnique {
                 let value = values[i]
                 guard !value.isNull, object.isInserted || object.committed?[i] != value else { continue }
-                let slot = "\(object.entity.name).\(attribute.name)"
+                let (slot, storages) = try scope(attribute.name, object.entity.name)
                 // One value for uniqueness: canonical strings, one NaN, one zero; folded when case-insensitive.
                 let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
                 if let other = claimed[slot]?[claim] {
@@ -47,29 +54,13 @@ struct ChangeWriter {
                     continue
                 }
                 claimed[slot, default: [:]][claim] = object.objectID
-                guard let index = storage.indexes[i] else { continue }
-                let truncated = IndexKey.encode(
-                    value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
-                var holders: [UInt64] = []
-                try txn.forEach(in: index, range: .exactly(keyBuffer)) { _, pk in
-                    holders.append(try IndexKey.primaryKey(from: pk))
-                    return .continue
-                }
-                for holder in holders where holder != object.objectID.primaryKey {
-                    let holderID = ObjectID(entityName: object.entity.name, primaryKey: holder)
-                    if leaving.contains(holderID) || released[slot]?.contains(holderID) == true { continue }
-                    if truncated || attribute.isCaseInsensitive {
-                        // The key does not identify the value exactly: compare with the stored record.
-                        guard let bytes = try txn.get(holder, in: storage.records) else { continue }
-                        let stored = try RecordCodec.decode(bytes, entity: object.entity, key: holder).values[i]
-                        if ValueSemantics.uniquenessKey(stored, caseInsensitive: attribute.isCaseInsensitive) != claim {
-                            continue
-                        }
-                    }
+                for holder in try store.holders(of: value, at: i, in: storages, txn, keyBuffer: &keyBuffer)
+                where holder != object.objectID {
+                    if leaving.contains(holder) || released[slot]?.contains(holder) == true { continue }
                     failures.append(
                         .init(
                             entity: object.entity.name, key: attribute.name, objectID: object.objectID,
-                            message: "the value \(value) must be unique; \(holderID) already has it"))
+                            message: "the value \(value) must be unique; \(holder) already has it"))
                     break
                 }
             }
@@ -247,17 +238,23 @@ struct ChangeWriter {
             guard let current = object.related[relationship.name] else { continue }
             let stored = object.isInserted ? [] : object.committedRelated[relationship.name] ?? []
             guard current != stored else { continue }
-            let inverseStorage = try store.storage(for: relationship.destination)
-            guard let forward = storage.relationships[relationship.name],
-                let backward = inverseStorage.relationships[relationship.inverse]
-            else { continue }
+            guard let forward = storage.relationships[relationship.name] else { continue }
+            let direct = try store.storage(for: relationship.destination).relationships[relationship.inverse]
+            /// The database of the inverse on `target`'s own entity (a superentity's relationship holds its
+            /// sub-entities' objects too).
+            func inverse(at target: ObjectID) throws -> Database? {
+                target.entityName == relationship.destination
+                    ? direct : try store.storage(for: target.entityName).relationships[relationship.inverse]
+            }
             let source = IndexKey.primaryKey(object.objectID.primaryKey)
             for added in current.subtracting(stored) {
+                guard let backward = try inverse(at: added) else { continue }
                 let target = IndexKey.primaryKey(added.primaryKey)
                 try putPair(source, target, forward)
                 try putPair(target, source, backward)
             }
             for removed in stored.subtracting(current) {
+                guard let backward = try inverse(at: removed) else { continue }
                 let target = IndexKey.primaryKey(removed.primaryKey)
                 try txn.delete(source, value: target, in: forward)
                 try txn.delete(target, value: source, in: backward)

@@ -29,8 +29,79 @@ enum Migration {
                     + " raise the version to migrate")
         }
         let plan = try plan(from: stored, to: declared)
+        try checkHierarchies(plan, stored: stored, declared: declared, txn)
         try apply(plan, txn)
+        try reconcileSequences(declared, txn, meta: meta)
         try PersistentStore.writeSchema(declared, history: history + [declared], txn, meta: meta)
+    }
+
+    /// Refuses what inheritance cannot migrate by itself: an entity that holds objects becoming abstract, and
+    /// entities that hold objects with the same primary key joining one hierarchy (a key must name one object of
+    /// a hierarchy). Run before anything is written.
+    static func checkHierarchies(_ plan: Plan, stored: Schema, declared: Schema, _ txn: WriteTransaction) throws {
+        var failures: [EntityStoreError.Failure] = []
+        var holders: [String: (old: String, records: Database)] = [:]
+        for entityPlan in plan.kept {
+            let records = try txn.openDatabase(StoreNames.records(entityPlan.old.name), create: true)
+            let count = try txn.statistics(records).entries
+            guard count > 0 else { continue }
+            holders[entityPlan.new.name] = (entityPlan.old.name, records)
+            if entityPlan.new.isAbstract {
+                failures.append(
+                    .init(
+                        entity: entityPlan.new.name,
+                        message: "\(entityPlan.new.name) became abstract but holds \(count) object(s)"))
+            }
+        }
+        // Each declared hierarchy whose entities holding objects came from more than one sequence.
+        for root in declared.entities where root.parent == nil {
+            let members = declared.family(of: root.name).filter { holders[$0] != nil }
+            let sequences = Set(members.map { stored.root(of: holders[$0]!.old) })
+            guard sequences.count > 1 else { continue }
+            var owner: [UInt64: String] = [:]
+            for member in members {
+                try txn.forEachEntry(in: holders[member]!.records) { key, _ in
+                    let pk = try IndexKey.primaryKey(from: key)
+                    if let other = owner[pk] {
+                        failures.append(
+                            .init(
+                                entity: member,
+                                message: "\(member)/p\(pk) and \(other)/p\(pk) would share a primary key in the"
+                                    + " hierarchy of \(root.name): entities holding objects with the same keys cannot"
+                                    + " join one hierarchy"))
+                        return .stop
+                    }
+                    owner[pk] = member
+                    return .continue
+                }
+            }
+        }
+        guard !failures.isEmpty else { return }
+        throw EntityStoreError(
+            .migrationRefused,
+            failures.count == 1 ? "cannot migrate: \(failures[0])" : "cannot migrate: \(failures.count) problems",
+            entity: failures[0].entity, failures: failures)
+    }
+
+    /// Sets each primary-key sequence (one per hierarchy, the root's) above every key its entities hold: entities
+    /// renamed, moved into a hierarchy or out of one keep their keys, and new keys never meet them.
+    static func reconcileSequences(_ declared: Schema, _ txn: WriteTransaction, meta: Database) throws {
+        var highest: [String: UInt64] = [:]
+        for entity in declared.entities {
+            let records = try txn.openDatabase(StoreNames.records(entity.name), create: true)
+            let last = try txn.withCursor(on: records) { cursor in
+                try cursor.last().map { try IndexKey.primaryKey(from: $0.key) }
+            }
+            let owner = declared.root(of: entity.name)
+            highest[owner] = max(highest[owner] ?? 0, last ?? 0)
+        }
+        for (owner, last) in highest where last > 0 {
+            let key = StoreNames.MetaKey.sequence(owner)
+            let current = try txn.get(key, in: meta).map { bytes -> UInt64 in
+                bytes.count == 8 ? UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)) : 0
+            }
+            if (current ?? 0) <= last { try txn.put(key, IndexKey.primaryKey(last + 1), in: meta) }
+        }
     }
 
     struct EntityPlan {

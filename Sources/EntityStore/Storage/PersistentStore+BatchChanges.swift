@@ -87,17 +87,31 @@ extension PersistentStore {
         guard !assignments.isEmpty else { return BatchResult(objectIDs: []) }
         // Derived attributes of the object's own values follow the update; those read through relationships are
         // left as they are (a batch changes no relationship, and the related objects are not read).
-        let ownDerivations = (try derivations()[entity.name] ?? []).filter { $0.firstStep == nil }
+        let allDerivations = try derivations()
         let now = Date()
-        let changedKeys =
-            assignments.map { entity.attributes[$0.index].name } + ownDerivations.map(\.attribute.name)
         let result = try mappingStorageErrors("batch updating \(entity.name)") {
             try write { txn -> BatchResult in
                 let ids = try matches(entityName, predicate, txn)
                 try checkUniqueness(assignments, of: ids, storage, txn)
                 var buffer: [UInt8] = []
                 var keyBuffer: [UInt8] = []
+                var changes: [ObjectChange] = []
+                changes.reserveCapacity(ids.count)
+                // The objects of each concrete entity (a superentity's batch reaches its sub-entities: inherited
+                // attributes sit at the same positions in their records).
+                var current: (name: String, storage: EntityStorage, derivations: [Derivation], keys: [String])?
                 for id in ids {
+                    if current?.name != id.entityName {
+                        let storage = try self.storage(for: id.entityName)
+                        let derivations = (allDerivations[id.entityName] ?? []).filter { $0.firstStep == nil }
+                        current = (
+                            id.entityName, storage, derivations,
+                            assignments.map { entity.attributes[$0.index].name } + derivations.map(\.attribute.name)
+                        )
+                    }
+                    let (_, storage, ownDerivations, changedKeys) = current!
+                    let entity = storage.entity
+                    changes.append(ObjectChange(objectID: id, kind: .update, changedKeys: changedKeys))
                     let pk = id.primaryKey
                     guard let bytes = try txn.get(pk, in: storage.records) else { continue }
                     var (record, rowVersion) = try RecordCodec.decode(bytes, entity: entity, key: pk)
@@ -132,7 +146,6 @@ extension PersistentStore {
                     RecordCodec.encode(record, rowVersion: rowVersion, into: &buffer)
                     try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
                 }
-                let changes = ids.map { ObjectChange(objectID: $0, kind: .update, changedKeys: changedKeys) }
                 _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
                 return BatchResult(objectIDs: ids)
             }
@@ -238,11 +251,14 @@ extension PersistentStore {
                         try txn.delete(pk, in: forward)
                         // The other side forgets this object, unless the rule leaves it as it is.
                         guard relationship.deleteRule != .noAction,
-                            let held = targets[id]?[relationship.name],
-                            let backward = try self.storage(for: relationship.destination)
-                                .relationships[relationship.inverse]
+                            let held = targets[id]?[relationship.name]
                         else { continue }
                         for target in held {
+                            // The target's own entity: a relationship to a superentity holds its sub-entities too.
+                            guard
+                                let backward = try self.storage(for: target.entityName)
+                                    .relationships[relationship.inverse]
+                            else { continue }
                             try txn.delete(
                                 IndexKey.primaryKey(target.primaryKey), value: IndexKey.primaryKey(pk), in: backward)
                         }
@@ -299,20 +315,6 @@ extension PersistentStore {
         return try carrier.run(request, shape: .objectIDs, in: txn).map(\.id)
     }
 
-    /// The targets stored for `id`'s relationship, read in `txn`.
-    func storedTargets(
-        of id: ObjectID, _ relationship: Relationship, _ storage: EntityStorage, _ txn: ReadTransaction
-    ) throws -> [ObjectID] {
-        guard let database = storage.relationships[relationship.name] else { return [] }
-        var targets: [ObjectID] = []
-        try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
-            targets.append(
-                ObjectID(entityName: relationship.destination, primaryKey: try IndexKey.primaryKey(from: value)))
-            return .continue
-        }
-        return targets
-    }
-
     /// A unique attribute set by a batch: one object at most, and no other object may hold the value.
     private func checkUniqueness(
         _ assignments: [(index: Int, value: Value)], of ids: [ObjectID], _ storage: EntityStorage,
@@ -329,29 +331,16 @@ extension PersistentStore {
                         message: "the value \(value) must be unique; the batch would give it to \(ids.count) objects"))
                 continue
             }
-            guard let only = ids.first, let database = storage.indexes[index] else { continue }
+            guard let only = ids.first else { continue }
             var keyBuffer: [UInt8] = []
-            let truncated = IndexKey.encode(value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
-            let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
-            var holders: [UInt64] = []
-            try txn.forEach(in: database, range: .exactly(keyBuffer)) { _, pk in
-                holders.append(try IndexKey.primaryKey(from: pk))
-                return .continue
-            }
-            for holder in holders where holder != only.primaryKey {
-                if truncated || attribute.isCaseInsensitive {
-                    guard let bytes = try txn.get(holder, in: storage.records) else { continue }
-                    let stored = try RecordCodec.decode(bytes, entity: entity, key: holder).values[index]
-                    if ValueSemantics.uniquenessKey(stored, caseInsensitive: attribute.isCaseInsensitive) != claim {
-                        continue
-                    }
-                }
+            let scope = try uniquenessScope(of: attribute.name, in: only.entityName).storages
+            if let holder = try holders(of: value, at: index, in: scope, txn, keyBuffer: &keyBuffer)
+                .first(where: { $0 != only })
+            {
                 failures.append(
                     .init(
                         entity: entity.name, key: attribute.name, objectID: only,
-                        message: "the value \(value) must be unique; "
-                            + "\(ObjectID(entityName: entity.name, primaryKey: holder)) already has it"))
-                break
+                        message: "the value \(value) must be unique; \(holder) already has it"))
             }
         }
         if !failures.isEmpty { throw Self.batchChangeFailure(failures) }

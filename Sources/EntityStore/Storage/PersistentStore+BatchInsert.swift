@@ -29,7 +29,7 @@ extension PersistentStore {
     ) throws
         -> [ObjectID]
     {
-        let storage = try storage(for: entityName)
+        let storage = try insertableStorage(for: entityName)
         let entity = storage.entity
         try Self.refuseRequiredToOne(entity)
         guard !objects.isEmpty else { return [] }
@@ -94,7 +94,7 @@ extension PersistentStore {
     ) throws
         -> [ObjectID]
     {
-        let storage = try storage(for: entityName)
+        let storage = try insertableStorage(for: entityName)
         let entity = storage.entity
         try Self.refuseRequiredToOne(entity)
         var failures: [EntityStoreError.Failure] = []
@@ -244,7 +244,8 @@ extension PersistentStore {
                 // Keys from the entity's sequence, past every block a context has reserved.
                 let first = try nextKey(of: entity.name, txn)
                 try txn.put(
-                    StoreNames.MetaKey.sequence(entity.name), IndexKey.primaryKey(first + UInt64(rows.count)), in: meta)
+                    StoreNames.MetaKey.sequence(hierarchies.sequenceOwner(entity.name)),
+                    IndexKey.primaryKey(first + UInt64(rows.count)), in: meta)
                 let keys = (0..<UInt64(rows.count)).map { first + $0 }
                 var writer = ChangeWriter(store: self, txn: txn)
                 if entity.attributes.contains(where: \.isUnique) {

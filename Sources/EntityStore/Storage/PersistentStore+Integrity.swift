@@ -115,9 +115,9 @@ extension PersistentStore {
                 for entity in schema.entities {
                     guard let storage = storages[entity.name] else { continue }
                     for relationship in entity.relationships {
-                        guard let database = storage.relationships[relationship.name],
-                            let inverse = storages[relationship.destination]?.relationships[relationship.inverse]
-                        else { continue }
+                        guard let database = storage.relationships[relationship.name] else { continue }
+                        // A relationship to a superentity holds objects of its sub-entities too.
+                        let destinations = hierarchies.concrete(relationship.destination)
                         let name = "\(entity.name).\(relationship.name)"
                         var targetsPerSource: [UInt64: Int] = [:]
                         try txn.forEach(in: database) { key, value in
@@ -139,13 +139,19 @@ extension PersistentStore {
                                         kind: .danglingReference, location: name,
                                         detail: "from p\(source), which does not exist"))
                             }
-                            if !(existing[relationship.destination]?.contains(target) ?? false) {
+                            let found = destinations.first { existing[$0]?.contains(target) == true }
+                            if found == nil {
                                 findings.append(
                                     .init(
                                         kind: .danglingReference, location: name,
                                         detail:
                                             "p\(source) -> \(relationship.destination)/p\(target), which does not exist"
                                     ))
+                            }
+                            // The inverse is on the target's own entity (the destination's when there is no target).
+                            let holder = found ?? relationship.destination
+                            guard let inverse = storages[holder]?.relationships[relationship.inverse] else {
+                                return .continue
                             }
                             let back = try txn.withCursor(on: inverse) { cursor in
                                 try IndexKey.primaryKey(target).withUnsafeBytes { k in
@@ -162,7 +168,7 @@ extension PersistentStore {
                                     .init(
                                         kind: .missingInverse, location: name,
                                         detail:
-                                            "p\(source) -> p\(target) has no \(relationship.destination).\(relationship.inverse) entry back"
+                                            "p\(source) -> p\(target) has no \(holder).\(relationship.inverse) entry back"
                                     ))
                             }
                             return .continue

@@ -22,15 +22,7 @@ extension PersistentStore {
                 let values = try RecordCodec.decode(bytes, entity: storage.entity, key: id.primaryKey).values
                 var relationships: [String: [ObjectID]] = [:]
                 for relationship in storage.entity.relationships {
-                    guard let database = storage.relationships[relationship.name] else { continue }
-                    var targets: [ObjectID] = []
-                    try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
-                        targets.append(
-                            ObjectID(
-                                entityName: relationship.destination, primaryKey: try IndexKey.primaryKey(from: value)))
-                        return .continue
-                    }
-                    relationships[relationship.name] = targets
+                    relationships[relationship.name] = try storedTargets(of: id, relationship, storage, txn)
                 }
                 return (values, relationships, try txn.id)
             }

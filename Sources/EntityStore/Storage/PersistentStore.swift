@@ -45,6 +45,11 @@ public final class PersistentStore: Sendable {
     let meta: Database
     let historyDatabase: Database
     let storages: [String: EntityStorage]
+    /// The schema's entity hierarchies: which entities a fetch reads, whose sequence gives an entity its keys.
+    let hierarchies: Hierarchies
+    /// Model classes by entity name: the schema's, and those checked against the store (a fetch of a superentity
+    /// wraps each object in its own entity's class).
+    let modelClasses: Locked<[String: Model.Type]>
     let publisher = StorePublisher()
     /// Fetch requests compiled and planned, by entity, predicate and sort keys.
     let preparedFetches = PreparedFetches()
@@ -74,6 +79,8 @@ public final class PersistentStore: Sendable {
         self.meta = environment.published(meta)
         self.historyDatabase = environment.published(history)
         self.storages = storages.mapValues { $0.published(in: environment) }
+        hierarchies = Hierarchies(schema)
+        modelClasses = Locked(schema.modelClasses?.classes ?? [:])
     }
 
     deinit {
@@ -226,9 +233,25 @@ public final class PersistentStore: Sendable {
         return storage
     }
 
+    /// The storage of an entity that objects are inserted into: not an abstract one.
+    func insertableStorage(for entity: String) throws -> EntityStorage {
+        let storage = try storage(for: entity)
+        if storage.entity.isAbstract {
+            let concrete = hierarchies.concrete(entity)
+            throw EntityStoreError(
+                .invalidObject,
+                "\(entity) is abstract: insert one of its sub-entities"
+                    + (concrete.isEmpty ? " (it has none)" : " (\(concrete.joined(separator: ", ")))"),
+                entity: entity)
+        }
+        return storage
+    }
+
     /// Reserves a new primary key for `entity`; keys are reserved from the store's sequence in blocks, so that
-    /// an insert rarely writes and keys are unique across contexts and processes.
-    func newPrimaryKey(for entity: String) throws -> UInt64 {
+    /// an insert rarely writes and keys are unique across contexts and processes. The entities of one hierarchy
+    /// share their root's sequence (a key names one object of the hierarchy).
+    func newPrimaryKey(for name: String) throws -> UInt64 {
+        let entity = hierarchies.sequenceOwner(name)
         if let key = keyBlocks.withLock({ blocks -> UInt64? in
             guard var block = blocks[entity], block.next < block.end else { return nil }
             defer { block.next += 1; blocks[entity] = block }
@@ -269,8 +292,9 @@ extension PersistentStore {
             in: meta)
     }
 
-    /// The next unreserved primary key of `entity`, from its sequence in the meta database.
-    func nextKey(of entity: String, _ txn: ReadTransaction) throws -> UInt64 {
+    /// The next unreserved primary key of `name`, from its sequence (its hierarchy's) in the meta database.
+    func nextKey(of name: String, _ txn: ReadTransaction) throws -> UInt64 {
+        let entity = hierarchies.sequenceOwner(name)
         guard let bytes = try txn.get(StoreNames.MetaKey.sequence(entity), in: meta) else { return 1 }
         guard bytes.count == 8 else {
             throw EntityStoreError(
