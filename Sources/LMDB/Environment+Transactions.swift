@@ -62,7 +62,7 @@ extension Environment {
     /// - Throws: What `body` throws, or an ``LMDBError``; ``LMDBError/Code/readOnly`` in a read-only environment,
     ///   ``LMDBError/Code/misuse`` for a write nested in a write on the same thread.
     public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
-        guard !options.readOnly else {
+        guard !options.readOnly, let writerLock else {
             throw LMDBError(code: .readOnly, message: "the environment was opened read-only", context: path)
         }
         if gate.callerIsWriting() {
@@ -72,43 +72,46 @@ extension Environment {
         var triedReaderCheck = false
         var growths = 0
         while true {
+            // Through the writer lock: one process at a time waits for LMDB's writer mutex (see `WriterLock`).
             let outcome: Outcome<R> = try gate.withTransaction(write: true) {
-                let generation = handles.generation.load(ordering: .sequentiallyConsistent)
-                let pointer: OpaquePointer
-                switch try begin(write: true, triedReaderCheck: triedReaderCheck) {
-                case .began(let began): pointer = began
-                case .retry(let reason): return reason.outcome()
+                try writerLock.withLock("a write transaction at \(path)") { () throws -> Outcome<R> in
+                    let generation = handles.generation.load(ordering: .sequentiallyConsistent)
+                    let pointer: OpaquePointer
+                    switch try begin(write: true, triedReaderCheck: triedReaderCheck) {
+                    case .began(let began): pointer = began
+                    case .retry(let reason): return reason.outcome()
+                    }
+                    let transaction = WriteTransaction(environment: self, pointer: pointer, beginGeneration: generation)
+                    let result: R
+                    do {
+                        result = try body(transaction)
+                    } catch {
+                        mdb_txn_abort(pointer)
+                        transaction.end(committed: false)
+                        if transaction.needsRetry { return .handleRetry }
+                        if transaction.sawMapFull || (error as? LMDBError)?.code == .mapFull { return .mapFull }
+                        if let error = error as? LMDBError { throw spaceError(for: error) }
+                        throw error
+                    }
+                    if transaction.needsRetry {
+                        mdb_txn_abort(pointer)
+                        transaction.end(committed: false)
+                        return .handleRetry
+                    }
+                    let commit: Int32
+                    if let injected = injectedFault() {
+                        mdb_txn_abort(pointer)
+                        commit = injected
+                    } else {
+                        commit = mdb_txn_commit(pointer)
+                    }
+                    transaction.end(committed: commit == MDB_SUCCESS)
+                    if commit == MDB_MAP_FULL { return .mapFull }
+                    if commit != MDB_SUCCESS {
+                        throw spaceError(for: LMDBError(lmdbCode: commit, context: "mdb_txn_commit at \(path)"))
+                    }
+                    return .done(result)
                 }
-                let transaction = WriteTransaction(environment: self, pointer: pointer, beginGeneration: generation)
-                let result: R
-                do {
-                    result = try body(transaction)
-                } catch {
-                    mdb_txn_abort(pointer)
-                    transaction.end(committed: false)
-                    if transaction.needsRetry { return .handleRetry }
-                    if transaction.sawMapFull || (error as? LMDBError)?.code == .mapFull { return .mapFull }
-                    if let error = error as? LMDBError { throw spaceError(for: error) }
-                    throw error
-                }
-                if transaction.needsRetry {
-                    mdb_txn_abort(pointer)
-                    transaction.end(committed: false)
-                    return .handleRetry
-                }
-                let commit: Int32
-                if let injected = injectedFault() {
-                    mdb_txn_abort(pointer)
-                    commit = injected
-                } else {
-                    commit = mdb_txn_commit(pointer)
-                }
-                transaction.end(committed: commit == MDB_SUCCESS)
-                if commit == MDB_MAP_FULL { return .mapFull }
-                if commit != MDB_SUCCESS {
-                    throw spaceError(for: LMDBError(lmdbCode: commit, context: "mdb_txn_commit at \(path)"))
-                }
-                return .done(result)
             }
             switch outcome {
             case .done(let result): return result

@@ -76,6 +76,8 @@ public final class Environment: @unchecked Sendable {
     @usableFromInline let handle: OpaquePointer
     let identity: FileIdentity
     let gate = TransactionGate()
+    /// Makes writers of several processes wait in the kernel rather than on LMDB's mutex (nil when read-only).
+    let writerLock: WriterLock?
     let handles = HandleTable()
     /// The process that opened the environment, as a count of forks: a forked child must not use it (lmdb.h).
     let forkGeneration: Int
@@ -86,7 +88,10 @@ public final class Environment: @unchecked Sendable {
     /// LMDB's largest key (and DUPSORT value) in bytes: 511 with the default build.
     public let maxKeySize: Int
 
-    private init(handle: OpaquePointer, path: String, options: Options, identity: FileIdentity) {
+    private init(
+        handle: OpaquePointer, path: String, options: Options, identity: FileIdentity, writerLock: WriterLock?
+    ) {
+        self.writerLock = writerLock
         self.handle = handle
         self.path = path
         self.options = options
@@ -139,8 +144,7 @@ public final class Environment: @unchecked Sendable {
             var keepAlive: Environment?
             let result: Result<Environment, LMDBError>? = registry.withLock { entries in
                 do throws(LMDBError) {
-                    let preflight = try Preflight.run(
-                        path: path, readOnly: options.readOnly, maxReaders: options.maxReaders)
+                    let preflight = try Preflight.run(path: path, readOnly: options.readOnly)
                     if let identity = preflight.identity, let entry = entries[identity] {
                         guard let existing = entry.environment else { return nil }  // closing right now: wait
                         if existing.isInheritedThroughFork {
@@ -179,6 +183,7 @@ public final class Environment: @unchecked Sendable {
     ) throws(LMDBError)
         -> Environment
     {
+        if !options.readOnly { try Preflight.allocateLockFile(path + "/lock.mdb", maxReaders: options.maxReaders) }
         var envPointer: OpaquePointer?
         try check(mdb_env_create(&envPointer), "mdb_env_create for \(path)")
         guard let handle = envPointer else {
@@ -204,7 +209,9 @@ public final class Environment: @unchecked Sendable {
                 throw LMDBError(code: .init(rawValue: errno), message: "fstat of the data file failed", context: path)
             }
             let identity = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
-            let environment = Environment(handle: handle, path: path, options: options, identity: identity)
+            let writerLock = options.readOnly ? nil : try WriterLock(dataFile: path + "/data.mdb")
+            let environment = Environment(
+                handle: handle, path: path, options: options, identity: identity, writerLock: writerLock)
             _ = environment.checkReaders()
             return environment
         } catch {

@@ -22,15 +22,19 @@ struct Preflight {
     static let magic: UInt32 = 0xBEEF_C0DE
     static let dataVersion: UInt32 = 1
 
-    static func run(path: String, readOnly: Bool, maxReaders: Int = 126) throws(LMDBError) -> Preflight {
-        let result = try check(path: path, readOnly: readOnly)
-        if !readOnly { try allocateLockFile(path + "/lock.mdb", maxReaders: maxReaders) }
-        return result
+    /// Checks the data file; the lock file is allocated by ``allocateLockFile(_:maxReaders:)`` only when LMDB
+    /// opens the environment anew (see there).
+    static func run(path: String, readOnly: Bool) throws(LMDBError) -> Preflight {
+        try check(path: path, readOnly: readOnly)
     }
 
     /// Gives the lock file real blocks before LMDB maps it. LMDB sizes it with `ftruncate` (a hole) and writes its
     /// header and reader slots through a shared memory map: on a full disk the first such write kills the process
     /// with SIGBUS. Allocated here, a full disk is a clear ENOSPC instead.
+    ///
+    /// Only before this process opens the environment: closing a descriptor of the lock file releases every POSIX
+    /// lock the process holds on it, LMDB's included (the lock that says this process is alive and its readers are
+    /// not stale, and the one that keeps another process from resetting the lock file as if it were the first).
     static func allocateLockFile(_ lockPath: String, maxReaders: Int) throws(LMDBError) {
         // LMDB's size: a header and one 64-byte slot per reader, in a cache line each; rounded up to pages.
         let needed = (128 + 64 * maxReaders + 4095) / 4096 * 4096

@@ -100,6 +100,27 @@ import Testing
         }
     }
 
+    @Test func openingAnOpenEnvironmentAgainKeepsTheProcesssLocks() throws {
+        // Closing any descriptor of lock.mdb drops every POSIX lock the process holds on it, LMDB's too: the one
+        // that shows this process's readers are alive. A second open of an open environment used to allocate the
+        // lock file through a descriptor of its own; another process's reader check then cleared our readers.
+        let mdbStat = "/usr/bin/mdb_stat"
+        try #require(FileManager.default.isExecutableFile(atPath: mdbStat), "lmdb-utils is installed by make test")
+        try withEnvironment { env, dir in
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(b("k"), b("v"), in: db) }
+            try env.read { _ in
+                let again = try Environment.open(path: dir.path("test.store"))
+                #expect(again === env)
+                let check = try ChildProcess.run(mdbStat, ["-rr", dir.path("test.store")])
+                // (mdb_stat may then fail to open the main database of an environment with named ones: only the
+                // reader check matters here.)
+                #expect(check.stdout.contains("  0 stale readers cleared."), "\(check.stdout) \(check.stderr)")
+                #expect(!check.stdout.contains("(no active readers)"), "\(check.stdout)")
+            }
+        }
+    }
+
     @Test func debiansMdbStatReadsTheEnvironment() throws {
         let mdbStat = "/usr/bin/mdb_stat"
         try #require(FileManager.default.isExecutableFile(atPath: mdbStat), "lmdb-utils is installed by make test")

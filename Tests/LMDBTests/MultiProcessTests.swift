@@ -3,7 +3,42 @@ import LMDB
 import TestSupport
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @Suite struct MultiProcessTests {
+    /// LMDB's writer mutex is a robust process-shared mutex; when a writer is killed while others wait for it, the
+    /// recovery could leave the remaining waiters asleep on an unlocked mutex for good (1 round in 15 to 30 of this
+    /// test before the writer lock; see `WriterLock`). Each round kills one of five writers in mid-stream: the
+    /// others must all finish.
+    @Test func writersWaitingWhenAnotherIsKilledAllFinish() throws {
+        let helper = ChildProcess.executable("es-test-helper")
+        var stranded: [Int] = []
+        for round in 0..<24 {
+            let dir = try TemporaryDirectory()
+            defer { dir.remove() }
+            let path = dir.path("contended.store")
+            let writers = try (0..<5).map { _ in try ChildProcess.start(helper, ["lmdb-counter-writer", path, "400"]) }
+            usleep(150_000)
+            kill(writers[0].0.processIdentifier, SIGKILL)
+            let deadline = Date().addingTimeInterval(30)
+            while writers.dropFirst().contains(where: { $0.0.isRunning }) && Date() < deadline { usleep(20_000) }
+            if writers.dropFirst().contains(where: { $0.0.isRunning }) {
+                stranded.append(round)
+                for writer in writers where writer.0.isRunning { kill(writer.0.processIdentifier, SIGKILL) }
+            }
+            for (process, _, err) in writers {
+                process.waitUntilExit()
+                if process !== writers[0].0 && !stranded.contains(round) {
+                    let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                    #expect(process.terminationStatus == 0, "round \(round): \(stderr)")
+                }
+            }
+        }
+        #expect(stranded.isEmpty, "writers left waiting for good in rounds \(stranded)")
+    }
+
     @Test func aSecondProcessWritesWhileThisOneReadsConsistentSnapshots() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
