@@ -424,3 +424,33 @@ final class Keeper: Model {
         }
     }
 }
+
+@Suite struct InheritanceMigrationTests {
+    @Test func anAttributeAddedToASuperentityReachesEverySubEntitysRecords() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("zoo")
+        do {
+            let store = try PersistentStore.open(path: path, schema: try InheritanceTests.zooSchema())
+            let context = ObjectContext(store: store)
+            try InheritanceTests.animal(context, "Puppy", "Bit", legs: 3).setValue("Pug", forKey: "breed")
+            try InheritanceTests.animal(context, "Cat", "Tom")
+            try context.save()
+        }
+        // Version 2: Animal gains "born" (inherited first, so every sub-entity's later attributes move along).
+        var entities = try InheritanceTests.zooSchema().entities
+        let index = try #require(entities.firstIndex { $0.name == "Animal" })
+        entities[index].attributes.insert(Attribute("born", .int64, default: 2020), at: 1)
+        for i in entities.indices where entities[i].superentity != nil {
+            entities[i].attributes.removeAll { ["name", "tag", "legs"].contains($0.name) }
+        }
+        let store = try PersistentStore.open(path: path, schema: try Schema(version: 2, entities: entities))
+        #expect(
+            store.schema.entity("Puppy")?.attributes.map(\.name) == ["name", "born", "tag", "legs", "breed", "weeks"])
+        let context = ObjectContext(store: store)
+        let animals = try context.fetch(FetchRequest(entity: "Animal", sortKeys: [SortKey("name")]))
+        #expect(try animals.map { try $0["born"] } == [.int(2020), .int(2020)])
+        #expect(try animals[0]["breed"] == .string("Pug") && animals[0]["legs"] == .int(3))
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+}

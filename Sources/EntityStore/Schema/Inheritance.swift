@@ -159,7 +159,7 @@ struct Hierarchies: Sendable {
     func concrete(_ entity: String) -> [String] { families[entity] ?? [entity] }
 
     /// Whether `entity` has sub-entities, or is abstract: a fetch of it reads another list than its own records.
-    func hasFamily(_ entity: String) -> Bool { families[entity] != nil }
+    func hasFamily(_ entity: String) -> Bool { !families.isEmpty && families[entity] != nil }
 
     /// The entity whose sequence gives `entity`'s primary keys.
     func sequenceOwner(_ entity: String) -> String { roots[entity] ?? entity }
