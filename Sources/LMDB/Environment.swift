@@ -108,6 +108,12 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// The version of the LMDB library linked, as LMDB states it (`"LMDB 0.9.24: (July 24, 2019)"`).
+    public static var lmdbVersion: String {
+        guard let text = mdb_version(nil, nil, nil) else { return "LMDB (unknown version)" }
+        return String(cString: text)
+    }
+
     /// The data file inside the store directory.
     public var dataFilePath: String { path + "/data.mdb" }
     /// The lock file inside the store directory.

@@ -133,7 +133,23 @@ import Testing
             #expect(help.status == 0)
             #expect(help.stdout.contains("USAGE: store-inspect \(command) STORE"), "\(command)")
             #expect(help.stdout.contains("OPTIONS:"))
+            // `help COMMAND` is the same help.
+            #expect(try inspect(["help", command]).stdout == help.stdout)
         }
+        let unknown = try inspect(["help", "nope"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("unknown subcommand 'nope'"))
+    }
+
+    @Test func versionNamesTheToolTheLibraryAndLMDB() throws {
+        for spelling in ["--version", "version"] {
+            let output = try inspect([spelling])
+            #expect(output.status == 0)
+            #expect(
+                output.stdout.hasPrefix(
+                    "store-inspect \(entityStoreVersion) (EntityStore \(entityStoreVersion), LMDB 0.9"))
+        }
+        #expect(entityStoreVersion == "0.1.0")
+        #expect(try inspect(["--version", "extra"]).status == 64)
     }
 
     @Test func debiansMdbStatReadsOurStores() throws {

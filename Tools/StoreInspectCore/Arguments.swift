@@ -55,6 +55,8 @@ public struct Invocation: Equatable, Sendable {
 public enum HelpRequest: Equatable, Sendable {
     case general
     case command(String)
+    /// `--version`: the tool's version.
+    case version
 }
 
 enum Commands {
@@ -116,7 +118,8 @@ enum Commands {
 
             OPTIONS:
               --format F            table, json, ndjson or csv (a table on a terminal, NDJSON when piped)
-              -h, --help            Show help (for a subcommand: store-inspect SUBCOMMAND --help).
+              -h, --help            Show help (for a subcommand: store-inspect help SUBCOMMAND).
+              --version             Show the version of store-inspect and of the EntityStore it reads with.
 
             SUBCOMMANDS:
 
@@ -136,7 +139,20 @@ enum Commands {
 /// - Throws: ``UsageError`` naming what was wrong.
 public func parseArguments(_ arguments: [String]) throws(UsageError) -> Result<Invocation, HelpRequestBox> {
     guard let command = arguments.first else { throw UsageError("missing subcommand (try --help)") }
-    if command == "-h" || command == "--help" || command == "help" { return .failure(HelpRequestBox(.general)) }
+    if command == "--version" || command == "version" {
+        guard arguments.count == 1 else { throw UsageError("\(command) takes no arguments") }
+        return .failure(HelpRequestBox(.version))
+    }
+    if command == "help", arguments.count == 2 {
+        guard Commands.spec(arguments[1]) != nil else {
+            throw UsageError("unknown subcommand '\(arguments[1])' (try --help)")
+        }
+        return .failure(HelpRequestBox(.command(arguments[1])))
+    }
+    if command == "-h" || command == "--help" || command == "help" {
+        guard arguments.count == 1 else { throw UsageError("unexpected argument '\(arguments[1])' after \(command)") }
+        return .failure(HelpRequestBox(.general))
+    }
     guard let spec = Commands.spec(command) else {
         throw UsageError("unknown subcommand '\(command)' (try --help)")
     }

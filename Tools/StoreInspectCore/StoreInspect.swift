@@ -37,6 +37,10 @@ public enum StoreInspect {
                 switch help.request {
                 case .general: out(Commands.generalHelp)
                 case .command(let name): out(Commands.spec(name)?.help ?? Commands.generalHelp)
+                case .version:
+                    out(
+                        "store-inspect \(entityStoreVersion) (EntityStore \(entityStoreVersion), \(Environment.lmdbVersion))\n"
+                    )
                 }
                 return ExitCode.ok
             }
