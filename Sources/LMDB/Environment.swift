@@ -294,10 +294,44 @@ public final class Environment: @unchecked Sendable {
                 code: .invalidArgument, message: "the backup directory already holds a data.mdb",
                 context: destination)
         }
-        try gate.withTransaction(write: false) { () throws(LMDBError) in
-            try check(
-                mdb_env_copy2(handle, destination, compact ? UInt32(MDB_CP_COMPACT) : 0),
-                "mdb_env_copy2 to \(destination)")
+        // The data file is made here, 0600 whatever the umask (a store is private: LMDB's own copy would make it
+        // 0666 less the umask), exclusively, and written through its descriptor.
+        let target = destination + "/data.mdb"
+        let fd = Glibc.open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            let code = errno
+            throw LMDBError(
+                code: .init(rawValue: code), message: "cannot create the backup's data file: \(describe(errno: code))",
+                context: target)
+        }
+        do throws(LMDBError) {
+            if fchmod(fd, 0o600) != 0 {
+                let code = errno
+                throw LMDBError(
+                    code: .init(rawValue: code), message: "cannot make the backup private: \(describe(errno: code))",
+                    context: target)
+            }
+            try gate.withTransaction(write: false) { () throws(LMDBError) in
+                try check(
+                    mdb_env_copyfd2(handle, fd, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2 to \(target)")
+            }
+            if fsync(fd) != 0 {
+                let code = errno
+                throw LMDBError(
+                    code: .init(rawValue: code), message: "cannot flush the backup: \(describe(errno: code))",
+                    context: target)
+            }
+        } catch {
+            close(fd)
+            unlink(target)
+            throw error
+        }
+        if close(fd) != 0 {
+            let code = errno
+            unlink(target)
+            throw LMDBError(
+                code: .init(rawValue: code), message: "cannot finish the backup: \(describe(errno: code))",
+                context: target)
         }
     }
 }

@@ -216,3 +216,46 @@ final class OutputBox: @unchecked Sendable {
         #expect(try inspect(["check", path]).status == 0)
     }
 }
+
+@Suite struct StoreInspectOutputFailureTests {
+    /// Runs store-inspect through the shell with `redirection` applied to its stdout.
+    func inspectRedirected(
+        _ arguments: [String], _ redirection: String, umask: String = "077"
+    ) throws -> ChildProcess.Output {
+        try ChildProcess.run(
+            "/bin/sh",
+            ["-c", "umask \(umask); exec \"$0\" \"$@\" \(redirection)", ChildProcess.executable("store-inspect")]
+                + arguments)
+    }
+
+    @Test func outputThatCannotBeWrittenIsExit74NotATrap() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        for redirection in ["> /dev/full", ">&-"] {
+            let output = try inspectRedirected(["ls", store.path, "Book", "--format", "csv"], redirection)
+            #expect(output.terminationReason == .exit, "\(redirection): \(output.stderr)")
+            #expect(output.status == 74, "\(redirection): \(output.stderr)")
+            let lines = output.stderr.split(separator: "\n")
+            #expect(lines.count == 1 && lines[0].hasPrefix("store-inspect: cannot write the output: "), "\(lines)")
+        }
+    }
+
+    @Test func aBackupIsPrivateWhateverTheUmask() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        for (umask, name) in [("000", "open.backup"), ("022", "usual.backup")] {
+            let destination = store.directory.path(name)
+            let output = try inspectRedirected(["backup", store.path, destination], "> /dev/null", umask: umask)
+            #expect(output.status == 0, "\(output.stderr)")
+            var info = stat()
+            #expect(stat(destination + "/data.mdb", &info) == 0)
+            #expect(info.st_mode & 0o777 == 0o600, "umask \(umask): \(String(info.st_mode & 0o777, radix: 8))")
+        }
+        // Into an existing directory too.
+        let existing = store.directory.path("existing")
+        #expect(mkdir(existing, 0o755) == 0)
+        #expect(try inspectRedirected(["backup", store.path, existing], "> /dev/null", umask: "000").status == 0)
+        var info = stat()
+        #expect(stat(existing + "/data.mdb", &info) == 0 && info.st_mode & 0o777 == 0o600)
+    }
+}
