@@ -1,7 +1,8 @@
 # EntityStore: make demo | test | lint | bench | fuzz | docs
 #
 # `make demo`, `make test` and `make bench` install what they need (liblmdb-dev; lmdb-utils for the tests that
-# check that Debian's own tools read our stores; libsqlite3-dev for the benchmarks' SQLite side) with apt-get
+# check that Debian's own tools read our stores; libsqlite3-dev for the benchmarks' SQLite side; sqlite3 and python3
+# for the tests that load store-inspect's CSV as those tools read it) with apt-get
 # when it is missing, through sudo when not root.
 
 SWIFT ?= swift
@@ -17,6 +18,8 @@ deps:
 	pkg-config --exists lmdb 2>/dev/null || missing="$$missing liblmdb-dev"; \
 	command -v mdb_stat >/dev/null 2>&1 || missing="$$missing lmdb-utils"; \
 	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
+	command -v sqlite3 >/dev/null 2>&1 || missing="$$missing sqlite3"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \

@@ -18,6 +18,12 @@ import Testing
         ]
         for command in commands {
             for format in ["table", "json", "ndjson", "csv"] {
+                if command.contains("--all") && format == "csv" {
+                    // CSV holds one table: --all needs --dir (StoreInspectCSVTests).
+                    let refused = try inspect(command + ["--format", format])
+                    #expect(refused.status == 64 && refused.stderr.contains("give --dir D"), "\(refused.stderr)")
+                    continue
+                }
                 let output = try inspect(command + ["--format", format])
                 #expect(output.status == 0, "\(command) \(format): \(output.stderr)")
                 // A healthy store's check has no findings: no NDJSON lines at all.
@@ -257,5 +263,80 @@ final class OutputBox: @unchecked Sendable {
         #expect(try inspectRedirected(["backup", store.path, existing], "> /dev/null", umask: "000").status == 0)
         var info = stat()
         #expect(stat(existing + "/data.mdb", &info) == 0 && info.st_mode & 0o777 == 0o600)
+    }
+}
+
+@Suite struct StoreInspectCSVTests {
+    /// A store whose one entity holds the texts CSV gets wrong: separators, quotes, CR LF inside a value, an empty
+    /// string and nil.
+    func hostileStore(_ directory: TemporaryDirectory) throws -> String {
+        let path = directory.path("csv.store")
+        let store = try PersistentStore.open(
+            path: path,
+            schema: try Schema(version: 1) {
+                Entity("Line") {
+                    Attribute("n", .int64)
+                    Attribute("label", .string, optional: true)
+                }
+            })
+        let context = ObjectContext(store: store)
+        for (n, label) in [(1, "a,b"), (2, "say \"hi\""), (3, "line1\r\nline2"), (4, ""), (5, nil), (6, "plain")] {
+            let object = try context.insert("Line")
+            try object.setValue(.int(Int64(n)), forKey: "n")
+            try object.setValue(label.map(Value.string) ?? .null, forKey: "label")
+        }
+        try context.save()
+        return path
+    }
+
+    @Test func csvLoadsExactlyInPythonAndSQLite() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-csv")
+        defer { directory.remove() }
+        let path = try hostileStore(directory)
+        let export = try inspect(["export", path, "Line", "--format", "csv"])
+        #expect(export.status == 0, "\(export.stderr)")
+        // Nil is an empty field, the empty string a quoted one.
+        #expect(export.stdout.contains("Line/p4,4,\"\"\n") && export.stdout.contains("Line/p5,5,\n"))
+        let file = directory.path("lines.csv")
+        try Data(export.stdout.utf8).write(to: URL(fileURLWithPath: file))
+
+        let python = try ChildProcess.run(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                "import csv, json, sys; print(json.dumps(list(csv.reader(open(sys.argv[1], newline='')))))", file,
+            ])
+        #expect(python.status == 0, "\(python.stderr)")
+        let rows = try JSONDecoder().decode([[String]].self, from: Data(python.stdout.utf8))
+        #expect(rows.count == 7)
+        #expect(rows.dropFirst().map { $0[2] } == ["a,b", "say \"hi\"", "line1\r\nline2", "", "", "plain"])
+
+        let sqlite = try ChildProcess.run(
+            "/usr/bin/env",
+            [
+                "sqlite3", ":memory:", ".import --csv \(file) t",
+                "SELECT count(*), sum(label = 'line1' || char(13, 10) || 'line2'), sum(label = 'say \"hi\"') FROM t",
+            ])
+        #expect(sqlite.status == 0, "\(sqlite.stderr)")
+        #expect(sqlite.stdout == "6|1|1\n")
+    }
+
+    @Test func exportAllAsCSVWritesOneFilePerEntity() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let target = store.directory.path("csv")
+        let output = try inspect(["export", store.path, "--all", "--format", "csv", "--dir", target])
+        #expect(output.status == 0, "\(output.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: target).sorted()
+        #expect(files == ["Author.csv", "Book.csv", "Chapter.csv", "Note.csv", "Publisher.csv", "Tag.csv"])
+        let books = try String(contentsOfFile: target + "/Book.csv", encoding: .utf8)
+        #expect(books.hasPrefix("id,title,"))
+        #expect(books.components(separatedBy: "\n").filter { !$0.isEmpty }.count == 6)
+        // Again into the same directory: refused, nothing overwritten.
+        let again = try inspect(["export", store.path, "--all", "--format", "csv", "--dir", target])
+        #expect(again.status == 64 && again.stderr.contains("exists; choose an empty directory"))
+        #expect(try String(contentsOfFile: target + "/Book.csv", encoding: .utf8) == books)
+        // --dir is for CSV of every entity only.
+        #expect(try inspect(["export", store.path, "Book", "--format", "csv", "--dir", target]).status == 64)
     }
 }

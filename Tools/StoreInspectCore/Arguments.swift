@@ -102,7 +102,9 @@ enum Commands {
             ], flags: []),
         CommandSpec(
             name: "export", overview: "Export objects as JSON, NDJSON or CSV.", positionals: ["ENTITY?"],
-            options: [], flags: [("--all", "Export every entity.")]),
+            options: [
+                ("--dir D", "With --all --format csv: write one ENTITY.csv per entity into D (CSV holds one table).")
+            ], flags: [("--all", "Export every entity (each object once, under its own entity).")]),
         CommandSpec(
             name: "backup", overview: "Write a hot, compacted copy of the store into DEST.", positionals: ["DEST"],
             options: [], flags: []),

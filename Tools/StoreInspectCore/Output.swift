@@ -93,13 +93,23 @@ struct Table {
             if let transaction { return "{\"transaction\": \(transaction), \"rows\": \(array)}\n" }
             return array + "\n"
         case .csv:
+            // RFC 4180 with LF line ends (which Python's csv and sqlite3 read alike). Quoted when the text holds a comma, a quote, a CR or an LF (tested on bytes: "\r\n" is
+            // one Character, equal to neither). Nil is an empty field, an empty string a quoted one (`""`), as in
+            // PostgreSQL's CSV: Python reads them apart with `quoting=csv.QUOTE_NOTNULL` (3.12).
             func field(_ text: String) -> String {
-                text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+                text.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D })
                     ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
+            }
+            func cell(_ cell: Cell) -> String {
+                switch cell {
+                case .null: ""
+                case .text(let text) where text.isEmpty: "\"\""
+                default: field(cell.plain)
+                }
             }
             return
                 ([columns.map(field).joined(separator: ",")]
-                + rows.map { $0.map { field($0.plain) }.joined(separator: ",") })
+                + rows.map { $0.map(cell).joined(separator: ",") })
                 .joined(separator: "\n") + "\n"
         case .table:
             func shown(_ cell: Cell) -> String {

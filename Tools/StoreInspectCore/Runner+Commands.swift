@@ -244,17 +244,37 @@ extension Runner {
             }
             names = [try entity(name).name]
         }
+        let directory = invocation.options["--dir"]
+        if let directory {
+            guard format == .csv, names.count > 1 else {
+                throw CommandFailure(code: ExitCode.usage, message: "--dir goes with --all --format csv")
+            }
+            guard !directory.isEmpty else { throw CommandFailure(code: ExitCode.usage, message: "--dir needs a path") }
+        } else if format == .csv && names.count > 1 {
+            throw CommandFailure(
+                code: ExitCode.usage,
+                message: "CSV holds one table: with --all, give --dir D for one ENTITY.csv per entity")
+        }
         let context = ObjectContext(store: store)
         var tables: [Table] = []
+        // With --all each entity is read alone: an object of a sub-entity is exported once, under its own entity.
+        let labelled = names.count > 1 && directory == nil
         for name in names {
             let entity = try entity(name)
             let fields = entity.attributes.map(\.name) + entity.relationships.map(\.name)
-            let (rows, _) = try context.fetchSnapshot(FetchRequest(entity: name))
-            var table = Table(columns: (names.count > 1 ? ["entity"] : []) + ["id"] + fields)
+            var request = FetchRequest(entity: name)
+            request.includesSubentities = names.count == 1
+            let (rows, _) = try context.fetchSnapshot(request)
+            var table = Table(columns: (labelled ? ["entity"] : []) + ["id"] + fields)
             table.rows = rows.map {
-                (names.count > 1 ? [.text(name)] : []) + row(entity, $0.id, $0.values, $0.relationships, fields)
+                (labelled ? [.text(name)] : []) + row(entity, $0.id, $0.values, $0.relationships, fields)
             }
             tables.append(table)
+        }
+        if let directory {
+            try writeFiles(
+                zip(names, tables).map { ($0 + ".csv", $1.render(.csv, color: false), $1.rows.count) }, directory)
+            return
         }
         switch format {
         case .json:
@@ -272,6 +292,45 @@ extension Runner {
             // One block per entity, each with its own header, separated by a blank line.
             out(tables.map { $0.render(format, color: color) }.joined(separator: "\n"))
         }
+    }
+
+    /// Writes each file (name, text, rows) into `directory` (created 0700 when missing), 0600 and new: an existing
+    /// file is refused before anything is written. Lists what was written.
+    func writeFiles(_ files: [(name: String, text: String, rows: Int)], _ directory: String) throws {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw CommandFailure(
+                code: ExitCode.ioError, message: "cannot create \(directory): \(String(cString: strerror(errno)))")
+        }
+        for file in files where FileManager.default.fileExists(atPath: directory + "/" + file.name) {
+            throw CommandFailure(
+                code: ExitCode.usage, message: "\(directory)/\(file.name) exists; choose an empty directory")
+        }
+        var table = Table(columns: ["file", "rows"])
+        for file in files {
+            let path = directory + "/" + file.name
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard fd >= 0 else {
+                throw CommandFailure(
+                    code: ExitCode.ioError, message: "cannot create \(path): \(String(cString: strerror(errno)))")
+            }
+            var bytes = Array(file.text.utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if written < 0 && errno == EINTR { continue }
+                guard written >= 0 else {
+                    let reason = String(cString: strerror(errno))
+                    close(fd)
+                    throw CommandFailure(code: ExitCode.ioError, message: "cannot write \(path): \(reason)")
+                }
+                bytes = bytes.dropFirst(written)
+            }
+            guard close(fd) == 0 else {
+                throw CommandFailure(
+                    code: ExitCode.ioError, message: "cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+            table.rows.append([.text(path), .int(Int64(file.rows))])
+        }
+        emit(table)
     }
 
     func backup() throws {
