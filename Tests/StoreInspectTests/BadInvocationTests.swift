@@ -60,6 +60,14 @@ import Testing
             (["ls", s, "Book", "--limit"], 64), (["count", s, "Book", "--explain=yes"], 64),
             (["get", s, "Book/p1", "--limit", "3"], 64),
             (["ls", s, "Book", "--where", "pages > 1", "--where", "pages < 3"], 64),
+            // Numbers that do not fit, repeated --format, empty values, a URI of another store, versions and help.
+            (["schema", s, "--version", "18446744073709551615"], 64), (["ls", s, "Book", "--limit", "+3"], 64),
+            (["history", s, "--since", "99999999999999999999"], 64),
+            (["ls", s, "Book", "--format", "csv", "--format", "json"], 64), (["ls", s, "Book", "--fields", ""], 64),
+            (["ls", s, "Book", "--where="], 64), (["ls", s, "Book", "--sort", ""], 64),
+            (["get", s, "entitystore://00000000-0000-0000-0000-000000000000/Book/p1"], 64),
+            (["--version", s], 64), (["help", "nope"], 64), (["help", "ls", "extra"], 64),
+            (["export", s, "--all", "--format", "csv"], 64), (["export", s, "Book", "--dir", dir.path("csv")], 64),
         ]
         #expect(cases.count >= 40)
         let before = store.dataDigest()

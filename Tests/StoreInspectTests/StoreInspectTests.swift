@@ -340,3 +340,20 @@ final class OutputBox: @unchecked Sendable {
         #expect(try inspect(["export", store.path, "Book", "--format", "csv", "--dir", target]).status == 64)
     }
 }
+
+@Suite struct StoreInspectNumbersTests {
+    @Test func limitZeroMeansNoLimitForEveryCommandAndGetTakesTheAPIsURI() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let all = try inspect(["ls", store.path, "Book", "--format", "csv"])
+        #expect(try inspect(["ls", store.path, "Book", "--format", "csv", "--limit", "0"]).stdout == all.stdout)
+        let history = try inspect(["history", store.path, "--format", "csv"])
+        #expect(try inspect(["history", store.path, "--format", "csv", "--limit", "0"]).stdout == history.stdout)
+        #expect(history.stdout.split(separator: "\n").count > 3)
+        let read = try PersistentStore.openReadOnly(path: store.path)
+        let uri = read.uri(for: ObjectID(entityName: "Book", primaryKey: 1))
+        let byURI = try inspect(["get", store.path, uri, "--format", "csv"])
+        #expect(byURI.status == 0, "\(byURI.stderr)")
+        #expect(byURI.stdout == (try inspect(["get", store.path, "Book/p1", "--format", "csv"])).stdout)
+    }
+}

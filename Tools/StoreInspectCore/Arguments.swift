@@ -76,7 +76,7 @@ enum Commands {
             options: [
                 ("--where PREDICATE", "Only objects matching the predicate (NSPredicate syntax)."),
                 ("--sort KEYS", "Sort keys, comma separated; -key for descending."),
-                ("--limit N", "At most N objects."), ("--offset N", "Skip N objects."),
+                ("--limit N", "At most N objects (0: no limit)."), ("--offset N", "Skip N objects."),
                 ("--fields A,B", "Only these attributes and relationships."),
             ], flags: [("--explain", "Print the query plan instead of the objects.")]),
         CommandSpec(
@@ -84,7 +84,8 @@ enum Commands {
             options: [("--where PREDICATE", "Only objects matching the predicate.")],
             flags: [("--explain", "Print the query plan.")]),
         CommandSpec(
-            name: "get", overview: "Show one object by its ID (Entity/p42).", positionals: ["OBJECT-ID"],
+            name: "get", overview: "Show one object by its ID (Entity/p42, or its entitystore:// URI).",
+            positionals: ["OBJECT-ID"],
             options: [("--fields A,B", "Only these attributes and relationships.")], flags: []),
         CommandSpec(
             name: "check",
@@ -92,7 +93,9 @@ enum Commands {
             positionals: [], options: [], flags: []),
         CommandSpec(
             name: "history", overview: "List saved transactions.", positionals: [],
-            options: [("--since TX", "Only transactions after TX."), ("--limit N", "At most N transactions.")],
+            options: [
+                ("--since TX", "Only transactions after TX."), ("--limit N", "At most N transactions (0: no limit)."),
+            ],
             flags: []),
         CommandSpec(
             name: "watch", overview: "Follow commits made by any process, live.", positionals: ["ENTITY?"],
@@ -189,6 +192,7 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Result<I
             return arguments[index - 1]
         }
         if name == "--format" {
+            if format != nil { throw UsageError("--format given twice", command: command) }
             let text = try value()
             guard let parsed = OutputFormat(rawValue: text) else {
                 throw UsageError("unknown format '\(text)' (table, json, ndjson or csv)", command: command)
@@ -196,7 +200,9 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Result<I
             format = parsed
         } else if spec.options.contains(where: { $0.0.split(separator: " ")[0] == name }) {
             if options[name] != nil { throw UsageError("\(name) given twice", command: command) }
-            options[name] = try value()
+            let text = try value()
+            if text.isEmpty { throw UsageError("\(name) needs a value, not an empty one", command: command) }
+            options[name] = text
         } else if spec.flags.contains(where: { $0.0 == name }) {
             if inlineValue != nil { throw UsageError("\(name) takes no value", command: command) }
             flags.insert(name)
@@ -213,9 +219,12 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Result<I
     if rest.count > spec.positionals.count {
         throw UsageError("unexpected argument '\(rest[spec.positionals.count])'", command: command)
     }
+    // Every number is a whole number from 0 to Int.max, parsed one way by every command (the commands read them
+    // with `Int`: a number that does not fit must not pass here and be dropped there).
     for numeric in ["--limit", "--offset", "--since", "--max", "--version"] {
-        if let text = options[numeric], UInt64(text) == nil {
-            throw UsageError("\(numeric) needs a non-negative whole number, not '\(text)'", command: command)
+        if let text = options[numeric], Int(text).map({ $0 >= 0 }) != true || text.hasPrefix("+") {
+            throw UsageError(
+                "\(numeric) needs a whole number from 0 to \(Int.max), not '\(text)'", command: command)
         }
     }
     return .success(

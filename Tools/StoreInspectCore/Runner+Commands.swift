@@ -147,7 +147,9 @@ extension Runner {
     }
 
     func get() throws {
-        let id = try store.objectID(from: invocation.positionals[0])
+        // `Entity/p42`, or the URI the API gives (`PersistentStore.uri(for:)`): checked against this store's ID.
+        let text = invocation.positionals[0]
+        let id = try text.hasPrefix("entitystore://") ? store.objectID(forURI: text) : store.objectID(from: text)
         let entity = try entity(id.entityName)
         let fields = try fields(of: entity)
         guard let (values, relationships, transaction) = try store.readObject(id) else {
@@ -183,7 +185,8 @@ extension Runner {
 
     func history() throws {
         let since = invocation.options["--since"].flatMap { UInt64($0) } ?? 0
-        let limit = invocation.options["--limit"].flatMap { Int($0) }
+        // 0 is no limit, as for `ls` (and a fetch request's limit).
+        let limit = invocation.options["--limit"].flatMap { Int($0) }.flatMap { $0 == 0 ? nil : $0 }
         var table = Table(columns: Self.changeColumns)
         for record in try store.history(since: since, limit: limit) { table.rows += Self.changeRows(record) }
         emit(table)
