@@ -357,3 +357,35 @@ final class OutputBox: @unchecked Sendable {
         #expect(byURI.stdout == (try inspect(["get", store.path, "Book/p1", "--format", "csv"])).stdout)
     }
 }
+
+@Suite struct StoreInspectValueFormatTests {
+    @Test func datesKeepEveryFractionalDigitAndDecimalsAreStrings() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-values")
+        defer { directory.remove() }
+        let path = directory.path("values.store")
+        let digits = "3.14159265358979323846264338327950288"
+        do {
+            let store = try PersistentStore.open(
+                path: path,
+                schema: try Schema(version: 1) {
+                    Entity("Event") {
+                        Attribute("at", .date)
+                        Attribute("amount", .decimal)
+                    }
+                })
+            let context = ObjectContext(store: store)
+            for (seconds, amount) in [(1_764_519_361.123456, digits), (-12.25, "1"), (0, "0.5")] {
+                let event = try context.insert("Event")
+                try event.setValue(.date(Date(timeIntervalSince1970: seconds)), forKey: "at")
+                try event.setValue(.decimal(Decimal(string: amount)!), forKey: "amount")
+            }
+            try context.save()
+        }
+        let output = try inspect(["ls", path, "Event", "--format", "json"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("\"at\": \"2025-11-30T16:16:01.123456Z\""), "\(output.stdout)")
+        #expect(output.stdout.contains("\"at\": \"1969-12-31T23:59:47.75Z\""), "\(output.stdout)")
+        #expect(output.stdout.contains("\"at\": \"1970-01-01T00:00:00Z\""), "\(output.stdout)")
+        #expect(output.stdout.contains("\"amount\": \"\(digits)\""), "\(output.stdout)")
+    }
+}

@@ -22,11 +22,27 @@ enum Cell {
         case .int(let v): self = .int(v)
         case .double(let v): self = v.isFinite ? .double(v) : .text("\(v)")
         case .string(let v): self = .text(v)
-        case .date(let v): self = .text(v.formatted(.iso8601))
+        case .date(let v): self = .text(Cell.iso8601(v))
         case .data(let v): self = .text(Data(v).base64EncodedString())
         case .uuid(let v): self = .text(v.uuidString)
-        case .decimal(let v): self = .raw("\(v)")
+        // A string: as a JSON number a reader would parse it into a double and lose digits.
+        case .decimal(let v): self = .text("\(v)")
         }
+    }
+
+    /// ISO 8601 in UTC with every fractional digit the date holds: the shortest decimal that reads back as the
+    /// same `Double` of seconds since 1970 (`2026-11-30T16:16:01.123456Z`; no fraction for whole seconds).
+    static func iso8601(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        guard seconds.isFinite else { return "\(seconds)" }
+        let whole = seconds.rounded(.down)
+        let base = Date(timeIntervalSince1970: whole).formatted(.iso8601)
+        // The fraction, exactly, from the shortest form of the seconds (`Double.description` round-trips).
+        guard whole != seconds, let exact = Decimal(string: "\(seconds)"), let floor = Decimal(string: "\(whole)")
+        else { return base }
+        let fraction = "\(exact - floor)"
+        guard fraction.hasPrefix("0."), base.hasSuffix("Z") else { return base }
+        return String(base.dropLast()) + fraction.dropFirst() + "Z"
     }
 
     var plain: String {
