@@ -389,3 +389,54 @@ final class OutputBox: @unchecked Sendable {
         #expect(output.stdout.contains("\"amount\": \"\(digits)\""), "\(output.stdout)")
     }
 }
+
+@Suite struct StoreInspectTerminalTests {
+    @Test func tablesEscapeControlCharactersAndAlignWideText() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-terminal")
+        defer { directory.remove() }
+        let path = directory.path("terminal.store")
+        let labels = [
+            "日本語テキスト", "party 🎉🎉", "\u{1B}[31mred\u{1B}[0m", "\u{1B}]0;title\u{07}", "cr\rhere", "nul\u{0}x",
+            "plain",
+        ]
+        do {
+            let store = try PersistentStore.open(
+                path: path,
+                schema: try Schema(version: 1) {
+                    Entity("Line") {
+                        Attribute("label", .string)
+                        Attribute("n", .int64)
+                    }
+                })
+            let context = ObjectContext(store: store)
+            for (n, label) in labels.enumerated() {
+                let line = try context.insert("Line")
+                try line.setValue(.string(label), forKey: "label")
+                try line.setValue(.int(Int64(n)), forKey: "n")
+            }
+            try context.save()
+        }
+        let output = try inspect(["ls", path, "Line", "--format", "table", "--sort", "n"])
+        #expect(output.status == 0, "\(output.stderr)")
+        // No control character reaches the terminal but the line ends.
+        #expect(
+            !output.stdout.unicodeScalars.contains {
+                ($0.value < 0x20 && $0 != "\n") || (0x7F...0x9F).contains($0.value)
+            })
+        #expect(output.stdout.contains("\\e[31mred\\e[0m") && output.stdout.contains("cr\\rhere"))
+        #expect(output.stdout.contains("nul\\x00x") && output.stdout.contains("\\e]0;title\\x07"))
+        // Every line of the table ends in the same terminal column: wide characters count twice.
+        func width(_ line: Substring) -> Int {
+            line.reduce(0) { total, character in
+                let value = character.unicodeScalars.first!.value
+                return total + ((0x3000...0x9FFF).contains(value) || (0x1F300...0x1F64F).contains(value) ? 2 : 1)
+            }
+        }
+        let lines = output.stdout.split(separator: "\n").filter { !$0.hasPrefix("(") }
+        #expect(lines.count == labels.count + 1)
+        #expect(Set(lines.map(width)).count == 1, "\(lines)")
+        // An error naming a hostile entity shows it escaped too.
+        let error = try inspect(["ls", path, "Li\u{1B}]0;x\u{07}ne"])
+        #expect(error.status == 64 && error.stderr.contains("'Li\\e]0;x\\x07ne'"), "\(error.stderr)")
+    }
+}

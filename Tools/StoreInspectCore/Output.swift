@@ -67,12 +67,74 @@ enum Cell {
         }
     }
 
+    /// `text` with every control character shown as an escape (`\n`, `\r`, `\t`, `\e`, `\x00`, `\u{9B}`): a value or
+    /// a name can never move the terminal's cursor, change its colours or set its title.
+    static func visible(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+        else { return text }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{1B}": out += "\\e"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    out += "\\x" + String(format: "%02X", scalar.value)
+                } else if (0x80...0x9F).contains(scalar.value) {
+                    out += "\\u{" + String(format: "%02X", scalar.value) + "}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
+    }
+
+    /// The cells a character takes in a terminal: 2 for East Asian wide and fullwidth characters and emoji, 0 for a
+    /// lone combining mark, 1 otherwise.
+    static func displayWidth(_ character: Character) -> Int {
+        let scalars = character.unicodeScalars
+        guard let first = scalars.first else { return 0 }
+        if scalars.contains(where: \.properties.isEmojiPresentation)
+            || (scalars.count > 1 && scalars.contains { $0.value == 0xFE0F })
+        {
+            return 2
+        }
+        switch first.properties.generalCategory {
+        case .nonspacingMark, .enclosingMark, .format: return 0
+        default: break
+        }
+        let wide: [ClosedRange<UInt32>] = [
+            0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+            0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x1F300...0x1F64F,
+            0x1F900...0x1F9FF, 0x20000...0x3FFFD,
+        ]
+        return wide.contains { $0.contains(first.value) } ? 2 : 1
+    }
+
+    /// The cells `text` takes in a terminal.
+    static func displayWidth(_ text: String) -> Int { text.reduce(0) { $0 + displayWidth($1) } }
+
+    /// The longest start of `text` that fits in `width` cells.
+    static func prefix(_ text: String, width: Int) -> String {
+        var used = 0
+        var result = ""
+        for character in text {
+            let cells = displayWidth(character)
+            if used + cells > width { break }
+            used += cells
+            result.append(character)
+        }
+        return result
+    }
+
     static func quote(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""
-            case "\\": out += "\\\\"
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
@@ -130,18 +192,22 @@ struct Table {
         case .table:
             func shown(_ cell: Cell) -> String {
                 if case .null = cell { return "nil" }
-                return cell.plain.replacingOccurrences(of: "\n", with: "\\n")
+                return Cell.visible(cell.plain)
             }
             let texts = rows.map { $0.map(shown) }
-            var widths = columns.map(\.count)
-            for row in texts { for (i, text) in row.enumerated() { widths[i] = max(widths[i], min(text.count, 60)) } }
+            let names = columns.map(Cell.visible)
+            // Columns are measured in terminal cells (a CJK character or an emoji takes two, a combining mark none).
+            var widths = names.map(Cell.displayWidth)
+            for row in texts {
+                for (i, text) in row.enumerated() { widths[i] = max(widths[i], min(Cell.displayWidth(text), 60)) }
+            }
             func line(_ cells: [String]) -> String {
                 zip(cells, widths).map { text, width in
-                    let cut = text.count > 60 ? String(text.prefix(59)) + "…" : text
-                    return cut.padding(toLength: width, withPad: " ", startingAt: 0)
+                    let cut = Cell.displayWidth(text) > 60 ? Cell.prefix(text, width: 59) + "…" : text
+                    return cut + String(repeating: " ", count: max(0, width - Cell.displayWidth(cut)))
                 }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
             }
-            let header = line(columns)
+            let header = line(names)
             var out = (color ? "\u{1B}[1m\(header)\u{1B}[0m" : header) + "\n"
             for row in texts { out += line(row) + "\n" }
             if let transaction {

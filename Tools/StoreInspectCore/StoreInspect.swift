@@ -46,7 +46,7 @@ public enum StoreInspect {
             }
         } catch {
             let prefix = error.command.map { "store-inspect \($0): " } ?? "store-inspect: "
-            err(prefix + error.message + "\n")
+            err(prefix + Cell.visible(error.message) + "\n")
             return ExitCode.usage
         }
         let format = invocation.format ?? (stdoutIsTerminal ? .table : .ndjson)
@@ -56,11 +56,11 @@ public enum StoreInspect {
             let code = try runner.run()
             return code
         } catch let failure as CommandFailure {
-            err("store-inspect \(invocation.command): \(failure.message)\n")
+            err("store-inspect \(invocation.command): \(Cell.visible(failure.message))\n")
             return failure.code
         } catch {
             let failure = classify(error, store: invocation.store)
-            err("store-inspect \(invocation.command): \(failure.message)\n")
+            err("store-inspect \(invocation.command): \(Cell.visible(failure.message))\n")
             return failure.code
         }
     }
