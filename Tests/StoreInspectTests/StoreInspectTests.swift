@@ -355,6 +355,13 @@ final class OutputBox: @unchecked Sendable {
         let byURI = try inspect(["get", store.path, uri, "--format", "csv"])
         #expect(byURI.status == 0, "\(byURI.stderr)")
         #expect(byURI.stdout == (try inspect(["get", store.path, "Book/p1", "--format", "csv"])).stdout)
+        // Footers number snapshots as the history and watch --since do: by the store's last save.
+        // (One save: LMDB's own transaction number is higher, after the creation and the schema's write.)
+        let last = try read.lastTransaction()
+        for command in [["ls", store.path, "Book"], ["get", store.path, "Book/p1"], ["check", store.path]] {
+            let table = try inspect(command + ["--format", "table"])
+            #expect(table.stdout.hasSuffix("snapshot at transaction \(last))\n"), "\(command): \(table.stdout)")
+        }
     }
 }
 

@@ -383,7 +383,7 @@ extension ObjectContext {
     }
 
     /// Fetches objects with their values and relationship targets from one read snapshot, without registering
-    /// them (for tools); returns the transaction read.
+    /// them (for tools); returns the store's transaction read (its last save's number, as the history numbers them).
     package func fetchSnapshot(_ request: FetchRequest) throws -> (rows: [SnapshotRow], transaction: Int) {
         var storage = try store.storage(for: request.entity)
         return try mappingStorageErrors("fetching \(request.entity)") {
@@ -406,7 +406,7 @@ extension ObjectContext {
                     }
                     rows.append(SnapshotRow(id: candidate.id, values: values, relationships: relationships))
                 }
-                return (rows, try txn.id)
+                return (rows, Int(try store.historySequence(txn)))
             }
         }
     }

@@ -42,7 +42,8 @@ extension PersistentStore {
     /// the entries its records imply; relationships point at existing objects and their inverses agree; the
     /// history has no gaps; no reader slot belongs to a dead process.
     ///
-    /// - Returns: The findings (empty for a healthy store) and the transaction the snapshot read.
+    /// - Returns: The findings (empty for a healthy store) and the store's transaction the snapshot read: the number
+    ///   of its last save, as ``history(since:limit:)`` and ``lastTransaction()`` number them.
     public func checkIntegrity() throws -> (findings: [IntegrityFinding], transaction: Int) {
         try mappingStorageErrors("checking the store") {
             try read { txn in
@@ -226,7 +227,7 @@ extension PersistentStore {
                                 detail: "a reader slot of process \(pid), which is gone"))
                     }
                 }
-                return (findings, try txn.id)
+                return (findings, Int(try historySequence(txn)))
             }
         }
     }

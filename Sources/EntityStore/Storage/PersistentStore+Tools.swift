@@ -24,7 +24,7 @@ extension PersistentStore {
                 for relationship in storage.entity.relationships {
                     relationships[relationship.name] = try storedTargets(of: id, relationship, storage, txn)
                 }
-                return (values, relationships, try txn.id)
+                return (values, relationships, Int(try historySequence(txn)))
             }
         }
     }
