@@ -87,6 +87,10 @@ public enum StoreInspect {
             case .truncatedDataFile, .notAnEnvironment, .corrupted, .invalid, .pageNotFound, .unsafeFile,
                 .databaseNotFound:
                 return CommandFailure(code: ExitCode.corruptData, message: message)
+            case .incompatible:
+                // A read-only tool opens every database with the flags the store was made with: other flags in
+                // the catalog mean the catalog entry is damaged.
+                return CommandFailure(code: ExitCode.corruptData, message: message + "; the store's catalog is damaged")
             case .badTransaction:
                 // The tool only reads, one transaction at a time: LMDB fails a read transaction only after it met
                 // a damaged page (some cursor moves report that as "no more entries" and mark the transaction).
@@ -126,6 +130,20 @@ struct Runner {
                 code: ExitCode.corruptData,
                 message: "\(invocation.store) is a file; a store is a directory holding data.mdb")
         }
+        // LMDB walks the store's pages from its first read on: a fault on a damaged one is exit 65 naming the
+        // page (`CrashGuard`, when the executable installed it). The environment is opened first, so that the
+        // guard knows where the data file is mapped before the store reads its catalog; the store then shares it.
+        let environment: Environment
+        do {
+            environment = try Environment.open(path: invocation.store, options: .init(readOnly: true))
+        } catch {
+            // Opening the store below fails the same way and says why.
+            store = try PersistentStore.openReadOnly(path: invocation.store)
+            return
+        }
+        CrashGuard.watch(
+            command: invocation.command, store: invocation.store, pageSize: Int(getpagesize()),
+            lastPage: environment.info().lastPageNumber)
         store = try PersistentStore.openReadOnly(path: invocation.store)
     }
 

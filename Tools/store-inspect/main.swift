@@ -31,6 +31,9 @@ func writeAll(_ text: String, to descriptor: Int32) -> Bool {
     return true
 }
 
+// A fault of LMDB on a damaged page becomes exit 65 naming the page, not a death by signal.
+CrashGuard.install()
+
 let code = StoreInspect.run(
     Array(CommandLine.arguments.dropFirst()), stdoutIsTerminal: isatty(STDOUT_FILENO) == 1,
     environment: ProcessInfo.processInfo.environment,
