@@ -2,7 +2,7 @@ import LMDB
 import SectionedDiff
 
 /// Live, sectioned results of a fetch request, driving a list UI: it reports every change to its delegate by the
-/// change contract in DESIGN.md, so that a batch always applies cleanly.
+/// change contract (<doc:ChangeContract>), so that a batch always applies cleanly.
 ///
 /// ```swift
 /// let controller = FetchedResultsController(

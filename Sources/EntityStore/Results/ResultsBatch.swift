@@ -5,7 +5,7 @@ import SectionedDiff
 /// results after them, for a consumer on another actor or in a task.
 ///
 /// Apply ``changes`` in order to the previous results (or to a list UI) and you get ``snapshot``: the same
-/// guarantees as the delegate's calls (DESIGN.md's change contract).
+/// guarantees as the delegate's calls (<doc:ChangeContract>).
 public struct ResultsBatch: Sendable, Hashable {
     /// One change of a batch.
     public enum Change: Sendable, Hashable {
