@@ -11,7 +11,8 @@ import Testing
         defer { store.remove() }
         let before = store.dataDigest()
         let commands: [[String]] = [
-            ["info", store.path], ["schema", store.path], ["schema", store.path, "--history"],
+            ["info", store.path], ["entities", store.path], ["schema", store.path],
+            ["schema", store.path, "--history"],
             ["schema", store.path, "--version", "1"], ["stats", store.path], ["ls", store.path, "Book"],
             ["count", store.path, "Book"], ["get", store.path, "Book/p1"], ["check", store.path],
             ["history", store.path, "--since", "0"], ["export", store.path, "Author"], ["export", store.path, "--all"],
@@ -133,7 +134,8 @@ import Testing
         #expect(general.status == 0)
         #expect(general.stdout.contains("OVERVIEW:") && general.stdout.contains("SUBCOMMANDS:"))
         for command in [
-            "info", "schema", "stats", "ls", "count", "get", "check", "history", "watch", "export", "backup",
+            "info", "schema", "stats", "entities", "ls", "count", "get", "check", "history", "watch", "export",
+            "backup",
         ] {
             let help = try inspect([command, "-h"])
             #expect(help.status == 0)
@@ -215,6 +217,11 @@ final class OutputBox: @unchecked Sendable {
         #expect(lines.contains { $0.hasPrefix("Animal,attribute,tag,") && $0.hasSuffix(",rules: length 1...8") })
         #expect(lines.contains { $0.hasPrefix("Cat,attribute,label,") && $0.hasSuffix(",derived: uppercase(name)") })
         #expect(lines.contains { $0.hasPrefix("Cat,attribute,scratch,") && $0.hasSuffix(",transient") })
+        let entities = try inspect(["entities", path, "--format", "csv"])
+        #expect(
+            entities.stdout
+                == "entity,objects,with sub-entities,superentity,abstract\nAnimal,0,2,,true\nDog,1,1,Animal,false\n"
+                + "Cat,1,1,Animal,false\n", "\(entities.stdout) \(entities.stderr)")
         let listing = try inspect(["ls", path, "Animal", "--format", "csv"])
         #expect(listing.status == 0, "\(listing.stderr)")
         #expect(listing.stdout.contains("Rex") && listing.stdout.contains("Tom"))

@@ -72,6 +72,10 @@ enum Commands {
             name: "stats", overview: "Show objects, bytes and pages per entity and index, and the largest records.",
             positionals: [], options: [], flags: []),
         CommandSpec(
+            name: "entities",
+            overview: "List the entities with their objects (own, and with sub-entities), like sqlite3's .tables.",
+            positionals: [], options: [], flags: []),
+        CommandSpec(
             name: "ls", overview: "List objects of an entity.", positionals: ["ENTITY"],
             options: [
                 ("--where PREDICATE", "Only objects matching the predicate (NSPredicate syntax)."),

@@ -91,6 +91,22 @@ extension Runner {
         emit(table)
     }
 
+    func entities() throws {
+        let context = ObjectContext(store: store)
+        var table = Table(columns: ["entity", "objects", "with sub-entities", "superentity", "abstract"])
+        for entity in store.schema.entities {
+            var own = FetchRequest(entity: entity.name)
+            own.includesSubentities = false
+            let count = try context.count(for: own)
+            let all = try context.count(for: FetchRequest(entity: entity.name))
+            table.rows.append([
+                .text(entity.name), .int(Int64(count)), .int(Int64(all)), entity.superentity.map(Cell.text) ?? .null,
+                .bool(entity.isAbstract),
+            ])
+        }
+        emit(table)
+    }
+
     func stats() throws {
         var table = Table(columns: [
             "database", "entries", "bytes", "leaf pages", "branch pages", "overflow pages", "largest records",

@@ -154,6 +154,7 @@ struct Runner {
         case "info": try info()
         case "schema": try schema()
         case "stats": try stats()
+        case "entities": try entities()
         case "ls": try list()
         case "count": try count()
         case "get": try get()
