@@ -454,3 +454,49 @@ final class OutputBox: @unchecked Sendable {
         #expect(error.status == 64 && error.stderr.contains("'Li\\e]0;x\\x07ne'"), "\(error.stderr)")
     }
 }
+
+@Suite struct StoreInspectWhereLiteralTests {
+    @Test func textLiteralsAreDatesAndUUIDsWhereTheAttributeIs() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-literals")
+        defer { directory.remove() }
+        let path = directory.path("events.store")
+        let ids = [UUID(), UUID(), UUID()]
+        do {
+            let store = try PersistentStore.open(
+                path: path,
+                schema: try Schema(version: 1) {
+                    Entity("Event") {
+                        Attribute("name", .string)
+                        Attribute("at", .date, indexed: true)
+                        Attribute("ref", .uuid)
+                    }
+                })
+            let context = ObjectContext(store: store)
+            // 2025-01-01, 2025-06-01 10:30 UTC, 2025-12-31 23:00 UTC.
+            for (i, seconds) in [1_735_689_600.0, 1_748_773_800.0, 1_767_222_000.0].enumerated() {
+                let event = try context.insert("Event")
+                try event.setValue(.string("e\(i)"), forKey: "name")
+                try event.setValue(.date(Date(timeIntervalSince1970: seconds)), forKey: "at")
+                try event.setValue(.uuid(ids[i]), forKey: "ref")
+            }
+            try context.save()
+        }
+        func names(_ condition: String) throws -> [String] {
+            let output = try inspect([
+                "ls", path, "Event", "--where", condition, "--sort", "name", "--fields", "name", "--format", "csv",
+            ])
+            #expect(output.status == 0, "\(condition): \(output.stderr)")
+            return output.stdout.split(separator: "\n").dropFirst().map { String($0.split(separator: ",")[1]) }
+        }
+        #expect(try names("at >= '2025-06-01'") == ["e1", "e2"])
+        #expect(try names("at < '2025-06-01T12:00:00+02:00'") == ["e0"])
+        #expect(try names("at > '2025-06-01T10:29:59.5Z' AND at < '2025-06-01T10:30:00.5'") == ["e1"])
+        #expect(try names("ref == '\(ids[2].uuidString)'") == ["e2"])
+        #expect(try names("ref IN {'\(ids[0].uuidString)', '\(ids[2].uuidString.lowercased())'}") == ["e0", "e2"])
+        // A text that is neither is a usage error naming the key.
+        let bad = try inspect(["ls", path, "Event", "--where", "at > 'soon'"])
+        #expect(bad.status == 64 && bad.stderr.contains("'soon' is not a date for at"))
+        #expect(
+            try inspect(["count", path, "Event", "--where", "ref == 'x'"]).stderr.contains("'x' is not a UUID for ref"))
+    }
+}

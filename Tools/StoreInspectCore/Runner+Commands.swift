@@ -210,8 +210,11 @@ extension Runner {
 
     func watch() throws {
         let entityName = invocation.positionals.first
-        if let entityName { _ = try entity(entityName) }
-        let predicate = try invocation.options["--where"].map { try FetchPredicate($0) }
+        let watched = try entityName.map { try entity($0) }
+        let predicate = try invocation.options["--where"].map { text in
+            let parsed = try FetchPredicate(text)
+            return try watched.map { try literalsTyped(parsed, for: $0) } ?? parsed
+        }
         if predicate != nil && entityName == nil {
             throw CommandFailure(code: ExitCode.usage, message: "--where needs an ENTITY")
         }

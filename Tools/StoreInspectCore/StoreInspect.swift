@@ -179,7 +179,7 @@ struct Runner {
     func request(for entity: Entity) throws -> FetchRequest {
         var request = FetchRequest(entity: entity.name)
         if let condition = invocation.options["--where"] {
-            request.predicate = try FetchPredicate(condition)
+            request.predicate = try literalsTyped(try FetchPredicate(condition), for: entity)
         }
         if let sort = invocation.options["--sort"] {
             request.sortKeys = try sort.split(separator: ",", omittingEmptySubsequences: false).map { text in
@@ -192,6 +192,78 @@ struct Runner {
         request.fetchLimit = invocation.options["--limit"].flatMap { Int($0) } ?? 0
         request.fetchOffset = invocation.options["--offset"].flatMap { Int($0) } ?? 0
         return request
+    }
+
+    /// The predicate with its text literals read as dates or UUIDs where they are compared with a date or UUID
+    /// attribute (a command line has no `%@`): `--where "born > '1950-01-01'"`, `--where "id == '6F9619FF-...'"`.
+    /// Dates are ISO 8601: a day, or a day and time with an optional fraction and zone (UTC when none).
+    func literalsTyped(_ predicate: FetchPredicate, for entity: Entity) throws -> FetchPredicate {
+        switch predicate {
+        case .constant: return predicate
+        case .and(let parts): return .and(try parts.map { try literalsTyped($0, for: entity) })
+        case .or(let parts): return .or(try parts.map { try literalsTyped($0, for: entity) })
+        case .not(let inner): return .not(try literalsTyped(inner, for: entity))
+        case .comparison(var comparison):
+            guard comparison.subquery == nil, let type = attributeType(comparison.keyPath, from: entity) else {
+                return predicate
+            }
+            func typed(_ value: Value) throws -> Value {
+                guard case .string(let text) = value else { return value }
+                switch type {
+                case .date:
+                    guard let date = Self.parseDate(text) else {
+                        throw CommandFailure(
+                            code: ExitCode.usage,
+                            message: "'\(text)' is not a date for \(comparison.keyPath.joined(separator: ".")) (use"
+                                + " ISO 8601: 2025-01-31 or 2025-01-31T12:00:00Z)")
+                    }
+                    return .date(date)
+                case .uuid:
+                    guard let uuid = UUID(uuidString: text) else {
+                        throw CommandFailure(
+                            code: ExitCode.usage,
+                            message: "'\(text)' is not a UUID for \(comparison.keyPath.joined(separator: "."))")
+                    }
+                    return .uuid(uuid)
+                default:
+                    return value
+                }
+            }
+            switch comparison.operand {
+            case .value(let value): comparison.operand = .value(try typed(value))
+            case .list(let values): comparison.operand = .list(try values.map(typed))
+            default: break
+            }
+            return .comparison(comparison)
+        }
+    }
+
+    /// The type of the attribute a key path (through to-one relationships) ends at.
+    func attributeType(_ path: [String], from entity: Entity) -> AttributeType? {
+        var current = entity
+        for (i, component) in path.enumerated() {
+            if i == path.count - 1 { return current.attribute(component)?.type }
+            guard let relationship = current.relationship(component),
+                let next = store.schema.entity(relationship.destination)
+            else { return nil }
+            current = next
+        }
+        return nil
+    }
+
+    /// An ISO 8601 day (`2025-01-31`, midnight UTC) or date and time (`2025-01-31T12:00:00`, with an optional
+    /// fraction of a second and zone; UTC when none).
+    static func parseDate(_ text: String) -> Date? {
+        let withZone = text.hasSuffix("Z") || text.range(of: #"[+-]\d\d:?\d\d$"#, options: .regularExpression) != nil
+        let full = text.contains("T") ? (withZone ? text : text + "Z") : text + "T00:00:00Z"
+        for options: ISO8601DateFormatter.Options in [
+            [.withInternetDateTime], [.withInternetDateTime, .withFractionalSeconds],
+        ] {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = options
+            if let date = formatter.date(from: full) { return date }
+        }
+        return nil
     }
 
     func fields(of entity: Entity) throws -> [String] {
