@@ -124,9 +124,10 @@ import Testing
         let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(
             separator: "\n")
         #expect(watcher.terminationStatus == 0)
-        #expect(lines.count == 3)
-        #expect(lines.allSatisfy { $0.contains(",insert,Tag/p") })
-        #expect(lines.map { $0.split(separator: ",")[0] } == ["2", "3", "4"])
+        #expect(lines.count == 4)
+        #expect(lines.first == "transaction,date,author,process,kind,object,keys,user-driven")
+        #expect(lines.dropFirst().allSatisfy { $0.contains(",insert,Tag/p") })
+        #expect(lines.dropFirst().map { $0.split(separator: ",")[0] } == ["2", "3", "4"])
     }
 
     @Test func helpExistsForEverySubcommand() throws {
@@ -498,5 +499,75 @@ final class OutputBox: @unchecked Sendable {
         #expect(bad.status == 64 && bad.stderr.contains("'soon' is not a date for at"))
         #expect(
             try inspect(["count", path, "Event", "--where", "ref == 'x'"]).stderr.contains("'x' is not a UUID for ref"))
+    }
+}
+
+@Suite struct StoreInspectWatchTests {
+    /// A store with five transactions: three tags inserted one by one, one renamed, two deleted.
+    func taggedStore(_ directory: TemporaryDirectory) throws -> String {
+        let path = directory.path("tags.store")
+        let store = try PersistentStore.open(
+            path: path, schema: try Schema(version: 1) { Entity("Tag") { Attribute("name", .string) } })
+        let context = ObjectContext(store: store)
+        var tags: [ManagedObject] = []
+        for name in ["a", "b", "c"] {
+            let tag = try context.insert("Tag")
+            try tag.setValue(.string(name), forKey: "name")
+            try context.save()
+            tags.append(tag)
+        }
+        try tags[2].setValue("c2", forKey: "name")
+        try context.save()
+        try context.delete(tags[0])
+        try context.delete(tags[1])
+        try context.save()
+        return path
+    }
+
+    @Test func maxCountsStoredTransactionsAndRowsStreamWithoutBlankLines() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-watch")
+        defer { directory.remove() }
+        let path = try taggedStore(directory)
+        let csv = try inspect(["watch", path, "Tag", "--since", "0", "--max", "2", "--format", "csv"])
+        #expect(csv.status == 0, "\(csv.stderr)")
+        let lines = csv.stdout.components(separatedBy: "\n")
+        #expect(lines.count == 4 && lines.last == "", "\(csv.stdout)")  // header, two rows, the final newline
+        #expect(lines[0] == "transaction,date,author,process,kind,object,keys,user-driven")
+        #expect(lines[1].hasPrefix("1,") && lines[2].hasPrefix("2,"))
+        let table = try inspect(["watch", path, "--since", "3", "--max", "2", "--format", "table"])
+        let rows = table.stdout.components(separatedBy: "\n").dropLast()
+        #expect(rows.count == 4 && !rows.contains(""), "\(table.stdout)")  // header, an update, two deletes
+        // Each column starts where the header's does.
+        let keysColumn = rows[0].range(of: "keys")!.lowerBound.utf16Offset(in: rows[0])
+        for row in rows.dropFirst() { #expect(row.contains("Tag/p"), "\(row)") }
+        #expect(rows.dropFirst().allSatisfy { $0.count > keysColumn })
+    }
+
+    @Test func whereTestsTheObjectAsTheTransactionLeftIt() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-watch")
+        defer { directory.remove() }
+        let path = try taggedStore(directory)
+        // 'b' was inserted (transaction 2) and deleted (5): both match its values then; 'a' never does.
+        let b = try inspect([
+            "watch", path, "Tag", "--where", "name == 'b'", "--since", "0", "--max", "2", "--format", "csv",
+        ])
+        #expect(b.status == 0, "\(b.stderr)")
+        let rows = b.stdout.split(separator: "\n").dropFirst()
+        #expect(
+            rows.map { String($0.split(separator: ",", omittingEmptySubsequences: false)[4]) } == ["insert", "delete"],
+            "\(b.stdout)")
+        #expect(rows.allSatisfy { $0.contains("Tag/p2") })
+        // 'c' was renamed to 'c2' in transaction 4. The update matches 'c2'; its insert too, because the history
+        // keeps no values for inserts and the object's values are read as they are now.
+        let c2 = try inspect([
+            "watch", path, "Tag", "--where", "name == 'c2'", "--since", "0", "--max", "2", "--format", "csv",
+        ])
+        #expect(
+            c2.stdout.split(separator: "\n").dropFirst().map {
+                String($0.split(separator: ",", omittingEmptySubsequences: false)[4])
+            } == ["insert", "update"])
+        // Nothing to wait for past the last transaction.
+        let past = try inspect(["watch", path, "--since", "9"])
+        #expect(past.status == 64 && past.stderr.contains("past the store's last transaction (5)"), "\(past.stderr)")
     }
 }

@@ -45,6 +45,12 @@ enum Cell {
         return String(base.dropLast()) + fraction.dropFirst() + "Z"
     }
 
+    /// The cell as a table shows it: nil as `nil`, control characters escaped.
+    var visibleText: String {
+        if case .null = self { return "nil" }
+        return Cell.visible(plain)
+    }
+
     var plain: String {
         switch self {
         case .text(let s): s
@@ -190,11 +196,7 @@ struct Table {
                 + rows.map { $0.map(cell).joined(separator: ",") })
                 .joined(separator: "\n") + "\n"
         case .table:
-            func shown(_ cell: Cell) -> String {
-                if case .null = cell { return "nil" }
-                return Cell.visible(cell.plain)
-            }
-            let texts = rows.map { $0.map(shown) }
+            let texts = rows.map { $0.map(\.visibleText) }
             let names = columns.map(Cell.visible)
             // Columns are measured in terminal cells (a CJK character or an emoji takes two, a combining mark none).
             var widths = names.map(Cell.displayWidth)

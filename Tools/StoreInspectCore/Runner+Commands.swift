@@ -184,10 +184,8 @@ extension Runner {
         return findings.isEmpty ? ExitCode.ok : ExitCode.findings
     }
 
-    static func changeRows(
-        _ record: ChangeRecord, entity: String? = nil, filter: (ObjectChange) -> Bool = { _ in true }
-    ) -> [[Cell]] {
-        record.changes.filter { entity == nil || $0.objectID.entityName == entity }.filter(filter).map { change in
+    static func changeRows(_ record: ChangeRecord, filter: (ObjectChange) -> Bool = { _ in true }) -> [[Cell]] {
+        record.changes.filter(filter).map { change in
             [
                 .int(Int64(record.transaction ?? 0)), .text(record.date.formatted(.iso8601)),
                 record.author.map(Cell.text) ?? .null, .int(Int64(record.processID)), .text(change.kind.rawValue),
@@ -218,33 +216,61 @@ extension Runner {
         if predicate != nil && entityName == nil {
             throw CommandFailure(code: ExitCode.usage, message: "--where needs an ENTITY")
         }
-        let maximum = invocation.options["--max"].flatMap { Int($0) }
-        let since = try invocation.options["--since"].flatMap { UInt64($0) } ?? store.lastTransaction()
+        // 0 is no maximum, as --limit 0 is no limit.
+        let maximum = invocation.options["--max"].flatMap { Int($0) }.flatMap { $0 == 0 ? nil : $0 }
+        let last = try store.lastTransaction()
+        let since = invocation.options["--since"].flatMap { UInt64($0) } ?? last
+        if since > last {
+            throw CommandFailure(
+                code: ExitCode.usage,
+                message: "--since \(since) is past the store's last transaction (\(last)): nothing to wait for there")
+        }
         let state = WatchState()
         let done = state.done
         let store = self.store
         let format = self.format
         let out = self.out
         let color = self.color
-        if format == .table { out(Table(columns: Self.changeColumns).render(.table, color: color)) }
+        let schema = store.schema
+        // Rows stream one at a time: a table's columns have fixed widths (the header's or a typical value's).
+        let widths = [11, 24, 12, 7, 6, 20, 24, 11]
+        @Sendable func fixedLine(_ cells: [String]) -> String {
+            zip(cells, widths).map { text, width in
+                text + String(repeating: " ", count: max(0, width - Cell.displayWidth(text)))
+            }.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
+        }
+        switch format {
+        case .table:
+            let header = fixedLine(Self.changeColumns)
+            out(color ? "\u{1B}[1m\(header.dropLast())\u{1B}[0m\n" : header)
+        case .csv:
+            out(Table(columns: Self.changeColumns).render(.csv, color: false))
+        case .json, .ndjson:
+            break
+        }
         let token = try store.observeCommits(since: since, onError: { error in state.fail(error) }) { record in
-            let rows = Self.changeRows(record, entity: entityName) { change in
-                guard let predicate, change.kind != .delete else { return true }
+            // Transactions past --max (already stored ones arrive in one go) are not shown.
+            if let maximum, state.shown >= maximum { return }
+            let rows = Self.changeRows(record) { change in
+                if let entityName, !schema.isKind(change.objectID.entityName, of: entityName) { return false }
+                guard let predicate else { return true }
                 do {
-                    return try store.storedObject(change.objectID, matches: predicate)
+                    // The object as the transaction left it (a delete: as it was when deleted).
+                    return try store.object(change, in: record.transaction, matches: predicate)
                 } catch {
                     state.fail(EntityStoreError.wrapping(error, "testing \(change.objectID) against --where"))
                     return false
                 }
             }
-            if !rows.isEmpty {
-                var table = Table(columns: Self.changeColumns, rows: rows)
-                table.transaction = nil
-                var text = table.render(format == .json ? .ndjson : format, color: color)
-                if format == .table || format == .csv {
-                    text = text.split(separator: "\n", maxSplits: 1).dropFirst().joined() + "\n"
-                }
-                out(text)
+            guard !rows.isEmpty else { return }
+            switch format {
+            case .table:
+                out(rows.map { row in fixedLine(row.map { $0.visibleText }) }.joined())
+            case .csv:
+                let text = Table(columns: Self.changeColumns, rows: rows).render(.csv, color: false)
+                out(String(text.drop { $0 != "\n" }.dropFirst()))
+            case .json, .ndjson:
+                out(Table(columns: Self.changeColumns, rows: rows).render(.ndjson, color: color))
             }
             if let maximum, state.add() >= maximum { done.signal() }
         }
@@ -389,6 +415,9 @@ final class WatchState: @unchecked Sendable {
     private var stored: EntityStoreError?
     /// Signalled when the watch ends: enough transactions shown, or a failure.
     let done = DispatchSemaphore(value: 0)
+
+    /// How many transactions were shown.
+    var shown: Int { lock.withLock { count } }
 
     func add() -> Int {
         lock.withLock {

@@ -29,16 +29,54 @@ extension PersistentStore {
         }
     }
 
-    /// Whether the stored object matches `predicate` (for `watch --where`); `false` when it does not exist.
-    package func storedObject(_ id: ObjectID, matches predicate: FetchPredicate) throws -> Bool {
-        let storage = try storage(for: id.entityName)
-        let compiled = try CompiledPredicate(predicate, entity: storage.entity, schema: schema)
+    /// Whether the object of a history change matched `predicate` as the change left it: an insert or an update
+    /// with the values it set over the object's other values (as stored now, or, for an object deleted since, as
+    /// it was when deleted), a delete with the values the object had then. Relationships are read as they are now.
+    /// For `store-inspect watch --where`.
+    package func object(
+        _ change: ObjectChange, in transaction: UInt64?, matches predicate: FetchPredicate
+    ) throws -> Bool {
+        let storage = try storage(for: change.objectID.entityName)
+        let entity = storage.entity
+        let compiled = try CompiledPredicate(predicate, entity: entity, schema: schema)
         let context = ObjectContext(store: self)
-        return try mappingStorageErrors("reading \(id)") {
+        let stored = try mappingStorageErrors("reading \(change.objectID)") {
+            try read { txn in
+                try txn.get(change.objectID.primaryKey, in: storage.records).map {
+                    try RecordCodec.decode($0, entity: entity, key: change.objectID.primaryKey).values
+                }
+            }
+        }
+        var values = stored ?? entity.attributes.map(\.defaultValue)
+        var overlays: [[String: Value]] = []
+        if change.kind == .delete {
+            overlays = [change.oldValues]
+        } else {
+            if stored == nil, let transaction {
+                // Deleted since: its values when deleted stand for the ones this change did not set.
+                // (An entry that does not decode is reported by the watch's own reading of the history.)
+                let later = try historyEntries(since: transaction).entries.compactMap { entry -> ChangeRecord? in
+                    if case .success(let record) = entry.record { return record }
+                    return nil
+                }
+                if let deletion = later.lazy.flatMap(\.changes).first(where: {
+                    $0.objectID == change.objectID && $0.kind == .delete
+                }) {
+                    overlays.append(deletion.oldValues)
+                }
+            }
+            overlays.append(change.newValues)
+        }
+        for overlay in overlays {
+            for (key, value) in overlay {
+                if let index = entity.attributeIndex(key) { values[index] = value }
+            }
+        }
+        return try mappingStorageErrors("reading \(change.objectID)") {
             try read { txn in
                 let reader = FetchReader(txn: txn, store: self, context: context, includesPending: false)
-                guard let subject = try reader.subject(for: id) else { return false }
-                return try compiled.evaluate(subject)
+                return try compiled.evaluate(
+                    RecordSubject(id: change.objectID, entity: entity, values: values, reader: reader))
             }
         }
     }
