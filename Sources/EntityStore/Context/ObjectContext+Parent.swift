@@ -44,18 +44,9 @@ extension ObjectContext {
                         candidates.append(Candidate(id: id, sortValues: sortValues))
                     }
                     // Sorted again by the values this context sees.
-                    let keys = request.sortKeys
-                    candidates.sort { a, b in
-                        for (i, key) in keys.enumerated() {
-                            let result = key.order(a.sortValues[i], b.sortValues[i])
-                            if result != .orderedSame { return result == .orderedAscending }
-                        }
-                        return a.id < b.id
-                    }
+                    Self.sort(&candidates, by: request.sortKeys)
                 }
-                let start = min(request.fetchOffset, candidates.count)
-                let end = min(candidates.count, request.windowEnd)
-                let windowed = Array(candidates[start..<end])
+                let windowed = Self.window(candidates, request)
                 let window = windowed.map(\.id)
                 switch shape {
                 case .objects, .objectIDs:

@@ -333,10 +333,7 @@ extension ObjectContext {
                     }
                     scan.candidates = order.map { scan.candidates[$0] }
                 }
-                let candidates = scan.candidates
-                let start = min(request.fetchOffset, candidates.count)
-                let end = min(candidates.count, request.windowEnd)
-                return Array(candidates[start..<end])
+                return Self.window(scan.candidates, request)
             }
         }
     }
@@ -360,16 +357,24 @@ extension ObjectContext {
             candidates += try run(part, shape: shape, in: txn, keepsSortValues: true)
         }
         if case .aggregate = shape { return [] }
-        if entities.count > 1 {
-            let keys = request.sortKeys
-            candidates.sort { a, b in
-                for (i, key) in keys.enumerated() {
-                    let order = key.order(a.sortValues[i], b.sortValues[i])
-                    if order != .orderedSame { return order == .orderedAscending }
-                }
-                return a.id < b.id
+        if entities.count > 1 { Self.sort(&candidates, by: request.sortKeys) }
+        return Self.window(candidates, request)
+    }
+
+    /// Orders candidates as a request asks: by its sort keys (their values kept with each candidate), ties by
+    /// object ID.
+    static func sort(_ candidates: inout [Candidate], by keys: [SortKey]) {
+        candidates.sort { a, b in
+            for (i, key) in keys.enumerated() {
+                let order = key.order(a.sortValues[i], b.sortValues[i])
+                if order != .orderedSame { return order == .orderedAscending }
             }
+            return a.id < b.id
         }
+    }
+
+    /// The request's window (offset and limit) of ordered candidates.
+    static func window(_ candidates: [Candidate], _ request: FetchRequest) -> [Candidate] {
         let start = min(request.fetchOffset, candidates.count)
         let end = min(candidates.count, request.windowEnd)
         return Array(candidates[start..<end])
