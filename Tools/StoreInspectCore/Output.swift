@@ -12,7 +12,6 @@ enum Cell {
     case int(Int64)
     case double(Double)
     case bool(Bool)
-    case raw(String)  // JSON text written as is (decimals)
     case null
 
     init(_ value: Value) {
@@ -57,7 +56,6 @@ enum Cell {
         case .int(let v): "\(v)"
         case .double(let v): "\(v)"
         case .bool(let v): v ? "true" : "false"
-        case .raw(let s): s
         case .null: ""
         }
     }
@@ -68,7 +66,6 @@ enum Cell {
         case .int(let v): "\(v)"
         case .double(let v): "\(v)"
         case .bool(let v): v ? "true" : "false"
-        case .raw(let s): s
         case .null: "null"
         }
     }

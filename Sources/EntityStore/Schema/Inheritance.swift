@@ -75,13 +75,15 @@ extension Schema {
     public func subentities(of name: String) -> [Entity] { entities.filter { $0.parent == name } }
 
     /// Whether `name` is `ancestor` or inherits from it (through any number of levels).
-    public func isKind(_ name: String, of ancestor: String) -> Bool {
-        if name == ancestor { return true }
-        var current = entity(name)?.parent
+    public func isKind(_ name: String, of ancestor: String) -> Bool { Self.isKind(name, of: ancestor, in: entities) }
+
+    /// Whether `name` is `ancestor` or inherits from it among `entities` (a cycle ends the walk).
+    static func isKind(_ name: String, of ancestor: String, in entities: [Entity]) -> Bool {
+        var current: String? = name
         var steps = 0
         while let step = current, steps <= entities.count {
             if step == ancestor { return true }
-            current = entity(step)?.parent
+            current = entities.first { $0.name == step }?.parent
             steps += 1
         }
         return false

@@ -43,24 +43,14 @@ extension Schema {
         }
         all += entities()
         var failures: [EntityStoreError.Failure] = []
-        // Whether `name` is `ancestor` or inherits from it, in the list as declared so far.
-        func isKind(_ name: String, of ancestor: String) -> Bool {
-            var current: String? = name
-            var steps = 0
-            while let step = current, steps <= all.count {
-                if step == ancestor { return true }
-                current = all.first(where: { $0.name == step })?.superentity
-                steps += 1
-            }
-            return false
-        }
+
         for e in all.indices {
             for r in all[e].relationships.indices where all[e].relationships[r].inverse.isEmpty {
                 let relationship = all[e].relationships[r]
                 let source = all[e].name
                 guard let destination = all.first(where: { $0.name == relationship.destination }) else { continue }
                 let candidates = destination.relationships.filter { candidate in
-                    isKind(source, of: candidate.destination)
+                    Schema.isKind(source, of: candidate.destination, in: all)
                         && !(destination.name == source && candidate.name == relationship.name)
                         && (candidate.inverse.isEmpty || candidate.inverse == relationship.name)
                 }
