@@ -11,9 +11,11 @@ struct InspectedStore {
     let directory: TemporaryDirectory
     var path: String { directory.path("lib.store") }
 
-    init() throws {
+    /// The fixture, with `books` more books (every attribute type set) when given.
+    init(books: Int = 0) throws {
         directory = try TemporaryDirectory(prefix: "store-inspect-test")
-        let made = try ChildProcess.helper(["library-store", directory.path("lib.store")])
+        let made = try ChildProcess.helper(
+            ["library-store", directory.path("lib.store")] + (books > 0 ? [String(books)] : []))
         guard made.status == 0 else {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: made.stderr])
         }

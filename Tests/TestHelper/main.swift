@@ -195,8 +195,11 @@ do {
         print("saved")
 
     case "library-store":
-        // library-store PATH: creates a library fixture store with a few authors, books and tags.
-        guard arguments.count == 2 else { fail("usage: library-store PATH") }
+        // library-store PATH [BOOKS]: creates a library fixture store with a few authors, books and tags, and BOOKS
+        // more books with every attribute type set (for store-inspect's streaming measurements).
+        guard arguments.count == 2 || (arguments.count == 3 && Int(arguments[2]) != nil) else {
+            fail("usage: library-store PATH [BOOKS]")
+        }
         let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
         let context = ObjectContext(store: store, name: "fixture")
         var authors: [ManagedObject] = []
@@ -220,6 +223,19 @@ do {
             if i % 2 == 0 { try book.add(tag, toKey: "tags") }
         }
         try context.save()
+        let more = arguments.count == 3 ? Int(arguments[2])! : 0
+        for start in stride(from: 0, to: more, by: 10_000) {
+            var rows: [[Value]] = []
+            for i in start..<min(more, start + 10_000) {
+                let title: Value = .string("Book number \(i), a title of some length")
+                let price: Value = .decimal(Decimal(i) / 100)
+                let cover: Value = .data([UInt8](repeating: UInt8(i & 0xFF), count: 32))
+                let score: Value = .double(Double(i) / 7)
+                rows.append([title, .int(Int64(i % 1000)), price, .uuid(UUID()), cover, score, .bool(i % 3 == 0)])
+            }
+            try store.batchInsert(
+                into: "Book", keys: ["title", "pages", "price", "isbn", "cover", "score", "inPrint"], rows: rows)
+        }
         print("created")
 
     case "bank-saver":

@@ -13,6 +13,8 @@ enum Cell {
     case double(Double)
     case bool(Bool)
     case null
+    /// A to-many relationship's targets: an array in JSON, separated by spaces elsewhere.
+    case list([Cell])
 
     init(_ value: Value) {
         switch value {
@@ -23,9 +25,30 @@ enum Cell {
         case .string(let v): self = .text(v)
         case .date(let v): self = .text(Cell.iso8601(v))
         case .data(let v): self = .text(Data(v).base64EncodedString())
-        case .uuid(let v): self = .text(v.uuidString)
+        case .uuid(let v): self = .text(Cell.uuidText(v))
         // A string: as a JSON number a reader would parse it into a double and lose digits.
         case .decimal(let v): self = .text("\(v)")
+        }
+    }
+
+    /// `uuid.uuidString` (upper-case hex with dashes), written without `sprintf`, which cost more than the rest of
+    /// a row's UUID.
+    static func uuidText(_ uuid: UUID) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        return withUnsafeBytes(of: uuid.uuid) { raw in
+            String(unsafeUninitializedCapacity: 36) { out in
+                var o = 0
+                for (i, byte) in raw.enumerated() {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        out[o] = UInt8(ascii: "-")
+                        o += 1
+                    }
+                    out[o] = hex[Int(byte >> 4)]
+                    out[o + 1] = hex[Int(byte & 0xF)]
+                    o += 2
+                }
+                return o
+            }
         }
     }
 
@@ -57,17 +80,72 @@ enum Cell {
         case .double(let v): "\(v)"
         case .bool(let v): v ? "true" : "false"
         case .null: ""
+        case .list(let cells): cells.map(\.plain).joined(separator: " ")
         }
     }
 
     var json: String {
+        var bytes: [UInt8] = []
+        appendJSON(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the cell as JSON: text quoted, nil as `null`, a list as an array.
+    func appendJSON(to out: inout [UInt8]) {
         switch self {
-        case .text(let s): Cell.quote(s)
-        case .int(let v): "\(v)"
-        case .double(let v): "\(v)"
-        case .bool(let v): v ? "true" : "false"
-        case .null: "null"
+        case .text(let s): Cell.appendQuoted(s, to: &out)
+        case .int(let v): Cell.appendDecimal(v, to: &out)
+        case .double(let v): out.append(contentsOf: "\(v)".utf8)
+        case .bool(let v): out.append(contentsOf: v ? "true".utf8 : "false".utf8)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .list(let cells):
+            out.append(UInt8(ascii: "["))
+            for (i, cell) in cells.enumerated() {
+                if i > 0 { out.append(contentsOf: ", ".utf8) }
+                cell.appendJSON(to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
         }
+    }
+
+    /// Appends `value` in decimal digits.
+    static func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for a UInt64's 20 digits
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var start = buffer.count
+            repeat {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: buffer[start...])
+        }
+    }
+
+    /// Appends `text` as a JSON string: `"` and `\\` escaped, control characters as `\n`, `\r`, `\t` or `\u00XX`;
+    /// everything else as its UTF-8 bytes.
+    static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            var start = 0
+            for (i, byte) in bytes.enumerated() where byte < 0x20 || byte == 0x22 || byte == 0x5C {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i]))
+                start = i + 1
+                switch byte {
+                case 0x22: out.append(contentsOf: "\\\"".utf8)
+                case 0x5C: out.append(contentsOf: "\\\\".utf8)
+                case 0x0A: out.append(contentsOf: "\\n".utf8)
+                case 0x0D: out.append(contentsOf: "\\r".utf8)
+                case 0x09: out.append(contentsOf: "\\t".utf8)
+                default: out.append(contentsOf: String(format: "\\u%04x", byte).utf8)
+                }
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
+        }
+        out.append(UInt8(ascii: "\""))
     }
 
     /// `text` with every control character shown as an escape (`\n`, `\r`, `\t`, `\e`, `\x00`, `\u{9B}`): a value or
@@ -117,8 +195,11 @@ enum Cell {
         return wide.contains { $0.contains(first.value) } ? 2 : 1
     }
 
-    /// The cells `text` takes in a terminal.
-    static func displayWidth(_ text: String) -> Int { text.reduce(0) { $0 + displayWidth($1) } }
+    /// The cells `text` takes in a terminal (printable ASCII: one per byte, without looking at characters).
+    static func displayWidth(_ text: String) -> Int {
+        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return text.utf8.count }
+        return text.reduce(0) { $0 + displayWidth($1) }
+    }
 
     /// The longest start of `text` that fits in `width` cells.
     static func prefix(_ text: String, width: Int) -> String {
@@ -133,23 +214,11 @@ enum Cell {
         return result
     }
 
+    /// `text` as a JSON string (see ``appendQuoted(_:to:)``).
     static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
+        var bytes: [UInt8] = []
+        appendQuoted(text, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 
@@ -159,60 +228,199 @@ struct Table {
     var rows: [[Cell]] = []
     /// The transaction the snapshot read, shown with the table and in JSON.
     var transaction: Int?
+    /// Whether the table is one record (`info`): JSON is that object itself, not an object holding rows.
+    var isRecord = false
 
     func render(_ format: OutputFormat, color: Bool) -> String {
+        var text = ""
+        let stream = RowStream(
+            columns: columns, format: format, color: color, transaction: transaction, isRecord: isRecord,
+            widthSample: Int.max
+        ) { text += $0 }
+        for row in rows { stream.add(row) }
+        stream.finish()
+        return text
+    }
+}
+
+/// Renders rows as they come and hands the text to `out` in chunks: `ls` and `export` print their first rows at
+/// once and hold one chunk, not the whole output.
+///
+/// Every format is the same whether the rows are streamed or rendered at once (``Table/render(_:color:)``), except
+/// a streamed table's column widths: measured on the first `widthSample` rows (a longer later value shifts its line).
+/// JSON is one object: `{"transaction": N, "rows": [...]}` (`transaction` when a snapshot was read), or for a
+/// record (`info`) the record's own object.
+final class RowStream {
+    let columns: ColumnKeys
+    let format: OutputFormat
+    let color: Bool
+    let transaction: Int?
+    let isRecord: Bool
+    let widthSample: Int
+    let out: (String) -> Void
+    private var buffer: [UInt8] = []
+    private(set) var count = 0
+    /// Table rows held until the widths are known.
+    private var held: [[String]] = []
+    private var widths: [Int]?
+
+    init(
+        columns: [String], format: OutputFormat, color: Bool, transaction: Int?, isRecord: Bool = false,
+        widthSample: Int = 1000, out: @escaping (String) -> Void
+    ) {
+        self.columns = ColumnKeys(columns)
+        self.format = format
+        self.color = color
+        self.transaction = transaction
+        self.isRecord = isRecord
+        self.widthSample = widthSample
+        self.out = out
+        buffer.reserveCapacity(Self.chunk + 4096)
+        switch format {
+        case .csv: append(columns.map(Self.csvField).joined(separator: ",") + "\n")
+        case .json where !isRecord:
+            append((transaction.map { "{\"transaction\": \($0), " } ?? "{") + "\"rows\": [")
+        default: break
+        }
+    }
+
+    /// Output is handed on in chunks of about this many bytes.
+    static let chunk = 1 << 16
+
+    private func append(_ text: String) { buffer.append(contentsOf: text.utf8) }
+
+    /// Adds a row; `keys` names its cells when they are not the stream's columns (JSON objects of several
+    /// entities).
+    func add(_ row: [Cell], keys: ColumnKeys? = nil) {
+        let keys = keys ?? columns
+        count += 1
         switch format {
         case .ndjson:
-            return rows.map { row in
-                "{" + zip(columns, row).map { Cell.quote($0) + ":" + $1.json }.joined(separator: ",") + "}\n"
-            }.joined()
+            buffer.append(UInt8(ascii: "{"))
+            for (i, cell) in row.enumerated() {
+                buffer.append(contentsOf: i == 0 ? keys.compact[i] : keys.compactAfterFirst[i])
+                cell.appendJSON(to: &buffer)
+            }
+            buffer.append(contentsOf: "}\n".utf8)
         case .json:
-            let objects = rows.map { row in
-                "  {" + zip(columns, row).map { Cell.quote($0) + ": " + $1.json }.joined(separator: ", ") + "}"
+            if !isRecord { buffer.append(contentsOf: (count == 1 ? "\n  {" : ",\n  {").utf8) } else { append("{") }
+            for (i, cell) in row.enumerated() {
+                buffer.append(contentsOf: i == 0 ? keys.spaced[i] : keys.spacedAfterFirst[i])
+                cell.appendJSON(to: &buffer)
             }
-            let array = objects.isEmpty ? "[]" : "[\n" + objects.joined(separator: ",\n") + "\n]"
-            if let transaction { return "{\"transaction\": \(transaction), \"rows\": \(array)}\n" }
-            return array + "\n"
+            buffer.append(UInt8(ascii: "}"))
         case .csv:
-            // RFC 4180 with LF line ends (which Python's csv and sqlite3 read alike). Quoted when the text holds a comma, a quote, a CR or an LF (tested on bytes: "\r\n" is
-            // one Character, equal to neither). Nil is an empty field, an empty string a quoted one (`""`), as in
-            // PostgreSQL's CSV: Python reads them apart with `quoting=csv.QUOTE_NOTNULL` (3.12).
-            func field(_ text: String) -> String {
-                text.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D })
-                    ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
-            }
-            func cell(_ cell: Cell) -> String {
+            for (i, cell) in row.enumerated() {
+                if i > 0 { buffer.append(UInt8(ascii: ",")) }
                 switch cell {
-                case .null: ""
-                case .text(let text) where text.isEmpty: "\"\""
-                default: field(cell.plain)
+                case .null: break
+                case .int(let value): Cell.appendDecimal(value, to: &buffer)
+                case .text(let text) where !text.isEmpty: Self.appendCSVField(text, to: &buffer)
+                default: append(Self.csvCell(cell))
                 }
             }
-            return
-                ([columns.map(field).joined(separator: ",")]
-                + rows.map { $0.map(cell).joined(separator: ",") })
-                .joined(separator: "\n") + "\n"
+            buffer.append(UInt8(ascii: "\n"))
         case .table:
-            let texts = rows.map { $0.map(\.visibleText) }
-            let names = columns.map(Cell.visible)
-            // Columns are measured in terminal cells (a CJK character or an emoji takes two, a combining mark none).
-            var widths = names.map(Cell.displayWidth)
-            for row in texts {
-                for (i, text) in row.enumerated() { widths[i] = max(widths[i], min(Cell.displayWidth(text), 60)) }
+            let texts = row.map(\.visibleText)
+            if widths == nil {
+                held.append(texts)
+                if held.count >= widthSample { releaseHeld() }
+            } else {
+                append(line(texts) + "\n")
             }
-            func line(_ cells: [String]) -> String {
-                zip(cells, widths).map { text, width in
-                    let cut = Cell.displayWidth(text) > 60 ? Cell.prefix(text, width: 59) + "…" : text
-                    return cut + String(repeating: " ", count: max(0, width - Cell.displayWidth(cut)))
-                }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
-            }
-            let header = line(names)
-            var out = (color ? "\u{1B}[1m\(header)\u{1B}[0m" : header) + "\n"
-            for row in texts { out += line(row) + "\n" }
-            if let transaction {
-                out += "(\(rows.count) row\(rows.count == 1 ? "" : "s"), snapshot at transaction \(transaction))\n"
-            }
-            return out
         }
+        if buffer.count >= Self.chunk { flush() }
+    }
+
+    /// Ends the output: the table's footer, JSON's closing brackets.
+    func finish() {
+        switch format {
+        case .table:
+            if widths == nil { releaseHeld() }
+            if let transaction {
+                append("(\(count) row\(count == 1 ? "" : "s"), snapshot at transaction \(transaction))\n")
+            }
+        case .json:
+            append(isRecord ? "\n" : (count == 0 ? "]}\n" : "\n]}\n"))
+        case .ndjson, .csv: break
+        }
+        flush()
+    }
+
+    private func flush() {
+        guard !buffer.isEmpty else { return }
+        out(String(decoding: buffer, as: UTF8.self))
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Measures the held rows (in terminal cells: a CJK character or an emoji takes two, a combining mark none),
+    /// writes the header and them.
+    private func releaseHeld() {
+        let names = columns.names.map(Cell.visible)
+        var measured = names.map(Cell.displayWidth)
+        for row in held {
+            for (i, text) in row.enumerated() { measured[i] = max(measured[i], min(Cell.displayWidth(text), 60)) }
+        }
+        widths = measured
+        let header = line(names)
+        append((color ? "\u{1B}[1m\(header)\u{1B}[0m" : header) + "\n")
+        for row in held { append(line(row) + "\n") }
+        held = []
+    }
+
+    private func line(_ cells: [String]) -> String {
+        zip(cells, widths ?? []).map { text, width in
+            let cut = Cell.displayWidth(text) > 60 ? Cell.prefix(text, width: 59) + "…" : text
+            return cut + String(repeating: " ", count: max(0, width - Cell.displayWidth(cut)))
+        }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+    }
+
+    // RFC 4180 with LF line ends (which Python's csv and sqlite3 read alike). Quoted when the text holds a comma, a
+    // quote, a CR or an LF (tested on bytes: "\r\n" is one Character, equal to neither). Nil is an empty field, an
+    // empty string a quoted one (`""`), as in PostgreSQL's CSV: Python reads them apart with
+    // `quoting=csv.QUOTE_NOTNULL` (3.12).
+    static func csvField(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        appendCSVField(text, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func appendCSVField(_ text: String, to out: inout [UInt8]) {
+        guard text.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D }) else {
+            return out.append(contentsOf: text.utf8)
+        }
+        out.append(0x22)
+        for byte in text.utf8 {
+            out.append(byte)
+            if byte == 0x22 { out.append(0x22) }
+        }
+        out.append(0x22)
+    }
+
+    static func csvCell(_ cell: Cell) -> String {
+        switch cell {
+        case .null: ""
+        case .text(let text) where text.isEmpty: "\"\""
+        default: csvField(cell.plain)
+        }
+    }
+}
+
+/// A row's column names, quoted once as JSON keys (`"name":` and `"name": `, with the separator before each key
+/// after the first), so that a streamed row does not quote its keys again.
+final class ColumnKeys {
+    let names: [String]
+    let compact: [[UInt8]]
+    let compactAfterFirst: [[UInt8]]
+    let spaced: [[UInt8]]
+    let spacedAfterFirst: [[UInt8]]
+
+    init(_ names: [String]) {
+        self.names = names
+        let quoted = names.map(Cell.quote)
+        compact = quoted.map { Array(($0 + ":").utf8) }
+        compactAfterFirst = quoted.map { Array(("," + $0 + ":").utf8) }
+        spaced = quoted.map { Array(($0 + ": ").utf8) }
+        spacedAfterFirst = quoted.map { Array((", " + $0 + ": ").utf8) }
     }
 }

@@ -7,23 +7,29 @@ extension Runner {
         let environment = store.environment
         let info = environment.info()
         let stats = try environment.statistics()
-        var table = Table(columns: ["property", "value"])
         let history = try store.lastTransaction()
-        table.rows = [
-            [.text("path"), .text(invocation.store)],
-            [.text("format version"), .int(Int64(try store.storedFormatVersion()))],
-            [.text("schema version"), .int(Int64(store.schema.version))],
-            [.text("schema fingerprint"), .text(store.schema.fingerprint)],
-            [.text("store id"), .text(store.storeID.uuidString)],
-            [.text("entities"), .int(Int64(store.schema.entities.count))],
-            [.text("map size"), .int(Int64(info.mapSize))],
-            [.text("bytes used"), .int(Int64((info.lastPageNumber + 1) * stats.pageSize))],
-            [.text("page size"), .int(Int64(stats.pageSize))],
-            [.text("last LMDB transaction"), .int(Int64(info.lastTransactionID))],
-            [.text("last saved transaction"), .int(Int64(history))],
-            [.text("readers"), .text("\(info.readersUsed) of \(info.maxReaders)")],
+        let properties: [(String, Cell)] = [
+            ("path", .text(invocation.store)),
+            ("format version", .int(Int64(try store.storedFormatVersion()))),
+            ("schema version", .int(Int64(store.schema.version))),
+            ("schema fingerprint", .text(store.schema.fingerprint)),
+            ("store id", .text(store.storeID.uuidString)),
+            ("entities", .int(Int64(store.schema.entities.count))),
+            ("map size", .int(Int64(info.mapSize))),
+            ("bytes used", .int(Int64((info.lastPageNumber + 1) * stats.pageSize))),
+            ("page size", .int(Int64(stats.pageSize))),
+            ("last LMDB transaction", .int(Int64(info.lastTransactionID))),
+            ("last saved transaction", .int(Int64(history))),
+            ("readers", .int(Int64(info.readersUsed))),
+            ("max readers", .int(Int64(info.maxReaders))),
         ]
-        emit(table)
+        // A terminal gets a property per line; the other formats one record (JSON: one object).
+        if format == .table {
+            var table = Table(columns: ["property", "value"])
+            table.rows = properties.map { [.text($0.0), $0.1] }
+            return emit(table)
+        }
+        emit(Table(columns: properties.map(\.0), rows: [properties.map(\.1)], isRecord: true))
     }
 
     func schema() throws {
@@ -149,10 +155,16 @@ extension Runner {
     func list() throws {
         guard let (entity, request, context) = try query() else { return }
         let fields = try fields(of: entity)
-        let (rows, transaction) = try context.fetchSnapshot(request)
-        var table = Table(columns: ["id"] + fields, transaction: transaction)
-        table.rows = rows.map { row(entity, $0.id, $0.values, $0.relationships, fields) }
-        emit(table)
+        // A fetch of a superentity holds its sub-entities' objects: their values are at the same positions.
+        let sources = sources(entity, fields)
+        var stream: RowStream?
+        try context.streamSnapshot([request]) { transaction in
+            stream = RowStream(
+                columns: ["id"] + fields, format: format, color: color, transaction: transaction, out: out)
+        } row: { _, row in
+            stream?.add(self.row(row.id, row.values, row.relationships, sources))
+        }
+        stream?.finish()
     }
 
     func count() throws {
@@ -172,7 +184,7 @@ extension Runner {
             throw CommandFailure(code: ExitCode.findings, message: "\(id) does not exist")
         }
         var table = Table(columns: ["id"] + fields, transaction: transaction)
-        table.rows = [row(entity, id, values, relationships, fields)]
+        table.rows = [row(id, values, relationships, sources(entity, fields))]
         emit(table)
     }
 
@@ -303,80 +315,89 @@ extension Runner {
                 code: ExitCode.usage,
                 message: "CSV holds one table: with --all, give --dir D for one ENTITY.csv per entity")
         }
-        let context = ObjectContext(store: store)
-        var tables: [Table] = []
+        let entities = try names.map { try entity($0) }
         // With --all each entity is read alone: an object of a sub-entity is exported once, under its own entity.
-        let labelled = names.count > 1 && directory == nil
-        for name in names {
-            let entity = try entity(name)
-            let fields = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        let requests = names.map { name in
             var request = FetchRequest(entity: name)
             request.includesSubentities = names.count == 1
-            let (rows, _) = try context.fetchSnapshot(request)
-            var table = Table(columns: (labelled ? ["entity"] : []) + ["id"] + fields)
-            table.rows = rows.map {
-                (labelled ? [.text(name)] : []) + row(entity, $0.id, $0.values, $0.relationships, fields)
+            return request
+        }
+        let labelled = names.count > 1 && directory == nil
+        func columns(_ entity: Entity) -> [String] {
+            (labelled ? ["entity"] : []) + ["id"] + entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        }
+        let plans = entities.map { entity in
+            (
+                name: Cell.text(entity.name),
+                sources: sources(entity, entity.attributes.map(\.name) + entity.relationships.map(\.name))
+            )
+        }
+        func cells(_ position: Int, _ row: ObjectContext.SnapshotRow) -> [Cell] {
+            let cells = self.row(row.id, row.values, row.relationships, plans[position].sources)
+            return labelled ? [plans[position].name] + cells : cells
+        }
+        let keys = entities.map { ColumnKeys(columns($0)) }
+        let context = ObjectContext(store: store)
+        if let directory { return try exportFiles(entities, requests, directory, context: context, columns, cells) }
+        // JSON and NDJSON: one stream of objects (each with its entity's keys); tables: one block per entity, each
+        // with its header, separated by a blank line.
+        let oneStream = format == .json || format == .ndjson
+        var stream: RowStream?
+        var current = -1
+        try context.streamSnapshot(requests) { transaction in
+            if oneStream {
+                stream = RowStream(columns: [], format: format, color: color, transaction: transaction, out: out)
             }
-            tables.append(table)
-        }
-        if let directory {
-            try writeFiles(
-                zip(names, tables).map { ($0 + ".csv", $1.render(.csv, color: false), $1.rows.count) }, directory)
-            return
-        }
-        switch format {
-        case .json:
-            // One array; objects of different entities have different keys.
-            let objects = tables.flatMap { table in
-                table.rows.map { row in
-                    "  {" + zip(table.columns, row).map { Cell.quote($0) + ": " + $1.json }.joined(separator: ", ")
-                        + "}"
+        } row: { position, row in
+            if oneStream {
+                stream?.add(cells(position, row), keys: keys[position])
+                return
+            }
+            if position != current {
+                if let stream {
+                    stream.finish()
+                    out("\n")
                 }
+                current = position
+                stream = RowStream(
+                    columns: columns(entities[position]), format: format, color: color, transaction: nil, out: out)
             }
-            out(objects.isEmpty ? "[]\n" : "[\n" + objects.joined(separator: ",\n") + "\n]\n")
-        case .ndjson:
-            out(tables.map { $0.render(.ndjson, color: color) }.joined())
-        case .csv, .table:
-            // One block per entity, each with its own header, separated by a blank line.
-            out(tables.map { $0.render(format, color: color) }.joined(separator: "\n"))
+            stream?.add(cells(position, row))
         }
+        stream?.finish()
     }
 
-    /// Writes each file (name, text, rows) into `directory` (created 0700 when missing), 0600 and new: an existing
-    /// file is refused before anything is written. Lists what was written.
-    func writeFiles(_ files: [(name: String, text: String, rows: Int)], _ directory: String) throws {
+    /// `export --all --format csv --dir D`: one `ENTITY.csv` per entity in `directory` (created 0700 when missing),
+    /// each 0600 and new (an existing file is refused before anything is written), from one snapshot, streamed.
+    /// Lists what was written.
+    func exportFiles(
+        _ entities: [Entity], _ requests: [FetchRequest], _ directory: String, context: ObjectContext,
+        _ columns: (Entity) -> [String], _ cells: (Int, ObjectContext.SnapshotRow) -> [Cell]
+    ) throws {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw CommandFailure(
                 code: ExitCode.ioError, message: "cannot create \(directory): \(String(cString: strerror(errno)))")
         }
-        for file in files where FileManager.default.fileExists(atPath: directory + "/" + file.name) {
-            throw CommandFailure(
-                code: ExitCode.usage, message: "\(directory)/\(file.name) exists; choose an empty directory")
+        let paths = entities.map { directory + "/" + $0.name + ".csv" }
+        for path in paths where FileManager.default.fileExists(atPath: path) {
+            throw CommandFailure(code: ExitCode.usage, message: "\(path) exists; choose an empty directory")
         }
+        var files: [OutputFile] = []
+        defer { for file in files { file.close() } }
+        for path in paths { files.append(try OutputFile(creating: path)) }
+        // Every file gets its header, an entity without objects too.
+        let streams = zip(entities, files).map { entity, file in
+            RowStream(columns: columns(entity), format: .csv, color: false, transaction: nil, out: file.write)
+        }
+        try context.streamSnapshot(requests) { _ in
+        } row: { position, row in
+            streams[position].add(cells(position, row))
+        }
+        for stream in streams { stream.finish() }
         var table = Table(columns: ["file", "rows"])
-        for file in files {
-            let path = directory + "/" + file.name
-            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            guard fd >= 0 else {
-                throw CommandFailure(
-                    code: ExitCode.ioError, message: "cannot create \(path): \(String(cString: strerror(errno)))")
-            }
-            var bytes = Array(file.text.utf8)[...]
-            while !bytes.isEmpty {
-                let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                if written < 0 && errno == EINTR { continue }
-                guard written >= 0 else {
-                    let reason = String(cString: strerror(errno))
-                    close(fd)
-                    throw CommandFailure(code: ExitCode.ioError, message: "cannot write \(path): \(reason)")
-                }
-                bytes = bytes.dropFirst(written)
-            }
-            guard close(fd) == 0 else {
-                throw CommandFailure(
-                    code: ExitCode.ioError, message: "cannot write \(path): \(String(cString: strerror(errno)))")
-            }
-            table.rows.append([.text(path), .int(Int64(file.rows))])
+        for (index, file) in files.enumerated() {
+            try file.finish()
+            table.rows.append([.text(file.path), .int(Int64(streams[index].count))])
         }
         emit(table)
     }
@@ -436,4 +457,51 @@ final class WatchState: @unchecked Sendable {
     }
 
     var failure: EntityStoreError? { lock.withLock { stored } }
+}
+
+/// A new file (0600, never an existing one) that a ``RowStream`` writes into; the first write error is kept and
+/// thrown by ``finish()``.
+final class OutputFile {
+    let path: String
+    private var descriptor: Int32
+    private var failure: String?
+
+    init(creating path: String) throws {
+        self.path = path
+        descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else {
+            throw CommandFailure(
+                code: ExitCode.ioError, message: "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    func write(_ text: String) {
+        guard failure == nil, descriptor >= 0 else { return }
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            guard written >= 0 else {
+                failure = String(cString: strerror(errno))
+                return
+            }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+
+    /// Closes the file; throws the first error met writing or closing it.
+    func finish() throws {
+        let closed = descriptor < 0 || Glibc.close(descriptor) == 0
+        if !closed && failure == nil { failure = String(cString: strerror(errno)) }
+        descriptor = -1
+        if let failure {
+            throw CommandFailure(code: ExitCode.ioError, message: "cannot write \(path): \(failure)")
+        }
+    }
+
+    /// Closes the file if ``finish()`` did not.
+    func close() {
+        if descriptor >= 0 { _ = Glibc.close(descriptor) }
+        descriptor = -1
+    }
 }

@@ -276,19 +276,32 @@ struct Runner {
         return chosen
     }
 
-    func row(
-        _ entity: Entity, _ id: ObjectID, _ values: [Value], _ relationships: [String: [ObjectID]], _ fields: [String]
-    )
-        -> [Cell]
-    {
+    /// Where each field of a row comes from, worked out once per entity: an attribute's position, or a
+    /// relationship's (and whether it is to-many).
+    enum FieldSource {
+        case attribute(Int)
+        case relationship(Int, toMany: Bool)
+    }
+
+    func sources(_ entity: Entity, _ fields: [String]) -> [FieldSource] {
+        fields.compactMap { field in
+            if let index = entity.attributeIndex(field) { return .attribute(index) }
+            guard let index = entity.relationships.firstIndex(where: { $0.name == field }) else { return nil }
+            return .relationship(index, toMany: entity.relationships[index].isToMany)
+        }
+    }
+
+    /// A row's cells: the ID, then each field (to-many targets as a list, a missing to-one as nil).
+    func row(_ id: ObjectID, _ values: [Value], _ relationships: [[ObjectID]], _ sources: [FieldSource]) -> [Cell] {
         var cells: [Cell] = [.text(id.description)]
-        for field in fields {
-            if let index = entity.attributeIndex(field) {
-                cells.append(Cell(values[index]))
-            } else if let relationship = entity.relationship(field) {
-                let targets = relationships[field] ?? []
-                if relationship.isToMany {
-                    cells.append(.text(targets.map(\.description).joined(separator: " ")))
+        cells.reserveCapacity(sources.count + 1)
+        for source in sources {
+            switch source {
+            case .attribute(let index): cells.append(Cell(values[index]))
+            case .relationship(let index, let toMany):
+                let targets = relationships[index]
+                if toMany {
+                    cells.append(.list(targets.map { .text($0.description) }))
                 } else {
                     cells.append(targets.first.map { .text($0.description) } ?? .null)
                 }

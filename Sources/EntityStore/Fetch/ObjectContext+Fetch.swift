@@ -383,35 +383,50 @@ extension ObjectContext {
     /// One object of a snapshot fetch: its values and its relationships' targets, all from one read.
     package struct SnapshotRow {
         package var id: ObjectID
+        /// The values in schema order; a decimal as the text it is stored as (`.string`, its `description`).
         package var values: [Value]
-        package var relationships: [String: [ObjectID]]
+        /// Each relationship's targets, in the order of the entity's relationships.
+        package var relationships: [[ObjectID]]
     }
 
     /// Fetches objects with their values and relationship targets from one read snapshot, without registering
     /// them (for tools); returns the store's transaction read (its last save's number, as the history numbers them).
     package func fetchSnapshot(_ request: FetchRequest) throws -> (rows: [SnapshotRow], transaction: Int) {
-        var storage = try store.storage(for: request.entity)
-        return try mappingStorageErrors("fetching \(request.entity)") {
+        var rows: [SnapshotRow] = []
+        var transaction = 0
+        try streamSnapshot([request], begin: { transaction = $0 }, row: { rows.append($1) })
+        return (rows, transaction)
+    }
+
+    /// Streams objects with their values and relationship targets from one read snapshot, without registering
+    /// them (for tools that print as they read): `begin` gets the snapshot's number (its last save's, as the history
+    /// numbers them) before any row, then `row` each object of each request in turn (with the request's position),
+    /// in the request's order. Only one request's matching IDs (and sort values) are held at once; each record is
+    /// read and decoded when its turn comes.
+    package func streamSnapshot(
+        _ requests: [FetchRequest], begin: (Int) throws -> Void, row: (Int, SnapshotRow) throws -> Void
+    ) throws {
+        try mappingStorageErrors("fetching \(requests.map(\.entity).joined(separator: ", "))") {
             try store.read { txn in
-                let candidates = try run(request, shape: .objects, in: txn)
+                try begin(Int(try store.historySequence(txn)))
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: false)
-                var rows: [SnapshotRow] = []
-                for candidate in candidates {
-                    // A sub-entity's object (a fetch of a superentity includes them) has its own record layout.
-                    if candidate.id.entityName != storage.entity.name {
-                        storage = try store.storage(for: candidate.id.entityName)
+                for (position, request) in requests.enumerated() {
+                    var storage = try store.storage(for: request.entity)
+                    for candidate in try run(request, shape: .objectIDs, in: txn) {
+                        // A sub-entity's object (a fetch of a superentity includes them) has its own record layout.
+                        if candidate.id.entityName != storage.entity.name {
+                            storage = try store.storage(for: candidate.id.entityName)
+                        }
+                        guard let bytes = try txn.get(candidate.id.primaryKey, in: storage.records) else { continue }
+                        let values = try RecordCodec.decode(
+                            bytes, entity: storage.entity, key: candidate.id.primaryKey, decimalsAsText: true
+                        ).values
+                        let relationships = try storage.entity.relationships.map {
+                            try reader.storedTargets(of: candidate.id, $0)
+                        }
+                        try row(position, SnapshotRow(id: candidate.id, values: values, relationships: relationships))
                     }
-                    guard let record = candidate.record else { continue }
-                    let values = try record.bytes.withUnsafeBytes {
-                        try RecordCodec.decode($0, entity: storage.entity, key: candidate.id.primaryKey).values
-                    }
-                    var relationships: [String: [ObjectID]] = [:]
-                    for relationship in storage.entity.relationships {
-                        relationships[relationship.name] = try reader.storedTargets(of: candidate.id, relationship)
-                    }
-                    rows.append(SnapshotRow(id: candidate.id, values: values, relationships: relationships))
                 }
-                return (rows, Int(try store.historySequence(txn)))
             }
         }
     }

@@ -11,18 +11,20 @@ extension PersistentStore {
         }
     }
 
-    /// One object's values and relationships from one read, for tools; `nil` when it does not exist.
+    /// One object's values (a decimal as its stored text, as in a snapshot row) and relationships from one read,
+    /// for tools; `nil` when it does not exist.
     package func readObject(
         _ id: ObjectID
-    ) throws -> (values: [Value], relationships: [String: [ObjectID]], transaction: Int)? {
+    ) throws -> (values: [Value], relationships: [[ObjectID]], transaction: Int)? {
         let storage = try storage(for: id.entityName)
         return try mappingStorageErrors("reading \(id)") {
             try read { txn in
                 guard let bytes = try txn.get(id.primaryKey, in: storage.records) else { return nil }
-                let values = try RecordCodec.decode(bytes, entity: storage.entity, key: id.primaryKey).values
-                var relationships: [String: [ObjectID]] = [:]
-                for relationship in storage.entity.relationships {
-                    relationships[relationship.name] = try storedTargets(of: id, relationship, storage, txn)
+                let values = try RecordCodec.decode(
+                    bytes, entity: storage.entity, key: id.primaryKey, decimalsAsText: true
+                ).values
+                let relationships = try storage.entity.relationships.map {
+                    try storedTargets(of: id, $0, storage, txn)
                 }
                 return (values, relationships, Int(try historySequence(txn)))
             }

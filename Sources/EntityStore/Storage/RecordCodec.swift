@@ -124,14 +124,27 @@ enum RecordCodec {
 
     /// Decodes a record of `entity`.
     /// - Returns: The values in schema order and the row version.
+    /// With `decimalsAsText`, a decimal comes back as the text it is stored as (`.string`, the decimal's
+    /// `description`, checked to be a plain decimal number), for tools that print it: parsing it only to print it
+    /// again cost more than the rest of a row.
     static func decode(
-        _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil
+        _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil, decimalsAsText: Bool = false
     ) throws -> (values: [Value], rowVersion: UInt64) {
         var values: [Value] = []
         values.reserveCapacity(entity.attributes.count)
-        let rowVersion = try forEachField(bytes, entity, key: key) { i, type, reader in
+        let rowVersion = try forEachField(bytes, entity, key: key) { i, type, reader, attributes in
             guard let type else { return values.append(.null) }
-            values.append(try reader.value(of: type, entity.attributes[i].name))
+            if decimalsAsText && type == .decimal {
+                let raw = try reader.bytes(try reader.length("'\(attributes[i].name)'"), "'\(attributes[i].name)'")
+                if ByteReader.isPlainDecimal(raw) {
+                    return values.append(.string(String(decoding: raw, as: UTF8.self)))
+                }
+                guard let text = ByteReader.text(raw), let decimal = Decimal(string: text) else {
+                    throw reader.corrupt("decimal '\(attributes[i].name)' does not parse")
+                }
+                return values.append(.string(decimal.description))
+            }
+            values.append(try reader.value(of: type, attributes[i].name))
         }
         return (values, rowVersion)
     }
@@ -156,12 +169,12 @@ enum RecordCodec {
         } else {
             values = [Value](repeating: .null, count: entity.attributes.count)
         }
-        _ = try forEachField(bytes, entity, key: key) { i, type, reader in
+        _ = try forEachField(bytes, entity, key: key) { i, type, reader, attributes in
             guard let type else { return }
             if needed[i] {
-                values[i] = try reader.value(of: type, entity.attributes[i].name)
+                values[i] = try reader.value(of: type, attributes[i].name)
             } else {
-                try reader.skip(type, entity.attributes[i].name)
+                try reader.skip(type, attributes[i].name)
             }
         }
     }
@@ -171,27 +184,34 @@ enum RecordCodec {
     /// that passes decodes without error.
     /// - Returns: The row version.
     static func validate(_ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil) throws -> UInt64 {
-        try forEachField(bytes, entity, key: key) { i, type, reader in
+        try forEachField(bytes, entity, key: key) { i, type, reader, attributes in
             switch type {
             case nil: return
             case .string?:
-                let name = entity.attributes[i].name
-                let raw = try reader.bytes(try reader.length("'\(name)'"), "'\(name)'")
-                guard ByteReader.isValidText(raw) else { throw reader.corrupt("string '\(name)' is not valid UTF-8") }
-            case .decimal?: _ = try reader.value(of: .decimal, entity.attributes[i].name)
-            case let type?: try reader.skip(type, entity.attributes[i].name)
+                let raw = try reader.bytes(try reader.length("'\(attributes[i].name)'"), "'\(attributes[i].name)'")
+                guard ByteReader.isValidText(raw) else {
+                    throw reader.corrupt("string '\(attributes[i].name)' is not valid UTF-8")
+                }
+            case .decimal?: _ = try reader.value(of: .decimal, attributes[i].name)
+            case let type?: try reader.skip(type, attributes[i].name)
             }
         }
     }
 
     /// Walks a record's fields: the header and every type tag checked, `visit` called for each attribute in schema
     /// order with its type (nil when the value is null) to read or skip its bytes, and no byte left after the last.
+    /// `visit` names an attribute through the borrowed `attributes` buffer it is given: reaching the entity from the
+    /// closure (even in an error message's autoclosure) copied the whole `Entity` per field.
     /// The one place that knows a record's layout for decoding, partial decoding and validation.
     /// - Returns: The row version.
     @inline(__always)
     private static func forEachField(
         _ bytes: UnsafeRawBufferPointer, _ entity: Entity, key: UInt64?,
-        _ visit: (_ index: Int, _ type: AttributeType?, _ reader: inout ByteReader) throws -> Void
+        _ visit:
+            (
+                _ index: Int, _ type: AttributeType?, _ reader: inout ByteReader,
+                _ attributes: UnsafeBufferPointer<Attribute>
+            ) throws -> Void
     ) throws -> UInt64 {
         var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
         let (rowVersion, bitmap) = try readHeader(&reader, entity)
@@ -199,7 +219,7 @@ enum RecordCodec {
         try entity.attributes.withUnsafeBufferPointer { attributes in
             for i in attributes.indices {
                 if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
-                    try visit(i, nil, &reader)
+                    try visit(i, nil, &reader, attributes)
                     continue
                 }
                 let type = attributes[i].type
@@ -207,7 +227,7 @@ enum RecordCodec {
                 guard found == tag(of: type) else {
                     throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', \(type.withArticle)")
                 }
-                try visit(i, type, &reader)
+                try visit(i, type, &reader, attributes)
             }
         }
         guard reader.offset == bytes.count else {
@@ -278,6 +298,21 @@ struct ByteReader {
     static func text(_ raw: UnsafeRawBufferPointer) -> String? {
         guard isValidText(raw) else { return nil }
         return String(decoding: raw, as: UTF8.self)
+    }
+
+    /// Whether `raw` is a plain decimal number as `Decimal.description` writes one: an optional `-`, digits
+    /// without a leading zero (but for a lone `0`), and an optional fraction of at least one digit.
+    static func isPlainDecimal(_ raw: UnsafeRawBufferPointer) -> Bool {
+        var i = raw.first == UInt8(ascii: "-") ? 1 : 0
+        let digitsStart = i
+        while i < raw.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(raw[i]) { i += 1 }
+        let whole = i - digitsStart
+        guard whole > 0, whole == 1 || raw[digitsStart] != UInt8(ascii: "0") else { return false }
+        if i == raw.count { return true }
+        guard raw[i] == UInt8(ascii: "."), i + 1 < raw.count else { return false }
+        i += 1
+        while i < raw.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(raw[i]) { i += 1 }
+        return i == raw.count
     }
 
     /// Whether `raw` is valid UTF-8: ASCII checked eight bytes at a time, anything else by ``isValidUTF8(_:)``.

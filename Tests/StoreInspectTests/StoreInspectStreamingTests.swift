@@ -1,0 +1,114 @@
+import EntityStore
+import Foundation
+import StoreInspectCore
+import Synchronization
+import TestSupport
+import Testing
+
+/// `ls` and `export` stream; every command's JSON is one object.
+@Suite struct StoreInspectStreamingTests {
+    /// Runs the CLI in this process, keeping each piece of output as it was handed on.
+    static func run(_ arguments: [String]) -> (code: Int32, chunks: [String], stderr: String) {
+        let chunks = Mutex<[String]>([])
+        let stderr = Mutex("")
+        let code = StoreInspect.run(
+            arguments, stdoutIsTerminal: false, environment: [:],
+            out: { text in chunks.withLock { $0.append(text) } },
+            err: { text in stderr.withLock { $0 += text } })
+        return (code, chunks.withLock { $0 }, stderr.withLock { $0 })
+    }
+
+    @Test func exportAndLsHandTheirRowsOnAsTheyAreRead() throws {
+        let store = try InspectedStore(books: 3000)
+        defer { store.remove() }
+        for command in ["export", "ls"] {
+            for format in ["ndjson", "json", "csv", "table"] {
+                let (code, chunks, stderr) = Self.run([command, store.path, "Book", "--format", format])
+                #expect(code == 0, "\(stderr)")
+                // Rows are handed on in chunks of about 64 KiB while the snapshot is read, not once at the end.
+                #expect(chunks.count >= 3, "\(command) \(format): \(chunks.count) chunks")
+                let text = chunks.joined()
+                let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+                switch format {
+                case "ndjson": #expect(lines.count == 3005 + 1)
+                case "csv": #expect(lines.count == 1 + 3005 + 1)
+                case "json":
+                    let object = try #require(
+                        try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+                    #expect((object["rows"] as? [Any])?.count == 3005)
+                default:
+                    // One header; the widths of the first rows hold for the rest (all titles are as wide).
+                    #expect(lines.filter { $0.hasPrefix("id ") }.count == 1)
+                    let starts = Set(
+                        lines.dropFirst(6).prefix(2999).compactMap { line in
+                            line.range(of: "Book number").map { line.distance(from: line.startIndex, to: $0.lowerBound) }
+                        })
+                    #expect(starts.count == 1, "\(starts)")
+                    if command == "ls" { #expect(lines.contains { $0.hasPrefix("(3005 rows, snapshot at transaction") }) }
+                }
+            }
+        }
+    }
+
+    @Test func everyCommandPrintsOneJSONObject() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let commands: [[String]] = [
+            ["info"], ["schema"], ["schema", "--history"], ["stats"], ["entities"], ["ls", "Book"], ["count", "Book"],
+            ["get", "Book/p1"], ["check"], ["history", "--since", "0"], ["export", "Author"], ["export", "--all"],
+        ]
+        for command in commands {
+            let output = try inspect([command[0], store.path] + command.dropFirst() + ["--format", "json"])
+            #expect(output.status == 0, "\(command): \(output.stderr)")
+            let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
+            #expect(object != nil, "\(command): \(output.stdout)")
+            if command[0] == "info" {
+                // The store's properties themselves, not rows of properties.
+                #expect(object?["path"] as? String == store.path)
+                #expect(object?["schema version"] as? Int == 1)
+                #expect(object?["rows"] == nil)
+            } else {
+                #expect(object?["rows"] is [Any], "\(command)")
+            }
+        }
+        // NDJSON: info is one line.
+        let info = try inspect(["info", store.path, "--format", "ndjson"])
+        #expect(info.stdout.split(separator: "\n").count == 1)
+    }
+
+    @Test func toManyRelationshipsAreArraysInJSONAndSpacedElsewhere() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let json = try inspect(["get", store.path, "Author/p2", "--format", "json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let row = try #require((object["rows"] as? [[String: Any]])?.first)
+        #expect(row["books"] as? [String] == ["Book/p2", "Book/p5"], "\(json.stdout)")
+        let empty = try inspect(["get", store.path, "Book/p2", "--format", "ndjson", "--fields", "tags"])
+        #expect(empty.stdout == "{\"id\":\"Book/p2\",\"tags\":[]}\n")
+        let csv = try inspect(["get", store.path, "Author/p2", "--format", "csv", "--fields", "books"])
+        #expect(csv.stdout == "id,books\nAuthor/p2,Book/p2 Book/p5\n")
+    }
+
+    @Test func quotesBackslashesAndControlCharactersStayValidJSON() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-json")
+        defer { directory.remove() }
+        let path = directory.path("s.store")
+        let title = "a\\b \"c\" \u{1}\t\n\u{1F600} é"
+        do {
+            let store = try PersistentStore.open(path: path, schema: try Fixtures.librarySchema())
+            let context = ObjectContext(store: store)
+            let book = try context.insert("Book")
+            try book.setValue(.string(title), forKey: "title")
+            try context.save()
+        }
+        for format in ["json", "ndjson"] {
+            let output = try inspect(["ls", path, "Book", "--format", format, "--fields", "title"])
+            #expect(output.status == 0, "\(output.stderr)")
+            let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8))
+            let row =
+                format == "json"
+                ? ((object as? [String: Any])?["rows"] as? [[String: Any]])?.first : object as? [String: Any]
+            #expect(row?["title"] as? String == title, "\(output.stdout)")
+        }
+    }
+}
