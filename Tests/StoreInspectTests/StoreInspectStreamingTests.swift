@@ -41,10 +41,14 @@ import Testing
                     #expect(lines.filter { $0.hasPrefix("id ") }.count == 1)
                     let starts = Set(
                         lines.dropFirst(6).prefix(2999).compactMap { line in
-                            line.range(of: "Book number").map { line.distance(from: line.startIndex, to: $0.lowerBound) }
+                            line.range(of: "Book number").map {
+                                line.distance(from: line.startIndex, to: $0.lowerBound)
+                            }
                         })
                     #expect(starts.count == 1, "\(starts)")
-                    if command == "ls" { #expect(lines.contains { $0.hasPrefix("(3005 rows, snapshot at transaction") }) }
+                    if command == "ls" {
+                        #expect(lines.contains { $0.hasPrefix("(3005 rows, snapshot at transaction") })
+                    }
                 }
             }
         }
