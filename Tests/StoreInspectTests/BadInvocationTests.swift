@@ -68,6 +68,11 @@ import Testing
             (["get", s, "entitystore://00000000-0000-0000-0000-000000000000/Book/p1"], 64),
             (["--version", s], 64), (["help", "nope"], 64), (["help", "ls", "extra"], 64),
             (["export", s, "--all", "--format", "csv"], 64), (["export", s, "Book", "--dir", dir.path("csv")], 64),
+            // import: a missing file, an unknown input format, a directory without CSV, input that is not an export.
+            (["import", s], 64), (["import", s, dir.path("no-such-file.json")], 66),
+            (["import", s, "/dev/null", "--input", "xml"], 64), (["import", s, "/dev/null", "--input", ""], 64),
+            (["import", s, dir.path("empty-dir")], 64), (["import", s, "/etc/hostname", "--input", "json"], 65),
+            (["import", s, "a", "b"], 64),
         ]
         #expect(cases.count >= 40)
         let before = store.dataDigest()

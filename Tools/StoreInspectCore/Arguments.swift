@@ -19,6 +19,8 @@ struct CommandSpec {
     var options: [(String, String)]
     /// Flags, with their help.
     var flags: [(String, String)]
+    /// Example command lines, shown in the help (`STORE` stands for a store's path).
+    var examples: [String] = []
 
     var usage: String {
         var parts = ["store-inspect", name, "STORE"]
@@ -36,6 +38,9 @@ struct CommandSpec {
         }
         for (name, help) in flags + [("-h, --help", "Show help for this subcommand.")] {
             text += "  " + name.padding(toLength: 22, withPad: " ", startingAt: 0) + help + "\n"
+        }
+        if !examples.isEmpty {
+            text += "\nEXAMPLES:\n" + examples.map { "  store-inspect \(name) \($0)\n" }.joined()
         }
         return text
     }
@@ -63,18 +68,22 @@ enum Commands {
     static let specs: [CommandSpec] = [
         CommandSpec(
             name: "info", overview: "Show the store's path, format, schema version, map, pages and readers.",
-            positionals: [], options: [], flags: []),
+            positionals: [], options: [], flags: [],
+            examples: ["library.store", "library.store --format json"]),
         CommandSpec(
             name: "schema", overview: "Show the entities, attributes and relationships stored in the store.",
             positionals: [], options: [("--version N", "Show version N of the schema history.")],
-            flags: [("--history", "List every schema version the store has had.")]),
+            flags: [("--history", "List every schema version the store has had.")],
+            examples: ["library.store", "library.store --history", "library.store --version 1 --format csv"]),
         CommandSpec(
             name: "stats", overview: "Show objects, bytes and pages per entity and index, and the largest records.",
-            positionals: [], options: [], flags: []),
+            positionals: [], options: [], flags: [],
+            examples: ["library.store"]),
         CommandSpec(
             name: "entities",
             overview: "List the entities with their objects (own, and with sub-entities), like sqlite3's .tables.",
-            positionals: [], options: [], flags: []),
+            positionals: [], options: [], flags: [],
+            examples: ["library.store"]),
         CommandSpec(
             name: "ls", overview: "List objects of an entity.", positionals: ["ENTITY"],
             options: [
@@ -82,46 +91,73 @@ enum Commands {
                 ("--sort KEYS", "Sort keys, comma separated; -key for descending."),
                 ("--limit N", "At most N objects (0: no limit)."), ("--offset N", "Skip N objects."),
                 ("--fields A,B", "Only these attributes and relationships."),
-            ], flags: [("--explain", "Print the query plan instead of the objects.")]),
+            ], flags: [("--explain", "Print the query plan instead of the objects.")],
+            examples: [
+                "library.store Book --where \"pages > 300 AND author.name BEGINSWITH 'Ur'\" --sort -pages,title",
+                "library.store Book --fields title,author --limit 20 --format csv",
+                "library.store Author --where \"born < '1950-01-01'\" --explain",
+            ]),
         CommandSpec(
             name: "count", overview: "Count objects of an entity.", positionals: ["ENTITY"],
             options: [("--where PREDICATE", "Only objects matching the predicate.")],
-            flags: [("--explain", "Print the query plan.")]),
+            flags: [("--explain", "Print the query plan.")],
+            examples: ["library.store Book --where \"ANY tags.name == 'sf'\""]),
         CommandSpec(
             name: "get", overview: "Show one object by its ID (Entity/p42, or its entitystore:// URI).",
             positionals: ["OBJECT-ID"],
-            options: [("--fields A,B", "Only these attributes and relationships.")], flags: []),
+            options: [("--fields A,B", "Only these attributes and relationships.")], flags: [],
+            examples: ["library.store Book/p42", "library.store entitystore://STORE-ID/Book/p42 --format json"]),
         CommandSpec(
             name: "check",
             overview: "Check records, indexes, relationships, history and readers; exit 1 with the findings.",
-            positionals: [], options: [], flags: []),
+            positionals: [], options: [], flags: [],
+            examples: ["library.store", "library.store --format ndjson"]),
         CommandSpec(
             name: "history", overview: "List saved transactions.", positionals: [],
             options: [
                 ("--since TX", "Only transactions after TX."), ("--limit N", "At most N transactions (0: no limit)."),
             ],
-            flags: []),
+            flags: [],
+            examples: ["library.store --since 120 --limit 10"]),
         CommandSpec(
             name: "watch", overview: "Follow commits made by any process, live.", positionals: ["ENTITY?"],
             options: [
                 ("--where PREDICATE", "Only changes to objects matching the predicate."),
                 ("--since TX", "Start after TX (default: now)."), ("--max N", "Stop after N transactions."),
-            ], flags: []),
+            ], flags: [],
+            examples: ["library.store Book --where \"pages > 300\"", "library.store --since 0 --max 5 --format ndjson"]),
         CommandSpec(
             name: "export", overview: "Export objects as JSON, NDJSON or CSV.", positionals: ["ENTITY?"],
             options: [
                 ("--dir D", "With --all --format csv: write one ENTITY.csv per entity into D (CSV holds one table).")
-            ], flags: [("--all", "Export every entity (each object once, under its own entity).")]),
+            ], flags: [("--all", "Export every entity (each object once, under its own entity).")],
+            examples: [
+                "library.store Book --format ndjson > books.ndjson", "library.store --all --format json > all.json",
+                "library.store --all --format csv --dir csv/",
+            ]),
+        CommandSpec(
+            name: "import",
+            overview:
+                "Load an export (JSON, NDJSON, CSV, or a directory of ENTITY.csv) into the store, all or nothing;"
+                + " the only subcommand that writes.",
+            positionals: ["FILE"],
+            options: [("--input F", "The file's format: json, ndjson or csv (default: read from its first byte).")],
+            flags: [],
+            examples: [
+                "copy.store all.json", "copy.store books.ndjson", "copy.store csv/", "copy.store csv/Tag.csv",
+                "copy.store - < books.ndjson",
+            ]),
         CommandSpec(
             name: "backup", overview: "Write a hot, compacted copy of the store into DEST.", positionals: ["DEST"],
-            options: [], flags: []),
+            options: [], flags: [],
+            examples: ["library.store /backups/library-2026-11-30"]),
     ]
 
     static func spec(_ name: String) -> CommandSpec? { specs.first { $0.name == name } }
 
     static var generalHelp: String {
         var text = """
-            OVERVIEW: Inspect any EntityStore store, read-only: it reads the schema from the store itself.
+            OVERVIEW: Inspect any EntityStore store, read-only (but for import): it reads the schema from the store.
 
             USAGE: store-inspect SUBCOMMAND STORE [ARGUMENTS] [OPTIONS]
 

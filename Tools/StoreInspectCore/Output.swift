@@ -52,19 +52,47 @@ enum Cell {
         }
     }
 
-    /// ISO 8601 in UTC with every fractional digit the date holds: the shortest decimal that reads back as the
-    /// same `Double` of seconds since 1970 (`2026-11-30T16:16:01.123456Z`; no fraction for whole seconds).
+    /// Seconds from 2001 (how a date is stored) to 1970 (how ISO 8601 text counts).
+    static let referenceOffset = Decimal(978_307_200)
+
+    /// ISO 8601 in UTC with every fractional digit the date holds (`2026-11-30T16:16:01.123456Z`; no fraction for
+    /// whole seconds): the shortest decimal of the stored seconds (since 2001, which round-trips), moved to 1970 in
+    /// decimal arithmetic, so that ``parseExactDate(_:)`` gives back the very same `Date`.
     static func iso8601(_ date: Date) -> String {
-        let seconds = date.timeIntervalSince1970
-        guard seconds.isFinite else { return "\(seconds)" }
-        let whole = seconds.rounded(.down)
-        let base = Date(timeIntervalSince1970: whole).formatted(.iso8601)
-        // The fraction, exactly, from the shortest form of the seconds (`Double.description` round-trips).
-        guard whole != seconds, let exact = Decimal(string: "\(seconds)"), let floor = Decimal(string: "\(whole)")
-        else { return base }
-        let fraction = "\(exact - floor)"
+        let stored = date.timeIntervalSinceReferenceDate
+        guard stored.isFinite else { return "\(stored)" }
+        guard let exact = Decimal(string: "\(stored)").map({ $0 + referenceOffset }) else {
+            // Beyond Decimal's range (no calendar date either): the seconds as they are.
+            return "\(date.timeIntervalSince1970)"
+        }
+        var whole = Decimal()
+        var value = exact
+        NSDecimalRound(&whole, &value, 0, .down)
+        let base = Date(timeIntervalSince1970: NSDecimalNumber(decimal: whole).doubleValue).formatted(.iso8601)
+        let fraction = "\(exact - whole)"
         guard fraction.hasPrefix("0."), base.hasSuffix("Z") else { return base }
         return String(base.dropLast()) + fraction.dropFirst() + "Z"
+    }
+
+    /// The date ``iso8601(_:)`` wrote (`YYYY-MM-DDTHH:MM:SS[.fraction]Z`), exactly; nil for any other text.
+    static func parseExactDate(_ text: String) -> Date? {
+        guard text.hasSuffix("Z"), text.count >= 20 else { return nil }
+        let body = text.dropLast()
+        let dot = body.firstIndex(of: ".")
+        let wholeText = String(body[..<(dot ?? body.endIndex)]) + "Z"
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        guard let whole = formatter.date(from: wholeText) else { return nil }
+        var seconds = Decimal(Int64(whole.timeIntervalSince1970))
+        if let dot {
+            let digits = body[body.index(after: dot)...]
+            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
+                let fraction = Decimal(string: "0." + digits)
+            else { return nil }
+            seconds += fraction
+        }
+        guard let stored = Double("\(seconds - referenceOffset)") else { return nil }
+        return Date(timeIntervalSinceReferenceDate: stored)
     }
 
     /// The cell as a table shows it: nil as `nil`, control characters escaped.

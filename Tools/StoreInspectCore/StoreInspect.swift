@@ -52,6 +52,9 @@ public enum StoreInspect {
         let format = invocation.format ?? (stdoutIsTerminal ? .table : .ndjson)
         let color = stdoutIsTerminal && environment["NO_COLOR"].map(\.isEmpty) ?? true && environment["TERM"] != "dumb"
         do {
+            if invocation.command == "import" {
+                return try Importer(invocation: invocation, format: format, out: out).run()
+            }
             let runner = try Runner(invocation: invocation, format: format, color: color, out: out)
             let code = try runner.run()
             return code
