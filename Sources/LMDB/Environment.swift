@@ -271,6 +271,35 @@ public final class Environment: @unchecked Sendable {
         return Int(dead)
     }
 
+    /// One slot of the reader table (`mdb_reader_list`, `mdb_stat -r`).
+    public struct Reader: Sendable, Equatable {
+        /// The process holding the slot.
+        public var processID: Int32
+        /// The thread (as LMDB prints it, in hex).
+        public var thread: String
+        /// The snapshot the reader holds, or nil when the slot holds none now.
+        public var transactionID: Int?
+    }
+
+    /// The reader table's slots in use.
+    public func readers() -> [Reader] {
+        final class Lines { var text = "" }
+        let lines = Lines()
+        _ = mdb_reader_list(
+            handle,
+            { message, context in
+                guard let message, let context else { return 0 }
+                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text += String(cString: message)
+                return 0
+            }, Unmanaged.passUnretained(lines).toOpaque())
+        // "    pid     thread     txnid" then one line per slot: pid, thread (hex), txnid or "-".
+        return lines.text.split(separator: "\n").dropFirst().compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, let pid = Int32(fields[0]) else { return nil }
+            return Reader(processID: pid, thread: String(fields[1]), transactionID: Int(fields[2]))
+        }
+    }
+
     /// Flushes the data buffers to disk (`mdb_env_sync`), for the faster sync modes.
     public func sync(force: Bool = true) throws(LMDBError) {
         guard !options.readOnly else { return }

@@ -207,6 +207,30 @@ public class ReadTransaction {
         return DatabaseStatistics(raw)
     }
 
+    /// The pages LMDB keeps for reuse, as `mdb_stat -f` counts them: the free-list's entries (one per transaction
+    /// that freed pages) and the pages they list.
+    public func freePages() throws -> (entries: Int, pages: Int) {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(pointer, 0, &cursor), "mdb_cursor_open on the free list")  // FREE_DBI is 0
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var data = MDB_val()
+        var entries = 0
+        var pages = 0
+        var rc = mdb_cursor_get(cursor, &key, &data, MDB_FIRST)
+        while rc == MDB_SUCCESS {
+            // An entry's value is an array of page numbers whose first element is their count.
+            guard data.mv_size >= MemoryLayout<Int>.size, let base = data.mv_data else {
+                throw LMDBError(code: .corrupted, message: "a free-list entry is too short", context: "free pages")
+            }
+            entries += 1
+            pages += base.loadUnaligned(as: Int.self)
+            rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)
+        }
+        guard rc == MDB_NOTFOUND else { throw LMDBError(lmdbCode: rc, context: "reading the free list") }
+        return (entries, pages)
+    }
+
     /// The names of the named databases in the environment (the keys of the main database).
     public func databaseNames() throws -> [String] {
         let main = try openDatabase(nil)

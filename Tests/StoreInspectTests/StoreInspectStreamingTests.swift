@@ -116,3 +116,36 @@ import Testing
         }
     }
 }
+
+/// `readers` and `info` show what `mdb_stat -r -f` shows.
+@Suite struct StoreInspectReaderTableTests {
+    @Test func readersListsAnotherProcesssSnapshotAndInfoCountsFreePages() throws {
+        let store = try InspectedStore(books: 2000)
+        defer { store.remove() }
+        let (holder, out, _) = try ChildProcess.start(
+            ChildProcess.executable("es-test-helper"), ["hold-read", store.path])
+        defer {
+            kill(holder.processIdentifier, SIGKILL)  // it sleeps inside a read transaction
+            holder.waitUntilExit()
+        }
+        let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(line.hasPrefix("holding"))
+        let readers = try inspect(["readers", store.path, "--format", "csv"])
+        #expect(readers.status == 0, "\(readers.stderr)")
+        let rows = readers.stdout.split(separator: "\n").map {
+            $0.split(separator: ",", omittingEmptySubsequences: false)
+        }
+        #expect(rows.first == ["process", "thread", "snapshot", "alive"])
+        let held = rows.first { $0.first.map(String.init) == String(holder.processIdentifier) }
+        #expect(held?[3] == "true", "\(readers.stdout)")
+        #expect(held.map { Int($0[2]) != nil } == true, "\(readers.stdout)")
+
+        // Free pages as mdb_stat -f counts them (the batch inserts freed pages along the way).
+        let info = try inspect(["info", store.path, "--format", "json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any])
+        let mdbStat = try ChildProcess.run("/usr/bin/mdb_stat", ["-f", store.path])
+        let freeLine = mdbStat.stdout.split(separator: "\n").first { $0.contains("Free pages:") }
+        let expected = freeLine.flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }
+        #expect(expected != nil && object["free pages"] as? Int == expected, "\(info.stdout) vs \(mdbStat.stdout)")
+    }
+}

@@ -79,6 +79,17 @@ do {
             print("\(name) \(stats.entries)")
         }
 
+    case "hold-read":
+        // hold-read PATH: opens the environment read-only, begins a read transaction, prints "holding", and keeps
+        // it until killed (a reader in the reader table).
+        guard arguments.count == 2 else { fail("usage: hold-read PATH") }
+        let env = try Environment.open(path: arguments[1], options: .init(readOnly: true))
+        try env.read { _ in
+            print("holding")
+            fflush(nil)
+            while true { sleep(60) }
+        }
+
     case "lmdb-fork":
         // lmdb-fork PATH: opens an environment, forks; the child must refuse the inherited environment and open its
         // own; the parent checks that no reader slot of the child is left behind.

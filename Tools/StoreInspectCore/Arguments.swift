@@ -67,7 +67,8 @@ public enum HelpRequest: Equatable, Sendable {
 enum Commands {
     static let specs: [CommandSpec] = [
         CommandSpec(
-            name: "info", overview: "Show the store's path, format, schema version, map, pages and readers.",
+            name: "info",
+            overview: "Show the store's path, format, schema version, map, pages, free pages and readers.",
             positionals: [], options: [], flags: [],
             examples: ["library.store", "library.store --format json"]),
         CommandSpec(
@@ -84,6 +85,10 @@ enum Commands {
             overview: "List the entities with their objects (own, and with sub-entities), like sqlite3's .tables.",
             positionals: [], options: [], flags: [],
             examples: ["library.store"]),
+        CommandSpec(
+            name: "readers",
+            overview: "List the reader table's slots (process, thread, snapshot, alive), like mdb_stat -r.",
+            positionals: [], options: [], flags: [], examples: ["library.store", "library.store --format json"]),
         CommandSpec(
             name: "ls", overview: "List objects of an entity.", positionals: ["ENTITY"],
             options: [

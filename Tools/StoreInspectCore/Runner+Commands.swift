@@ -8,6 +8,7 @@ extension Runner {
         let info = environment.info()
         let stats = try environment.statistics()
         let history = try store.lastTransaction()
+        let free = try environment.read { try $0.freePages() }
         let properties: [(String, Cell)] = [
             ("path", .text(invocation.store)),
             ("format version", .int(Int64(try store.storedFormatVersion()))),
@@ -20,6 +21,8 @@ extension Runner {
             ("page size", .int(Int64(stats.pageSize))),
             ("last LMDB transaction", .int(Int64(info.lastTransactionID))),
             ("last saved transaction", .int(Int64(history))),
+            ("free pages", .int(Int64(free.pages))),
+            ("free-list entries", .int(Int64(free.entries))),
             ("readers", .int(Int64(info.readersUsed))),
             ("max readers", .int(Int64(info.maxReaders))),
         ]
@@ -30,6 +33,20 @@ extension Runner {
             return emit(table)
         }
         emit(Table(columns: properties.map(\.0), rows: [properties.map(\.1)], isRecord: true))
+    }
+
+    /// The reader table, like `mdb_stat -r`: each slot's process, thread and snapshot, and whether the process
+    /// is still alive (a dead one's slot is stale: `check` reports it, and the next writer clears it).
+    func readers() throws {
+        var table = Table(columns: ["process", "thread", "snapshot", "alive"])
+        for reader in store.environment.readers() {
+            let alive = kill(reader.processID, 0) == 0 || errno == EPERM
+            table.rows.append([
+                .int(Int64(reader.processID)), .text(reader.thread),
+                reader.transactionID.map { .int(Int64($0)) } ?? .null, .bool(alive),
+            ])
+        }
+        emit(table)
     }
 
     func schema() throws {

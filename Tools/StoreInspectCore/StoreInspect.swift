@@ -158,6 +158,7 @@ struct Runner {
         case "schema": try schema()
         case "stats": try stats()
         case "entities": try entities()
+        case "readers": try readers()
         case "ls": try list()
         case "count": try count()
         case "get": try get()
