@@ -271,6 +271,16 @@ public final class Environment: @unchecked Sendable {
         return Int(dead)
     }
 
+    /// Whether readers register in the lock file's reader table. A read-only environment on a read-only file
+    /// system has no lock file LMDB can use, and LMDB then reads without one: nothing tells a writer elsewhere (if
+    /// one could write at all) which pages are still being read, and ``readers()`` is empty.
+    public var registersReaders: Bool {
+        guard options.readOnly else { return true }
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return true }
+        return info.f_flag & UInt(ST_RDONLY) == 0
+    }
+
     /// One slot of the reader table (`mdb_reader_list`, `mdb_stat -r`).
     public struct Reader: Sendable, Equatable {
         /// The process holding the slot.

@@ -149,3 +149,42 @@ import Testing
         #expect(expected != nil && object["free pages"] as? Int == expected, "\(info.stdout) vs \(mdbStat.stdout)")
     }
 }
+
+/// Stores on read-only media, and lock files a reader may not write.
+@Suite struct StoreInspectReadOnlyMediaTests {
+    @Test func aStoreOnAReadOnlyFileSystemIsReadWithoutALockFileAndSaysSo() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let mountPoint = store.directory.path("ro")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: false)
+        let tool = ChildProcess.executable("store-inspect")
+        // A private mount namespace: the read-only bind mount is seen by this shell and its children only.
+        let script = """
+            mount --bind '\(store.directory.path)' '\(mountPoint)' && mount -o remount,bind,ro '\(mountPoint)' \
+            && rm -f '\(mountPoint)/lib.store/lock.mdb' 2>/dev/null; \
+            '\(tool)' info '\(mountPoint)/lib.store' --format json && '\(tool)' ls '\(mountPoint)/lib.store' Tag
+            """
+        let output = try ChildProcess.run("/usr/bin/unshare", ["-m", "/bin/sh", "-c", script])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("is on a read-only file system: reading it without a lock file"))
+        #expect(output.stdout.contains("\"lock file\": \"none: read-only file system"), "\(output.stdout)")
+        #expect(output.stdout.contains("{\"id\":\"Tag/p1\",\"name\":\"classic\",\"books\":"), "\(output.stdout)")
+    }
+
+    @Test func aLockFileTheReaderMayNotWriteIsNamed() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        #expect(try inspect(["info", store.path]).status == 0)  // the lock file exists
+        for path in [store.directory.path, store.path] { chmod(path, 0o755) }
+        for file in ["data.mdb", "lock.mdb"] { chmod(store.path + "/" + file, 0o644) }
+        let output = try ChildProcess.run(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=65534", "--regid=65534", "--clear-groups", ChildProcess.executable("store-inspect"), "info",
+                store.path,
+            ])
+        #expect(output.status == 66, "\(output.stderr)")
+        #expect(output.stderr.contains("cannot open \(store.path)/lock.mdb for writing (permission denied)"))
+        #expect(output.stdout.isEmpty)
+    }
+}

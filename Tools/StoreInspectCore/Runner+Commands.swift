@@ -23,6 +23,14 @@ extension Runner {
             ("last saved transaction", .int(Int64(history))),
             ("free pages", .int(Int64(free.pages))),
             ("free-list entries", .int(Int64(free.entries))),
+            (
+                "lock file",
+                .text(
+                    environment.registersReaders
+                        ? "lock.mdb"
+                        : "none: read-only file system (readers are not registered; safe only while"
+                            + " nothing writes the store)")
+            ),
             ("readers", .int(Int64(info.readersUsed))),
             ("max readers", .int(Int64(info.maxReaders))),
         ]

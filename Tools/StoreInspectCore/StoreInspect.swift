@@ -56,6 +56,11 @@ public enum StoreInspect {
                 return try Importer(invocation: invocation, format: format, out: out).run()
             }
             let runner = try Runner(invocation: invocation, format: format, color: color, out: out)
+            if !runner.store.environment.registersReaders {
+                err(
+                    "store-inspect: note: \(Cell.visible(invocation.store)) is on a read-only file system: reading it"
+                        + " without a lock file (safe only while no process writes the store)\n")
+            }
             let code = try runner.run()
             return code
         } catch let failure as CommandFailure {
@@ -85,7 +90,20 @@ public enum StoreInspect {
         if let error = error as? LMDBError {
             let message = "\(error.message) (\(error.code.name), \(error.context))"
             switch error.code {
-            case .noSuchFile, .permissionDenied:
+            case .permissionDenied:
+                // A reader registers in lock.mdb: readable data with a lock file it may not write is the usual case.
+                let lock = store + "/lock.mdb"
+                if FileManager.default.isReadableFile(atPath: store + "/data.mdb")
+                    && FileManager.default.fileExists(atPath: lock) && access(lock, W_OK) != 0
+                {
+                    return CommandFailure(
+                        code: ExitCode.storeUnavailable,
+                        message: "cannot open \(lock) for writing (permission denied): a reader registers its "
+                            + "snapshot there; give this user write access to the lock file (the data file may stay "
+                            + "read-only), or inspect a copy (store-inspect backup)")
+                }
+                return CommandFailure(code: ExitCode.storeUnavailable, message: message)
+            case .noSuchFile:
                 return CommandFailure(code: ExitCode.storeUnavailable, message: message)
             case .truncatedDataFile, .notAnEnvironment, .corrupted, .invalid, .pageNotFound, .unsafeFile,
                 .databaseNotFound:
