@@ -9,7 +9,7 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := liblmdb-dev lmdb-utils
 
-.PHONY: all deps build demo test lint format bench bench-quick fuzz docs stress tsan clean
+.PHONY: all deps build demo test lint format bench bench-quick fuzz docs share stress tsan clean
 
 all: build
 
@@ -35,6 +35,14 @@ demo: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+
+# store-inspect's man page and bash/zsh completions, generated from its help (a test checks they are current).
+share:
+	$(SWIFT) build --product store-inspect
+	mkdir -p share/man/man1 share/completions
+	.build/debug/store-inspect manpage > share/man/man1/store-inspect.1
+	.build/debug/store-inspect completion bash > share/completions/store-inspect.bash
+	.build/debug/store-inspect completion zsh > share/completions/_store-inspect
 
 lint:
 	$(SWIFT) format lint --strict --recursive Package.swift Sources Tools Tests Fuzz Benchmarks/Package.swift Benchmarks/Sources

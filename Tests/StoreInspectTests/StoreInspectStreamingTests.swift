@@ -188,3 +188,40 @@ import Testing
         #expect(output.stdout.isEmpty)
     }
 }
+
+/// The man page and the completions are generated from the help, and the copies in `share/` are the generated ones.
+@Suite struct StoreInspectManPageTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    @Test func theCheckedInManPageAndCompletionsAreTheGeneratedOnes() throws {
+        for (arguments, file) in [
+            (["manpage"], "share/man/man1/store-inspect.1"),
+            (["completion", "bash"], "share/completions/store-inspect.bash"),
+            (["completion", "zsh"], "share/completions/_store-inspect"),
+        ] {
+            let generated = try inspect(arguments)
+            #expect(generated.status == 0, "\(generated.stderr)")
+            let stored = try String(contentsOfFile: Self.root + "/" + file, encoding: .utf8)
+            #expect(generated.stdout == stored, "\(file) is stale: run make share")
+        }
+        // Every subcommand has a section in the man page.
+        let page = try inspect(["manpage"]).stdout
+        for name in ["info", "ls", "export", "import", "readers", "watch", "backup"] {
+            #expect(page.contains(".SS \(name)\n"), "\(name)")
+        }
+    }
+
+    @Test func bashCompletesSubcommandsOptionsAndFormats() throws {
+        let script = """
+            source '\(Self.root)/share/completions/store-inspect.bash'
+            COMP_WORDS=(store-inspect im); COMP_CWORD=1; _store_inspect; echo "${COMPREPLY[*]}"
+            COMP_WORDS=(store-inspect ls s.store --wh); COMP_CWORD=3; _store_inspect; echo "${COMPREPLY[*]}"
+            COMP_WORDS=(store-inspect ls s.store --format n); COMP_CWORD=4; _store_inspect; echo "${COMPREPLY[*]}"
+            """
+        let output = try ChildProcess.run("/bin/bash", ["-c", script])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout == "import\n--where\nndjson\n", "\(output.stdout)")
+        #expect(try inspect(["completion", "fish"]).status == 64)
+    }
+}

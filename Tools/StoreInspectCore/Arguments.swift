@@ -62,6 +62,10 @@ public enum HelpRequest: Equatable, Sendable {
     case command(String)
     /// `--version`: the tool's version.
     case version
+    /// `manpage`: the man page in roff, generated from the help.
+    case manPage
+    /// `completion bash|zsh`: a shell completion script.
+    case completion(String)
 }
 
 enum Commands {
@@ -171,6 +175,8 @@ enum Commands {
               -h, --help            Show help (for a subcommand: store-inspect help SUBCOMMAND).
               --version             Show the version of store-inspect and of the EntityStore it reads with.
 
+            MORE: store-inspect manpage > store-inspect.1; store-inspect completion bash|zsh (shell completions).
+
             SUBCOMMANDS:
 
             """
@@ -192,6 +198,16 @@ public func parseArguments(_ arguments: [String]) throws(UsageError) -> Result<I
     if command == "--version" || command == "version" {
         guard arguments.count == 1 else { throw UsageError("\(command) takes no arguments") }
         return .failure(HelpRequestBox(.version))
+    }
+    if command == "manpage" {
+        guard arguments.count == 1 else { throw UsageError("manpage takes no arguments") }
+        return .failure(HelpRequestBox(.manPage))
+    }
+    if command == "completion" {
+        guard arguments.count == 2, ["bash", "zsh"].contains(arguments[1]) else {
+            throw UsageError("completion takes a shell: bash or zsh")
+        }
+        return .failure(HelpRequestBox(.completion(arguments[1])))
     }
     if command == "help", arguments.count == 2 {
         guard Commands.spec(arguments[1]) != nil else {

@@ -37,6 +37,8 @@ public enum StoreInspect {
                 switch help.request {
                 case .general: out(Commands.generalHelp)
                 case .command(let name): out(Commands.spec(name)?.help ?? Commands.generalHelp)
+                case .manPage: out(Commands.manPage)
+                case .completion(let shell): out(shell == "zsh" ? Commands.zshCompletion : Commands.bashCompletion)
                 case .version:
                     out(
                         "store-inspect \(entityStoreVersion) (EntityStore \(entityStoreVersion), \(Environment.lmdbVersion))\n"
