@@ -181,6 +181,7 @@ public class ReadTransaction {
         try environment.checkKey(key, "get in database \(database)")
         var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var data = MDB_val()
+        FaultDiagnostics.note(database)
         let rc = mdb_get(pointer, database.dbi, &keyValue, &data)
         if rc == MDB_NOTFOUND { return nil }
         try check(rc, "mdb_get in database \(database)")
@@ -246,6 +247,7 @@ public class ReadTransaction {
     public func withCursor<R>(on database: Database, _ body: (Cursor) throws -> R) throws -> R {
         try requireUsable(database, "cursor on database \(database)")
         var cursorPointer: OpaquePointer?
+        FaultDiagnostics.note(database)
         try check(mdb_cursor_open(pointer, database.dbi, &cursorPointer), "mdb_cursor_open on database \(database)")
         let cursor = Cursor(pointer: cursorPointer!, database: database, environment: environment)
         defer {

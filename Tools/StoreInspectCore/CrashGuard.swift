@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 
 #if canImport(Glibc)
 import Glibc
@@ -20,7 +21,12 @@ public enum CrashGuard {
         var mapEnd: UInt = 0
         var pageSize: UInt = 4096
         var lastPage: UInt = 0
+        /// Database names by handle number, each NUL-terminated in a slot of `nameSlot` bytes.
+        var names: UnsafeMutableBufferPointer<UInt8>
     }
+
+    static let nameSlots = 256
+    static let nameSlot = 96
 
     nonisolated(unsafe) static var state: UnsafeMutablePointer<State>?
 
@@ -31,8 +37,10 @@ public enum CrashGuard {
         prefix.initialize(repeating: 0)
         let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 1024)
         buffer.initialize(repeating: 0)
+        let names = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: nameSlots * nameSlot)
+        names.initialize(repeating: 0)
         let pointer = UnsafeMutablePointer<State>.allocate(capacity: 1)
-        pointer.initialize(to: State(prefix: prefix, buffer: buffer))
+        pointer.initialize(to: State(prefix: prefix, buffer: buffer, names: names))
         state = pointer
         setPrefix("store-inspect: ")
         // An alternate stack, so that a fault from a stack overflow can be reported too.
@@ -82,6 +90,19 @@ public enum CrashGuard {
         }
     }
 
+    /// Prepares the database names a fault can name (the store's databases, opened when the store was) and has
+    /// every read note its database (``FaultDiagnostics``).
+    static func nameDatabases(_ numbers: [(number: UInt32, name: String)]) {
+        guard let state else { return }
+        for (number, name) in numbers where Int(number) < nameSlots {
+            let bytes = Array(name.utf8.prefix(nameSlot - 1))
+            let start = Int(number) * nameSlot
+            for (i, byte) in bytes.enumerated() { state.pointee.names[start + i] = byte }
+            state.pointee.names[start + bytes.count] = 0
+        }
+        FaultDiagnostics.isEnabled = true
+    }
+
     private static let handler:
         @convention(c) (Int32, UnsafeMutablePointer<siginfo_t>?, UnsafeMutableRawPointer?) ->
             Void = { signal, info, _ in
@@ -112,6 +133,11 @@ public enum CrashGuard {
                     } else {
                         out.append(" outside the data file's map: a damaged page points there")
                     }
+                }
+                let database = FaultDiagnostics.lastDatabase
+                if Int(database) < nameSlots && state.pointee.names[Int(database) * nameSlot] != 0 {
+                    out.append(", reading the database ")
+                    out.append(UnsafePointer(state.pointee.names.baseAddress! + Int(database) * nameSlot))
                 }
                 out.append("; run `store-inspect check` on a backup, or restore one\n")
                 _ = write(STDERR_FILENO, state.pointee.buffer.baseAddress, out.count)

@@ -168,6 +168,7 @@ struct Runner {
             command: invocation.command, store: invocation.store, pageSize: Int(getpagesize()),
             lastPage: environment.info().lastPageNumber)
         store = try PersistentStore.openReadOnly(path: invocation.store)
+        CrashGuard.nameDatabases(environment.databaseNumbers())
     }
 
     func emit(_ table: Table) { out(table.render(format, color: color)) }
