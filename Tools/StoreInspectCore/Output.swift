@@ -397,10 +397,17 @@ final class RowStream {
     }
 
     private func line(_ cells: [String]) -> String {
-        zip(cells, widths ?? []).map { text, width in
-            let cut = Cell.displayWidth(text) > 60 ? Cell.prefix(text, width: 59) + "…" : text
-            return cut + String(repeating: " ", count: max(0, width - Cell.displayWidth(cut)))
-        }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+        var line = ""
+        for (i, (text, width)) in zip(cells, widths ?? []).enumerated() {
+            if i > 0 { line += "  " }
+            let cells = Cell.displayWidth(text)
+            let cut = cells > 60 ? Cell.prefix(text, width: 59) + "…" : text
+            line += cut
+            line += String(repeating: " ", count: max(0, width - (cells > 60 ? 60 : cells)))
+        }
+        // No trailing blanks (the last column's padding, or empty last cells).
+        while line.utf8.last == UInt8(ascii: " ") { line.removeLast() }
+        return line
     }
 
     // RFC 4180 with LF line ends (which Python's csv and sqlite3 read alike). Quoted when the text holds a comma, a

@@ -412,6 +412,24 @@ extension ObjectContext {
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: false)
                 for (position, request) in requests.enumerated() {
                     var storage = try store.storage(for: request.entity)
+                    // Every object of one entity in key order: read straight off the records' cursor, holding
+                    // nothing (no list of matches first, no second lookup per record).
+                    if request.predicate == nil && request.sortKeys.isEmpty && request.fetchLimit == 0
+                        && request.fetchOffset == 0
+                        && !(request.includesSubentities && store.hierarchies.hasFamily(request.entity))
+                    {
+                        let entity = storage.entity
+                        try txn.forEach(in: storage.records) { key, bytes in
+                            let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
+                            let values = try RecordCodec.decode(
+                                bytes, entity: entity, key: id.primaryKey, decimalsAsText: true
+                            ).values
+                            let relationships = try entity.relationships.map { try reader.storedTargets(of: id, $0) }
+                            try row(position, SnapshotRow(id: id, values: values, relationships: relationships))
+                            return .continue
+                        }
+                        continue
+                    }
                     for candidate in try run(request, shape: .objectIDs, in: txn) {
                         // A sub-entity's object (a fetch of a superentity includes them) has its own record layout.
                         if candidate.id.entityName != storage.entity.name {
