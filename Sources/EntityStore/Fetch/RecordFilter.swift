@@ -65,10 +65,64 @@ final class RecordFilter {
         types = entity.attributes.map(\.type)
         last = self.tests.last!.attribute
         tags = types.map(RecordCodec.tag(of:))
+        // The scan's plan, in memory of its own: trivial values only, so that reading it per record retains nothing
+        // and checks no bounds.
+        steps = .allocate(capacity: last + 1)
+        fastTests = .allocate(capacity: self.tests.count)
+        var lists: [[Scalar]] = []
+        for (position, (_, test)) in self.tests.enumerated() {
+            switch test {
+            case .compare(let op, let scalar): fastTests[position] = .compare(op, scalar)
+            case .between(let low, let high): fastTests[position] = .between(low, high)
+            case .oneOf(let scalars):
+                fastTests[position] = .oneOf(lists.count)
+                lists.append(scalars)
+            }
+        }
+        self.lists = lists
+        var next = 0
+        for i in 0...last {
+            let first = next
+            while next < self.tests.count && self.tests[next].attribute == i { next += 1 }
+            let kind: Step.Kind =
+                switch types[i] {
+                case .bool: .bool
+                case .int64: .int
+                case .double, .date: .double
+                case .uuid: .uuid
+                case .string, .binary, .decimal: .bytes
+                }
+            steps[i] = Step(kind: kind, tag: tags[i], firstTest: first, endTest: next)
+        }
+    }
+
+    deinit {
+        steps.deallocate()
+        fastTests.deallocate()
     }
 
     /// The record tag of each attribute's values.
     let tags: [UInt8]
+
+    /// How the scan reads attribute `i` (up to the last tested one) and which tests it runs on it.
+    struct Step {
+        enum Kind: UInt8 { case bool, int, double, uuid, bytes }
+        var kind: Kind
+        var tag: UInt8
+        var firstTest: Int
+        var endTest: Int
+    }
+
+    /// A test without references (`oneOf` points into `lists`).
+    enum FastTest {
+        case compare(FetchPredicate.Operator, Scalar)
+        case between(Scalar, Scalar)
+        case oneOf(Int)
+    }
+
+    private let steps: UnsafeMutableBufferPointer<Step>
+    private let fastTests: UnsafeMutableBufferPointer<FastTest>
+    private let lists: [[Scalar]]
 
     /// Whether the record matches; `nil` when the bytes are not what the entity's records look like (the caller
     /// then takes the full path, which reports the damage).
@@ -86,45 +140,56 @@ final class RecordFilter {
         guard offset <= count else { return nil }
         // One loop in this function's own frame (a closure over `offset` would make the compiler check its
         // exclusivity at run time on every byte).
-        var next = 0
+        let steps = UnsafeBufferPointer(self.steps)
         for i in 0...last {
-            let isNull = base.load(fromByteOffset: bitmapStart + i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0
+            let step = steps[i]
+            let isNull = base.load(fromByteOffset: bitmapStart &+ i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0
             var value: Scalar?
             if !isNull {
-                guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == tags[i] else {
+                guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == step.tag else {
                     return nil
                 }
                 offset += 1
-                switch types[i] {
+                switch step.kind {
                 case .bool:
                     guard offset < count else { return nil }
                     let raw = base.load(fromByteOffset: offset, as: UInt8.self)
                     offset += 1
                     guard raw <= 1 else { return nil }
                     value = .bool(raw == 1)
-                case .int64:
+                case .int:
                     guard let raw = Self.varint(base, count, &offset) else { return nil }
                     value = .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
-                case .double, .date:
+                case .double:
                     guard offset + 8 <= count else { return nil }
                     let raw = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian
                     offset += 8
                     value = .double(Double(bitPattern: raw))
                 case .uuid:
                     offset += 16
-                case .string, .binary, .decimal:
+                case .bytes:
                     guard let length = Self.varint(base, count, &offset), length <= UInt64(count - offset)
                     else { return nil }
                     offset += Int(length)
                 }
                 guard offset <= count else { return nil }
             }
-            while next < tests.count && tests[next].attribute == i {
-                if !Self.passes(value, tests[next].test) { return false }
-                next += 1
+            var test = step.firstTest
+            while test < step.endTest {
+                if !passes(value, fastTests[test]) { return false }
+                test += 1
             }
         }
         return true
+    }
+
+    @inline(__always)
+    private func passes(_ value: Scalar?, _ test: FastTest) -> Bool {
+        switch test {
+        case .compare(let op, let constant): Self.passes(Self.order(value, constant), op)
+        case .between(let low, let high): Self.between(value, low, high)
+        case .oneOf(let list): lists[list].contains { Self.order(value, $0) == .orderedSame }
+        }
     }
 
     /// The varint at `offset` (moved past it), or `nil` when the bytes end first or it is longer than 64 bits. A
@@ -156,22 +221,29 @@ final class RecordFilter {
 
     static func passes(_ value: Scalar?, _ test: Test) -> Bool {
         switch test {
-        case .compare(let op, let constant):
-            let order = Self.order(value, constant)
-            switch op {
-            case .equal: return order == .orderedSame
-            case .notEqual: return order != .orderedSame
-            case .less: return order == .orderedAscending
-            case .lessOrEqual: return order != nil && order != .orderedDescending
-            case .greater: return order == .orderedDescending
-            case .greaterOrEqual: return order != nil && order != .orderedAscending
-            default: return false
-            }
-        case .oneOf(let constants):
-            return constants.contains { Self.order(value, $0) == .orderedSame }
-        case .between(let low, let high):
-            guard let lower = Self.order(value, low), let upper = Self.order(value, high) else { return false }
-            return lower != .orderedAscending && upper != .orderedDescending
+        case .compare(let op, let constant): return passes(order(value, constant), op)
+        case .oneOf(let constants): return constants.contains { Self.order(value, $0) == .orderedSame }
+        case .between(let low, let high): return between(value, low, high)
         }
+    }
+
+    /// Whether a comparison whose order is `order` passes `op`.
+    @inline(__always)
+    static func passes(_ order: ComparisonResult?, _ op: FetchPredicate.Operator) -> Bool {
+        switch op {
+        case .equal: order == .orderedSame
+        case .notEqual: order != .orderedSame
+        case .less: order == .orderedAscending
+        case .lessOrEqual: order != nil && order != .orderedDescending
+        case .greater: order == .orderedDescending
+        case .greaterOrEqual: order != nil && order != .orderedAscending
+        default: false
+        }
+    }
+
+    @inline(__always)
+    static func between(_ value: Scalar?, _ low: Scalar, _ high: Scalar) -> Bool {
+        guard let lower = order(value, low), let upper = order(value, high) else { return false }
+        return lower != .orderedAscending && upper != .orderedDescending
     }
 }
