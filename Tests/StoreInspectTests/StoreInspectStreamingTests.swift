@@ -54,6 +54,20 @@ import Testing
         }
     }
 
+    @Test func anEntityWithoutObjectsStillHasItsHeader() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        #expect(
+            try inspect(["export", store.path, "Chapter", "--format", "csv"]).stdout == "id,title,number,book,notes\n")
+        #expect(try inspect(["ls", store.path, "Chapter", "--format", "csv"]).stdout == "id,title,number,book,notes\n")
+        let json = try inspect(["ls", store.path, "Chapter", "--format", "json"]).stdout
+        #expect(json.hasPrefix("{\"transaction\": ") && json.hasSuffix("\"rows\": []}\n"), "\(json)")
+        // Every entity's block, those without objects too, in schema order.
+        let table = try inspect(["export", store.path, "--all", "--format", "table"]).stdout
+        let headers = table.split(separator: "\n").filter { $0.hasPrefix("entity ") }
+        #expect(headers.count == 6, "\(table)")
+    }
+
     @Test func everyCommandPrintsOneJSONObject() throws {
         let store = try InspectedStore()
         defer { store.remove() }

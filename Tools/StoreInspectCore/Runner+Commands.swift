@@ -369,6 +369,22 @@ extension Runner {
         let oneStream = format == .json || format == .ndjson
         var stream: RowStream?
         var current = -1
+        // Tables and CSV: each entity's block starts when its first row comes, or (without rows) when a later
+        // entity's does or the export ends: every entity gets its header.
+        func advance(to position: Int) {
+            while current < position {
+                if let stream {
+                    stream.finish()
+                    out("\n")
+                }
+                current += 1
+                stream =
+                    current < entities.count
+                    ? RowStream(
+                        columns: columns(entities[current]), format: format, color: color, transaction: nil, out: out)
+                    : nil
+            }
+        }
         try context.streamSnapshot(requests) { transaction in
             if oneStream {
                 stream = RowStream(columns: [], format: format, color: color, transaction: transaction, out: out)
@@ -378,18 +394,15 @@ extension Runner {
                 stream?.add(cells(position, row), keys: keys[position])
                 return
             }
-            if position != current {
-                if let stream {
-                    stream.finish()
-                    out("\n")
-                }
-                current = position
-                stream = RowStream(
-                    columns: columns(entities[position]), format: format, color: color, transaction: nil, out: out)
-            }
+            advance(to: position)
             stream?.add(cells(position, row))
         }
-        stream?.finish()
+        if oneStream {
+            stream?.finish()
+        } else {
+            advance(to: entities.count - 1)
+            stream?.finish()
+        }
     }
 
     /// `export --all --format csv --dir D`: one `ENTITY.csv` per entity in `directory` (created 0700 when missing),
