@@ -31,6 +31,7 @@ struct Importer {
     }
 
     func run() throws -> Int32 {
+        try Runner.checkStorePath(invocation.store)
         if let input = invocation.options["--input"], !["json", "ndjson", "csv"].contains(input) {
             throw CommandFailure(code: ExitCode.usage, message: "unknown --input '\(input)' (json, ndjson or csv)")
         }

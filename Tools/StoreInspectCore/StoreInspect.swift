@@ -144,15 +144,7 @@ struct Runner {
         self.format = format
         self.color = color
         self.out = out
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: invocation.store, isDirectory: &isDirectory) else {
-            throw CommandFailure(code: ExitCode.storeUnavailable, message: "no store at \(invocation.store)")
-        }
-        guard isDirectory.boolValue else {
-            throw CommandFailure(
-                code: ExitCode.corruptData,
-                message: "\(invocation.store) is a file; a store is a directory holding data.mdb")
-        }
+        try Self.checkStorePath(invocation.store)
         // LMDB walks the store's pages from its first read on: a fault on a damaged one is exit 65 naming the
         // page (`CrashGuard`, when the executable installed it). The environment is opened first, so that the
         // guard knows where the data file is mapped before the store reads its catalog; the store then shares it.
@@ -169,6 +161,18 @@ struct Runner {
             lastPage: environment.info().lastPageNumber)
         store = try PersistentStore.openReadOnly(path: invocation.store)
         CrashGuard.nameDatabases(environment.databaseNumbers())
+    }
+
+    /// Refuses a path that is not a directory, before LMDB says so less plainly.
+    static func checkStorePath(_ path: String) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw CommandFailure(code: ExitCode.storeUnavailable, message: "no store at \(path)")
+        }
+        guard isDirectory.boolValue else {
+            throw CommandFailure(
+                code: ExitCode.corruptData, message: "\(path) is a file; a store is a directory holding data.mdb")
+        }
     }
 
     func emit(_ table: Table) { out(table.render(format, color: color)) }
