@@ -106,6 +106,20 @@ import Testing
         #expect(tagged.stdout == "entity,count\nBook,6\n")
     }
 
+    @Test func csvFromASpreadsheetWithAByteOrderMarkAndCRLFLoads() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let file = store.directory.path("tags.csv")
+        try Data([0xEF, 0xBB, 0xBF] + Array("id,name\r\nTag/p7,\"new, \"\"quoted\"\"\"\r\nTag/p8,\"\"\r\n".utf8)).write(
+            to: URL(fileURLWithPath: file))
+        let imported = try inspect(["import", store.path, file, "--format", "csv"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout == "entity,objects,new keys\nTag,2,2\n")
+        let names = try inspect(["ls", store.path, "Tag", "--where", "name != 'classic'", "--format", "csv"])
+        #expect(names.stdout.contains(",\"new, \"\"quoted\"\"\",\n"), "\(names.stdout)")
+        #expect(names.stdout.contains(",\"\",\n"), "\(names.stdout)")  // the empty name stays an empty string
+    }
+
     @Test func badInputImportsNothingAndSaysWhere() throws {
         let store = try InspectedStore()
         defer { store.remove() }

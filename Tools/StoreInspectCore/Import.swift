@@ -390,6 +390,8 @@ enum CSVReader {
     }
 
     static func records(_ bytes: [UInt8], name: String) throws -> [[Cell]] {
+        // A UTF-8 byte order mark (spreadsheets write one) is not part of the first column's name.
+        let bytes = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
         var records: [[Cell]] = []
         var record: [Cell] = []
         var field: [UInt8] = []
