@@ -12,43 +12,51 @@ extension Environment {
     ///
     /// - Throws: What `body` throws, or an ``LMDBError`` from LMDB.
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
-        var triedReaderCheck = false
-        while true {
-            let outcome: Outcome<R> = try gate.withTransaction(write: false) {
-                let generation = handles.generation.load(ordering: .sequentiallyConsistent)
-                let pointer: OpaquePointer
-                switch try begin(write: false, triedReaderCheck: triedReaderCheck) {
-                case .began(let began): pointer = began
-                case .retry(let reason): return reason.outcome()
+        // The result goes into a slot of its own and the attempt returns a plain step: a generic `Outcome<R>` was
+        // copied and destroyed through its value witnesses, ~300 instructions per read.
+        try withUnsafeTemporaryAllocation(of: R.self, capacity: 1) { slot in
+            let result = slot.baseAddress!
+            var triedReaderCheck = false
+            while true {
+                let step: Step = try gate.withTransaction(write: false) {
+                    let generation = handles.generation.load(ordering: .sequentiallyConsistent)
+                    let pointer: OpaquePointer
+                    switch try begin(write: false, triedReaderCheck: triedReaderCheck) {
+                    case .began(let began): pointer = began
+                    case .retry(let reason): return reason.step
+                    }
+                    let transaction = ReadTransaction(environment: self, pointer: pointer, beginGeneration: generation)
+                    do {
+                        result.initialize(to: try body(transaction))
+                    } catch {
+                        mdb_txn_abort(pointer)
+                        transaction.end(committed: false)
+                        if transaction.needsRetry { return .handleRetry }
+                        throw error
+                    }
+                    if transaction.needsRetry {
+                        result.deinitialize(count: 1)
+                        mdb_txn_abort(pointer)
+                        transaction.end(committed: false)
+                        return .handleRetry
+                    }
+                    // Commit (not abort) keeps database handles opened in this transaction.
+                    let rc = mdb_txn_commit(pointer)
+                    transaction.end(committed: rc == MDB_SUCCESS)
+                    if rc != MDB_SUCCESS {
+                        result.deinitialize(count: 1)
+                        try check(rc, "mdb_txn_commit (read) at \(path)")
+                    }
+                    return .done
                 }
-                let transaction = ReadTransaction(environment: self, pointer: pointer, beginGeneration: generation)
-                let result: R
-                do {
-                    result = try body(transaction)
-                } catch {
-                    mdb_txn_abort(pointer)
-                    transaction.end(committed: false)
-                    if transaction.needsRetry { return .handleRetry }
-                    throw error
+                switch step {
+                case .done: return result.move()
+                case .mapResized: try adoptResizedMap()
+                case .readersFull:
+                    triedReaderCheck = true
+                    checkReaders()
+                case .mapFull, .handleRetry: continue
                 }
-                if transaction.needsRetry {
-                    mdb_txn_abort(pointer)
-                    transaction.end(committed: false)
-                    return .handleRetry
-                }
-                // Commit (not abort) keeps database handles opened in this transaction.
-                let rc = mdb_txn_commit(pointer)
-                transaction.end(committed: rc == MDB_SUCCESS)
-                try check(rc, "mdb_txn_commit (read) at \(path)")
-                return .done(result)
-            }
-            switch outcome {
-            case .done(let result): return result
-            case .mapResized: try adoptResizedMap()
-            case .readersFull:
-                triedReaderCheck = true
-                checkReaders()
-            case .mapFull, .handleRetry: continue
             }
         }
     }
@@ -156,6 +164,14 @@ extension Environment {
         case mapResized, readersFull, mapFull
 
         func outcome<R>() -> Outcome<R> {
+            switch self {
+            case .mapResized: .mapResized
+            case .readersFull: .readersFull
+            case .mapFull: .mapFull
+            }
+        }
+
+        var step: Step {
             switch self {
             case .mapResized: .mapResized
             case .readersFull: .readersFull
@@ -313,6 +329,16 @@ extension Environment {
 /// Collects the lines of `mdb_reader_list`.
 private final class ReaderLines {
     var lines: [String] = []
+}
+
+/// What one attempt at a read transaction came to (its result, when done, is in the caller's slot).
+enum Step {
+    case done
+    case mapResized
+    case readersFull
+    case mapFull
+    /// The transaction needed a database handle published after it began.
+    case handleRetry
 }
 
 enum Outcome<R> {

@@ -32,6 +32,17 @@ public final class ObjectContext {
     let undo = UndoStack()
     /// Faults from a batched fetch: faulting one loads its whole batch.
     @exclusivity(unchecked) var faultBatches: [ObjectID: FaultBatch] = [:]
+    /// The storage a fault read last: faults come in runs of one entity, and comparing a name costs less than
+    /// hashing it for the store's dictionary.
+    @exclusivity(unchecked) private var lastFaultStorage: EntityStorage?
+
+    /// The store's storage of `entity`, through ``lastFaultStorage``.
+    func lastStorage(for entity: String) throws -> EntityStorage {
+        if let storage = lastFaultStorage, storage.entity.name == entity { return storage }
+        let storage = try store.storage(for: entity)
+        lastFaultStorage = storage
+        return storage
+    }
     /// The identity of this context instance, recorded with its saves.
     ///
     /// Made when first asked for (by a save, a merge or the app): a random UUID costs a system call, which was half
@@ -220,11 +231,12 @@ public final class ObjectContext {
             try faultFromParent(object, parent)
             return
         }
-        if let batch = faultBatches[object.objectID] {
+        // (An empty dictionary still hashes the key it is asked for.)
+        if !faultBatches.isEmpty, let batch = faultBatches[object.objectID] {
             try loadFaults(batch.ids.compactMap { registered[$0] })
             if object.values != nil { return }
         }
-        let storage = try store.storage(for: object.objectID.entityName)
+        let storage = try lastStorage(for: object.objectID.entityName)
         let loaded = try mappingStorageErrors("loading \(object.objectID)") {
             try store.read { txn -> ([Value], UInt64)? in
                 guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { return nil }
