@@ -19,6 +19,43 @@ import Testing
         ]
     }
 
+    @Test func decimalsAsTextAreTheirDescriptionAndStillChecked() throws {
+        for text in ["12.95", "-0.000001", "0", "100000000000000000000", "12345678901234567890.123456789012345678"] {
+            var values = sample
+            values[2] = .decimal(Decimal(string: text)!)
+            var buffer: [UInt8] = []
+            RecordCodec.encode(values, rowVersion: 1, into: &buffer)
+            let decoded = try buffer.withUnsafeBytes {
+                try RecordCodec.decode($0, entity: book, decimalsAsText: true).values
+            }
+            #expect(decoded[2] == .string(Decimal(string: text)!.description), "\(text)")
+            #expect(Array(decoded[0..<2] + decoded[3...]) == Array(values[0..<2] + values[3...]))
+        }
+        // Plain decimal text, as Decimal.description writes it; anything else is parsed (and checked) first.
+        for (text, plain) in [
+            ("1", true), ("-12.5", true), ("0.5", true), ("01", false), ("1.", false), (".5", false), ("1e3", false),
+            ("-", false), ("", false), ("1.2.3", false),
+        ] {
+            let bytes = Array(text.utf8)
+            #expect(bytes.withUnsafeBytes { ByteReader.isPlainDecimal($0) } == plain, "\(text)")
+        }
+        // A stored decimal that does not parse is corrupt data, as without the option.
+        var buffer: [UInt8] = []
+        RecordCodec.encode(sample, rowVersion: 1, into: &buffer)
+        let stored = Array("12.95".utf8)
+        let at = try #require(buffer.indices.first { Array(buffer[$0..<min($0 + 5, buffer.count)]) == stored })
+        buffer[at + 2] = UInt8(ascii: "x")
+        // ("12x95" is not a decimal, though `Decimal(string:)` would read 12 from it.)
+        for decimalsAsText in [true, false] {
+            #expect(throws: EntityStoreError.self) {
+                try buffer.withUnsafeBytes { try RecordCodec.decode($0, entity: book, decimalsAsText: decimalsAsText) }
+            }
+        }
+        #expect(throws: EntityStoreError.self) {
+            try buffer.withUnsafeBytes { try RecordCodec.validate($0, entity: book) }
+        }
+    }
+
     @Test func recordsRoundTripEveryTypeAndNil() throws {
         for values in [sample, [.string(""), .null, .null, .null, .null, .double(.infinity), .bool(true)]] {
             var buffer: [UInt8] = []

@@ -190,9 +190,10 @@ struct Importer {
             let reason = FileManager.default.fileExists(atPath: file) ? "it cannot be opened" : "no such file"
             throw CommandFailure(code: ExitCode.storeUnavailable, message: "cannot read \(file): \(reason)")
         }
-        defer { try? handle.close() }  // read-only: closing cannot lose anything
         do {
-            return try handle.readToEnd() ?? Data()
+            let data = try handle.readToEnd() ?? Data()
+            try handle.close()
+            return data
         } catch {
             throw CommandFailure(
                 code: ExitCode.ioError, message: "cannot read \(file): \(error.localizedDescription)")

@@ -112,12 +112,6 @@ enum Cell {
         }
     }
 
-    var json: String {
-        var bytes: [UInt8] = []
-        appendJSON(to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
     /// Appends the cell as JSON: text quoted, nil as `null`, a list as an array.
     func appendJSON(to out: inout [UInt8]) {
         switch self {
@@ -305,7 +299,12 @@ final class RowStream {
         self.out = out
         buffer.reserveCapacity(Self.chunk + 4096)
         switch format {
-        case .csv: append(columns.map(Self.csvField).joined(separator: ",") + "\n")
+        case .csv:
+            for (i, column) in columns.enumerated() {
+                if i > 0 { buffer.append(UInt8(ascii: ",")) }
+                Self.appendCSVField(column, to: &buffer)
+            }
+            buffer.append(UInt8(ascii: "\n"))
         case .json where !isRecord:
             append((transaction.map { "{\"transaction\": \($0), " } ?? "{") + "\"rows\": [")
         default: break
@@ -340,12 +339,7 @@ final class RowStream {
         case .csv:
             for (i, cell) in row.enumerated() {
                 if i > 0 { buffer.append(UInt8(ascii: ",")) }
-                switch cell {
-                case .null: break
-                case .int(let value): Cell.appendDecimal(value, to: &buffer)
-                case .text(let text) where !text.isEmpty: Self.appendCSVField(text, to: &buffer)
-                default: append(Self.csvCell(cell))
-                }
+                Self.appendCSVCell(cell, to: &buffer)
             }
             buffer.append(UInt8(ascii: "\n"))
         case .table:
@@ -414,12 +408,6 @@ final class RowStream {
     // quote, a CR or an LF (tested on bytes: "\r\n" is one Character, equal to neither). Nil is an empty field, an
     // empty string a quoted one (`""`), as in PostgreSQL's CSV: Python reads them apart with
     // `quoting=csv.QUOTE_NOTNULL` (3.12).
-    static func csvField(_ text: String) -> String {
-        var bytes: [UInt8] = []
-        appendCSVField(text, to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
     static func appendCSVField(_ text: String, to out: inout [UInt8]) {
         guard text.utf8.contains(where: { $0 == 0x2C || $0 == 0x22 || $0 == 0x0A || $0 == 0x0D }) else {
             return out.append(contentsOf: text.utf8)
@@ -432,11 +420,15 @@ final class RowStream {
         out.append(0x22)
     }
 
-    static func csvCell(_ cell: Cell) -> String {
+    /// Appends a cell: nil as an empty field, the empty string as `""`, a number's digits, other text quoted when
+    /// it must be.
+    static func appendCSVCell(_ cell: Cell, to out: inout [UInt8]) {
         switch cell {
-        case .null: ""
-        case .text(let text) where text.isEmpty: "\"\""
-        default: csvField(cell.plain)
+        case .null: break
+        case .int(let value): Cell.appendDecimal(value, to: &out)
+        case .text(let text) where text.isEmpty: out.append(contentsOf: "\"\"".utf8)
+        case .text(let text): appendCSVField(text, to: &out)
+        default: appendCSVField(cell.plain, to: &out)
         }
     }
 }

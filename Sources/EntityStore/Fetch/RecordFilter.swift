@@ -14,22 +14,38 @@ final class RecordFilter {
         case bool(Bool)
     }
 
+    /// One test: no references, so that reading it per record retains nothing (`oneOf` points into `lists`).
     enum Test {
         case compare(FetchPredicate.Operator, Scalar)
-        case oneOf([Scalar])
         case between(Scalar, Scalar)
+        case oneOf(Int)
     }
 
-    /// Tests by attribute position, in record order.
-    let tests: [(attribute: Int, test: Test)]
-    let types: [AttributeType]
+    /// How the scan reads attribute `i` (up to the last tested one) and which tests it runs on it.
+    struct Step {
+        enum Kind: UInt8 { case bool, int, double, uuid, bytes }
+        var kind: Kind
+        var tag: UInt8
+        var firstTest: Int
+        var endTest: Int
+    }
+
+    /// The entity's attribute count (a record holds them all).
+    let attributeCount: Int
+    /// The last attribute a test reads: the scan stops there.
     let last: Int
+    /// The scan's plan and tests, in memory of their own: trivial values only, read per record without retaining
+    /// anything or checking bounds.
+    private let steps: UnsafeMutableBufferPointer<Step>
+    private let tests: UnsafeMutableBufferPointer<Test>
+    private let lists: [[Scalar]]
 
     /// A filter for `predicate` on `entity`, or `nil` when the predicate has another shape.
     init?(_ predicate: FetchPredicate, entity: Entity) {
         let parts: [FetchPredicate]
         if case .and(let conjuncts) = predicate { parts = conjuncts } else { parts = [predicate] }
         var tests: [(attribute: Int, test: Test)] = []
+        var lists: [[Scalar]] = []
         for part in parts {
             guard case .comparison(let c) = part, c.quantifier == nil, c.options.isEmpty, c.keyPath.count == 1,
                 let index = entity.attributeIndex(c.keyPath[0])
@@ -52,7 +68,8 @@ final class RecordFilter {
             case (.in, .list(let values)):
                 let scalars = values.compactMap(scalar)
                 guard scalars.count == values.count else { return nil }
-                tests.append((index, .oneOf(scalars)))
+                tests.append((index, .oneOf(lists.count)))
+                lists.append(scalars)
             case (.between, .list(let values)) where values.count == 2:
                 guard let low = scalar(values[0]), let high = scalar(values[1]) else { return nil }
                 tests.append((index, .between(low, high)))
@@ -61,68 +78,34 @@ final class RecordFilter {
             }
         }
         guard !tests.isEmpty else { return nil }
-        self.tests = tests.sorted { $0.attribute < $1.attribute }
-        types = entity.attributes.map(\.type)
-        last = self.tests.last!.attribute
-        tags = types.map(RecordCodec.tag(of:))
-        // The scan's plan, in memory of its own: trivial values only, so that reading it per record retains nothing
-        // and checks no bounds.
-        steps = .allocate(capacity: last + 1)
-        fastTests = .allocate(capacity: self.tests.count)
-        var lists: [[Scalar]] = []
-        for (position, (_, test)) in self.tests.enumerated() {
-            switch test {
-            case .compare(let op, let scalar): fastTests[position] = .compare(op, scalar)
-            case .between(let low, let high): fastTests[position] = .between(low, high)
-            case .oneOf(let scalars):
-                fastTests[position] = .oneOf(lists.count)
-                lists.append(scalars)
-            }
-        }
+        tests.sort { $0.attribute < $1.attribute }
+        attributeCount = entity.attributes.count
+        last = tests.last!.attribute
         self.lists = lists
+        self.tests = .allocate(capacity: tests.count)
+        for (position, test) in tests.enumerated() { self.tests[position] = test.test }
+        steps = .allocate(capacity: last + 1)
         var next = 0
         for i in 0...last {
             let first = next
-            while next < self.tests.count && self.tests[next].attribute == i { next += 1 }
+            while next < tests.count && tests[next].attribute == i { next += 1 }
+            let type = entity.attributes[i].type
             let kind: Step.Kind =
-                switch types[i] {
+                switch type {
                 case .bool: .bool
                 case .int64: .int
                 case .double, .date: .double
                 case .uuid: .uuid
                 case .string, .binary, .decimal: .bytes
                 }
-            steps[i] = Step(kind: kind, tag: tags[i], firstTest: first, endTest: next)
+            steps[i] = Step(kind: kind, tag: RecordCodec.tag(of: type), firstTest: first, endTest: next)
         }
     }
 
     deinit {
         steps.deallocate()
-        fastTests.deallocate()
+        tests.deallocate()
     }
-
-    /// The record tag of each attribute's values.
-    let tags: [UInt8]
-
-    /// How the scan reads attribute `i` (up to the last tested one) and which tests it runs on it.
-    struct Step {
-        enum Kind: UInt8 { case bool, int, double, uuid, bytes }
-        var kind: Kind
-        var tag: UInt8
-        var firstTest: Int
-        var endTest: Int
-    }
-
-    /// A test without references (`oneOf` points into `lists`).
-    enum FastTest {
-        case compare(FetchPredicate.Operator, Scalar)
-        case between(Scalar, Scalar)
-        case oneOf(Int)
-    }
-
-    private let steps: UnsafeMutableBufferPointer<Step>
-    private let fastTests: UnsafeMutableBufferPointer<FastTest>
-    private let lists: [[Scalar]]
 
     /// Whether the record matches; `nil` when the bytes are not what the entity's records look like (the caller
     /// then takes the full path, which reports the damage).
@@ -133,10 +116,10 @@ final class RecordFilter {
         guard count > 0, base.load(as: UInt8.self) == RecordCodec.formatVersion else { return nil }
         offset = 1
         guard Self.varint(base, count, &offset) != nil, let attributes = Self.varint(base, count, &offset),
-            attributes == UInt64(types.count)
+            attributes == UInt64(attributeCount)
         else { return nil }
         let bitmapStart = offset
-        offset += (types.count + 7) / 8
+        offset += (attributeCount + 7) / 8
         guard offset <= count else { return nil }
         // One loop in this function's own frame (a closure over `offset` would make the compiler check its
         // exclusivity at run time on every byte).
@@ -176,7 +159,7 @@ final class RecordFilter {
             }
             var test = step.firstTest
             while test < step.endTest {
-                if !passes(value, fastTests[test]) { return false }
+                if !passes(value, tests[test]) { return false }
                 test += 1
             }
         }
@@ -184,7 +167,7 @@ final class RecordFilter {
     }
 
     @inline(__always)
-    private func passes(_ value: Scalar?, _ test: FastTest) -> Bool {
+    private func passes(_ value: Scalar?, _ test: Test) -> Bool {
         switch test {
         case .compare(let op, let constant): Self.passes(Self.order(value, constant), op)
         case .between(let low, let high): Self.between(value, low, high)
@@ -216,14 +199,6 @@ final class RecordFilter {
         case (.double(let x)?, .double(let y)): ValueSemantics.order(x, y)
         case (.bool(let x)?, .bool(let y)): x == y ? .orderedSame : (!x ? .orderedAscending : .orderedDescending)
         default: nil
-        }
-    }
-
-    static func passes(_ value: Scalar?, _ test: Test) -> Bool {
-        switch test {
-        case .compare(let op, let constant): return passes(order(value, constant), op)
-        case .oneOf(let constants): return constants.contains { Self.order(value, $0) == .orderedSame }
-        case .between(let low, let high): return between(value, low, high)
         }
     }
 

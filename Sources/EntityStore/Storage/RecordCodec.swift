@@ -125,7 +125,7 @@ enum RecordCodec {
     /// Decodes a record of `entity`.
     /// - Returns: The values in schema order and the row version.
     /// With `decimalsAsText`, a decimal comes back as the text it is stored as (`.string`, the decimal's
-    /// `description`, checked to be a plain decimal number), for tools that print it: parsing it only to print it
+    /// `description`, checked as decode checks it), for tools that print it: parsing it only to print it
     /// again cost more than the rest of a row.
     static func decode(
         _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil, decimalsAsText: Bool = false
@@ -136,13 +136,10 @@ enum RecordCodec {
             guard let type else { return values.append(.null) }
             if decimalsAsText && type == .decimal {
                 let raw = try reader.bytes(try reader.length("'\(attributes[i].name)'"), "'\(attributes[i].name)'")
-                if ByteReader.isPlainDecimal(raw) {
-                    return values.append(.string(String(decoding: raw, as: UTF8.self)))
-                }
-                guard let text = ByteReader.text(raw), let decimal = Decimal(string: text) else {
+                guard ByteReader.isPlainDecimal(raw) else {
                     throw reader.corrupt("decimal '\(attributes[i].name)' does not parse")
                 }
-                return values.append(.string(decimal.description))
+                return values.append(.string(String(decoding: raw, as: UTF8.self)))
             }
             values.append(try reader.value(of: type, attributes[i].name))
         }
@@ -472,9 +469,10 @@ struct ByteReader {
             return .uuid(UUID(uuid: uuid))
         case .decimal:
             let raw = try bytes(try length("'\(name())'"), "'\(name())'")
-            guard let text = ByteReader.text(raw), let decimal = Decimal(string: text) else {
-                throw corrupt("decimal '\(name())' does not parse")
-            }
+            // Stored decimals are their `description`: plain digits. `Decimal(string:)` alone would take "12x95"
+            // for 12.
+            guard ByteReader.isPlainDecimal(raw), let text = ByteReader.text(raw), let decimal = Decimal(string: text)
+            else { throw corrupt("decimal '\(name())' does not parse") }
             return .decimal(decimal)
         }
     }
