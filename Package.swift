@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "EntityStore", targets: ["EntityStore"]),
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "SectionedDiff", targets: ["SectionedDiff"]),
+        .library(name: "EntityStoreSync", targets: ["EntityStoreSync"]),
         .executable(name: "store-inspect", targets: ["store-inspect"]),
         .executable(name: "store-demo", targets: ["store-demo"]),
     ],
@@ -22,6 +23,13 @@ let package = Package(
         // Pure algorithm: old vs new sectioned lists -> a change set. Knows nothing of storage.
         .target(name: "SectionedDiff"),
         .target(name: "EntityStore", dependencies: ["LMDB", "SectionedDiff"]),
+        // Sync through PostgreSQL: libpq through a system-library target, kept out of the core library.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(name: "EntityStoreSync", dependencies: ["EntityStore", "CLibPQ"]),
 
         // The CLI's parser and commands, a library so that tests and the fuzzer reach them.
         .target(name: "StoreInspectCore", dependencies: ["EntityStore", "LMDB"], path: "Tools/StoreInspectCore"),
@@ -35,6 +43,12 @@ let package = Package(
         .executableTarget(
             name: "es-test-helper", dependencies: ["LMDB", "EntityStore", "TestSupport"], path: "Tests/TestHelper"),
 
+        // The sync tests' worker, started as several real processes syncing one server.
+        .executableTarget(
+            name: "es-sync-helper", dependencies: ["EntityStore", "EntityStoreSync", "TestSupport"],
+            path: "Tests/SyncHelper"),
+        .testTarget(
+            name: "SyncTests", dependencies: ["EntityStore", "EntityStoreSync", "TestSupport", "es-sync-helper"]),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport", "es-test-helper"]),
         .testTarget(name: "SectionedDiffTests", dependencies: ["SectionedDiff", "TestSupport"]),
         .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "LMDB", "TestSupport", "es-test-helper"]),

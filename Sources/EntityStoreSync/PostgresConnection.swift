@@ -1,0 +1,166 @@
+import CLibPQ
+import Foundation
+
+/// One connection to PostgreSQL through libpq: text parameters in, text cells out, every failure a ``SyncError``
+/// that quotes the server's message.
+///
+/// Not `Sendable`: the engine uses a connection from one thread at a time (under its own lock).
+final class PostgresConnection {
+    private let handle: OpaquePointer
+
+    /// Connects with a libpq connection string (`host=/tmp port=5432 dbname=app user=app connect_timeout=5`).
+    ///
+    /// - Throws: ``SyncError/Code/serverUnavailable`` naming what libpq said.
+    init(_ connection: String) throws {
+        guard let handle = PQconnectdb(connection) else {
+            throw SyncError(.serverUnavailable, "libpq could not allocate a connection")
+        }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.message(of: handle)
+            PQfinish(handle)
+            throw SyncError(.serverUnavailable, "cannot connect to PostgreSQL: \(message)")
+        }
+        self.handle = handle
+        // Notices (e.g. "relation already exists, skipping") are not errors; libpq prints them to stderr otherwise.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// Whether the connection is still up (a server restart breaks it).
+    var isOpen: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// Runs one statement with `$1`-style text parameters (`nil` is SQL NULL) and returns its rows.
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [String?] = []) throws -> PostgresRows {
+        let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } }
+        defer { for copy in copies { free(copy) } }
+        // Without parameters, `PQexec` (which also runs several statements, as the server schema's script has).
+        let result =
+            parameters.isEmpty
+            ? PQexec(handle, sql)
+            : copies.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                    PQexecParams(handle, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
+                }
+            }
+        guard let result else {
+            throw SyncError(.serverUnavailable, "PostgreSQL did not answer: \(Self.message(of: handle))")
+        }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+            return PostgresRows(result)
+        default:
+            let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            // Class 08 is a connection failure; 57P0x is the server shutting down.
+            let lost = !isOpen || state.hasPrefix("08") || state.hasPrefix("57P")
+            throw SyncError(
+                lost ? .serverUnavailable : .server,
+                "PostgreSQL refused \(Self.summary(of: sql)): \(message.isEmpty ? Self.message(of: handle) : message)"
+            )
+        }
+    }
+
+    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
+    func transaction<R>(readOnly: Bool = false, _ body: () throws -> R) throws -> R {
+        try execute(readOnly ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN")
+        let result: R
+        do {
+            result = try body()
+        } catch {
+            if isOpen {
+                // The rollback's own failure would hide the error that caused it: that one is thrown.
+                _ = PQexec(handle, "ROLLBACK").map { PQclear($0) }
+            }
+            throw error
+        }
+        try execute("COMMIT")
+        return result
+    }
+
+    /// Starts listening on `channel` (`NOTIFY` from other connections then wakes ``waitForNotification(timeout:)``).
+    func listen(_ channel: String) throws { try execute("LISTEN \(channel)") }
+
+    /// Waits up to `timeout` seconds for a notification on a channel this connection listens to.
+    ///
+    /// - Returns: Whether one arrived (all that arrived are consumed).
+    func waitForNotification(timeout: Double) throws -> Bool {
+        if consumeNotifications() { return true }
+        let socket = PQsocket(handle)
+        guard socket >= 0 else { throw SyncError(.serverUnavailable, "the PostgreSQL connection is closed") }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, Int32(max(0, timeout * 1000)))
+        guard ready > 0 else { return false }
+        guard PQconsumeInput(handle) == 1 else {
+            throw SyncError(.serverUnavailable, "lost the PostgreSQL connection: \(Self.message(of: handle))")
+        }
+        return consumeNotifications()
+    }
+
+    private func consumeNotifications() -> Bool {
+        var any = false
+        while let notification = PQnotifies(handle) {
+            any = true
+            PQfreemem(notification)
+        }
+        return any
+    }
+
+    private static func message(of handle: OpaquePointer) -> String {
+        guard let text = PQerrorMessage(handle) else { return "unknown error" }
+        let message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
+        return message.isEmpty ? "unknown error" : message
+    }
+
+    /// The statement's first words, to name it in an error.
+    private static func summary(of sql: String) -> String {
+        let words = sql.split(whereSeparator: \.isWhitespace).prefix(3).joined(separator: " ")
+        return "'\(words)…'"
+    }
+}
+
+/// The rows of a result, as text (`nil` for NULL).
+struct PostgresRows {
+    let rows: [[String?]]
+
+    init(_ result: OpaquePointer) {
+        let count = Int(PQntuples(result))
+        let columns = Int(PQnfields(result))
+        var rows: [[String?]] = []
+        rows.reserveCapacity(count)
+        for row in 0..<count {
+            var cells: [String?] = []
+            cells.reserveCapacity(columns)
+            for column in 0..<columns {
+                if PQgetisnull(result, Int32(row), Int32(column)) == 1 {
+                    cells.append(nil)
+                } else {
+                    cells.append(String(cString: PQgetvalue(result, Int32(row), Int32(column))))
+                }
+            }
+            rows.append(cells)
+        }
+        self.rows = rows
+    }
+}
+
+/// PostgreSQL's text form of an array parameter (`{"a","b",NULL}`), for `unnest($1::text[])`.
+func postgresArray(_ values: [String?]) -> String {
+    var out = "{"
+    for (i, value) in values.enumerated() {
+        if i > 0 { out += "," }
+        guard let value else {
+            out += "NULL"
+            continue
+        }
+        out += "\""
+        for character in value.unicodeScalars {
+            if character == "\"" || character == "\\" { out += "\\" }
+            out.unicodeScalars.append(character)
+        }
+        out += "\""
+    }
+    return out + "}"
+}

@@ -1,0 +1,686 @@
+import EntityStore
+import Foundation
+
+/// Syncs one store with the other stores of its zone through PostgreSQL.
+///
+/// A sync pushes the store's history entries not yet pushed (each an idempotent server transaction: a retried push
+/// writes nothing twice), then pulls the other stores' changes since its cursor and saves them locally, one save per
+/// batch, so that contexts merging the store's saves and their controllers see one batch each. Pulled saves are
+/// marked as remote in the history (``isRemote(_:)``) and never pushed back.
+///
+/// Conflicts resolve property by property, last writer wins by a hybrid logical clock (``HybridLogicalClock``):
+/// every store converges to the server's state. See the "Sync" article for the server tables and the guarantees.
+///
+/// An engine is used from any thread; its syncs run one at a time. One engine per store across processes (a lock
+/// file beside the store says so).
+public final class SyncEngine: @unchecked Sendable {
+    /// The store synced.
+    public let store: PersistentStore
+    /// How it syncs.
+    public let configuration: SyncConfiguration
+
+    /// Serializes syncs, and guards everything below.
+    private let lock = NSLock()
+    private var connection: PostgresConnection?
+    private var state: SyncState
+    private let fileLock: SyncLock
+    private let directory: String
+    let plan: SyncPlan
+    /// The background loop's flag (see ``start(interval:onError:)``).
+    private let running = RunFlag()
+
+    /// The author of pulled saves: `entitystore.sync remote stamp=N`, N their largest clock stamp.
+    static let remoteAuthorPrefix = "entitystore.sync remote"
+
+    /// Prepares a store to sync.
+    ///
+    /// - Throws: ``SyncError/Code/notSyncable`` when no entity has the global ID attribute, or one has it with
+    ///   another type or not unique; ``SyncError/Code/busy`` when another engine (in any process) syncs the store;
+    ///   ``SyncError/Code/state`` when the state file belongs to another zone or cannot be read.
+    public init(store: PersistentStore, configuration: SyncConfiguration) throws {
+        self.store = store
+        self.configuration = configuration
+        directory = store.environment.path
+        plan = try SyncPlan(schema: store.schema, globalIDKey: configuration.globalIDKey)
+        fileLock = try SyncLock(storeDirectory: directory)
+        if let saved = try SyncState.read(storeDirectory: directory) {
+            guard saved.zone == configuration.zone else {
+                throw SyncError(
+                    .state,
+                    "the store syncs with zone '\(saved.zone)', not '\(configuration.zone)' (its state is in "
+                        + "\(SyncState.url(inStore: directory).path))")
+            }
+            state = saved
+        } else {
+            state = SyncState(zone: configuration.zone, storeID: store.storeID)
+        }
+    }
+
+    deinit { running.stop() }
+
+    /// The sync state: cursors, clock, pending work and the last error.
+    public var status: SyncState { lock.withLock { state } }
+
+    /// Whether a history entry holds changes pulled from other stores (they are not pushed back).
+    public static func isRemote(_ record: ChangeRecord) -> Bool { remoteStamp(of: record) != nil }
+
+    /// An object's global ID: its global ID attribute when it has one (objects that came from other stores, or
+    /// that the app gave one), otherwise one derived from this store's ID and the object's key, which never
+    /// changes and needs no write.
+    public func globalID(of object: ManagedObject) throws -> UUID {
+        if case .uuid(let id) = try object.value(forKey: plan.globalIDKey) { return id }
+        return derivedGlobalID(object.objectID)
+    }
+
+    func derivedGlobalID(_ id: ObjectID) -> UUID {
+        GlobalID.derived(store: state.storeID, hierarchy: plan.root(of: id.entityName), key: id.primaryKey)
+    }
+
+    static func remoteStamp(of record: ChangeRecord) -> UInt64? {
+        guard let author = record.author, author.hasPrefix(remoteAuthorPrefix + " stamp=") else { return nil }
+        return UInt64(author.dropFirst(remoteAuthorPrefix.count + 7))
+    }
+
+    /// Pushes the local changes not yet pushed, then pulls the other stores' changes.
+    ///
+    /// - Throws: ``SyncError``: with ``SyncError/Code/serverUnavailable`` the store keeps working and the next sync
+    ///   resumes from the cursors; the error is also kept in ``status`` (`lastError`).
+    @discardableResult
+    public func syncNow() throws -> SyncReport {
+        try lock.withLock {
+            var report = SyncReport()
+            do {
+                let connection = try connected()
+                try push(connection, &report)
+                try pull(connection, &report)
+                state.lastError = nil
+                try state.write(storeDirectory: directory)
+            } catch let error as SyncError {
+                try fail(error)
+            } catch let error as EntityStoreError {
+                try fail(SyncError(.store, error.description))
+            }
+            return report
+        }
+    }
+
+    /// Keeps `error` in the state (for `store-inspect sync-status`) and throws it; a broken connection is dropped so
+    /// the next sync reconnects.
+    private func fail(_ error: SyncError) throws -> Never {
+        if error.code == .serverUnavailable { connection = nil }
+        state.lastError = error.description
+        try state.write(storeDirectory: directory)
+        throw error
+    }
+
+    private func connected() throws -> PostgresConnection {
+        if let connection, connection.isOpen { return connection }
+        connection = nil
+        let fresh = try PostgresConnection(configuration.connectionWithTimeout)
+        try ServerSchema.create(fresh)
+        try fresh.listen(ServerSchema.channel)
+        connection = fresh
+        return fresh
+    }
+
+    // MARK: - Background
+
+    /// Syncs in the background: at once, after every local save (checked every 50 ms), when another store pushes
+    /// (PostgreSQL's `NOTIFY`), and every `interval` seconds. Errors go to `onError` and the loop goes on (with
+    /// PostgreSQL down it retries every `interval`).
+    public func start(interval: Double = 5, onError: @escaping @Sendable (SyncError) -> Void = { _ in }) {
+        guard running.begin() else { return }
+        let thread = Thread { [self] in
+            var seen: UInt64 = .max
+            var due = Date.distantPast
+            while running.isRunning {
+                do {
+                    let last = try store.lastTransaction()
+                    let notified = last == seen && Date() < due ? try waitForServer(timeout: 0.05) : false
+                    if last != seen || Date() >= due || notified {
+                        seen = last
+                        due = Date().addingTimeInterval(interval)
+                        try syncNow()
+                    }
+                } catch let error as SyncError {
+                    onError(error)
+                    due = Date().addingTimeInterval(interval)
+                    Thread.sleep(forTimeInterval: 0.05)
+                } catch {
+                    onError(SyncError(.store, "\(error)"))
+                    Thread.sleep(forTimeInterval: 0.05)
+                }
+            }
+            running.finished()
+        }
+        thread.name = "EntityStoreSync"
+        thread.start()
+    }
+
+    /// Stops the background loop and waits for its current sync to end.
+    public func stop() { running.stop() }
+
+    /// Waits up to `timeout` seconds for another store's push; false without a connection (after a pause of
+    /// `timeout`, so a loop does not spin).
+    func waitForServer(timeout: Double) throws -> Bool {
+        let connection = lock.withLock { self.connection }
+        guard let connection else {
+            Thread.sleep(forTimeInterval: timeout)
+            return false
+        }
+        return try lock.withLock { try connection.waitForNotification(timeout: timeout) }
+    }
+
+    // MARK: - Push
+
+    private func push(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
+        let limit = try store.lastTransaction()
+        if !state.pendingTombstones.isEmpty {
+            let tombstones = state.pendingTombstones
+            try connection.transaction {
+                try ServerSchema.lockZone(connection, configuration.zone)
+                for tombstone in tombstones {
+                    let pushed = PushedObject(
+                        entity: tombstone.entity, globalID: tombstone.globalID, originKey: nil, deleted: true,
+                        values: [:])
+                    _ = try send([pushed], seq: nil, stamp: tombstone.stamp, connection)
+                }
+            }
+            report.pushedChanges += tombstones.count
+            state.pendingTombstones = []
+            try state.write(storeDirectory: directory)
+        }
+        while state.pushedThrough < limit {
+            let entries = try store.history(since: state.pushedThrough, limit: configuration.batchSize)
+                .filter { ($0.transaction ?? .max) <= limit }
+            guard let first = entries.first, let last = entries.last?.transaction else { break }
+            if let number = first.transaction, number > state.pushedThrough + 1 {
+                report.problems.append(
+                    "history entries \(state.pushedThrough + 1)-\(number - 1) were pruned before they were pushed: "
+                        + "their changes reach other stores only when later saves change the same properties")
+            }
+            var clock = state.clock
+            var batch: [(seq: UInt64, stamp: UInt64, objects: [PushedObject])] = []
+            let reader = ObjectContext(store: store)
+            for entry in entries {
+                if let stamp = Self.remoteStamp(of: entry) {
+                    clock = max(clock, stamp)
+                    continue
+                }
+                let stamp = HybridLogicalClock.stamp(after: clock, at: entry.date)
+                clock = stamp
+                let objects = try pushedObjects(entry, reader, &report)
+                batch.append((entry.transaction ?? 0, stamp, objects))
+            }
+            var counts = (entries: 0, changes: 0, refused: 0)
+            var refused: [UUID] = []
+            try connection.transaction {
+                counts = (0, 0, 0)
+                refused = []
+                try ServerSchema.lockZone(connection, configuration.zone)
+                try connection.execute(
+                    """
+                    INSERT INTO entitystore_stores (zone, store_id, schema_version, last_push, pushed_through)
+                    VALUES ($1, $2, $3, now(), $4)
+                    ON CONFLICT (zone, store_id) DO UPDATE SET schema_version = EXCLUDED.schema_version,
+                        last_push = now(),
+                        pushed_through = GREATEST(entitystore_stores.pushed_through, EXCLUDED.pushed_through)
+                    """,
+                    [configuration.zone, state.storeID.uuidString, "\(store.schema.version)", "\(last)"])
+                for (seq, stamp, objects) in batch {
+                    // A push already recorded (a retry after a kill or a lost answer) writes nothing again.
+                    let first = try connection.execute(
+                        """
+                        INSERT INTO entitystore_pushes (zone, store_id, seq, stamp) VALUES ($1, $2, $3, $4)
+                        ON CONFLICT DO NOTHING RETURNING seq
+                        """, [configuration.zone, state.storeID.uuidString, "\(seq)", "\(stamp)"])
+                    guard !first.rows.isEmpty, !objects.isEmpty else { continue }
+                    let outcome = try send(objects, seq: seq, stamp: stamp, connection)
+                    counts.entries += 1
+                    counts.changes += objects.reduce(0) { $0 + ($1.deleted ? 1 : $1.values.count) }
+                    counts.refused += outcome.count
+                    refused += outcome
+                }
+                try connection.execute("SELECT pg_notify($1, $2)", [ServerSchema.channel, configuration.zone])
+            }
+            report.pushedEntries += counts.entries
+            report.pushedChanges += counts.changes
+            report.refusedChanges += counts.refused
+            state.refetch = Array(Set(state.refetch + refused)).sorted { $0.uuidString < $1.uuidString }
+            state.pushedThrough = last
+            state.clock = clock
+            state.lastPush = Date()
+            try state.write(storeDirectory: directory)
+        }
+    }
+
+    /// One object's change as pushed: its values by key (relationships as `r:` texts), or its delete.
+    struct PushedObject {
+        var entity: String
+        var globalID: UUID
+        /// The object's key here, when this store made it (other stores find their copies by global ID).
+        var originKey: UInt64?
+        var deleted: Bool
+        var values: [String: String?]
+    }
+
+    /// The objects an entry changed, with their current values of the changed keys (a later entry's values are
+    /// pushed again with its own, later stamp).
+    private func pushedObjects(
+        _ entry: ChangeRecord, _ reader: ObjectContext, _ report: inout SyncReport
+    ) throws
+        -> [PushedObject]
+    {
+        var objects: [PushedObject] = []
+        for change in entry.changes {
+            guard let entity = plan.entities[change.objectID.entityName] else { continue }
+            if change.kind == .delete {
+                let id: UUID
+                if case .uuid(let given)? = change.oldValues[plan.globalIDKey] {
+                    id = given
+                } else {
+                    id = derivedGlobalID(change.objectID)
+                }
+                objects.append(
+                    PushedObject(entity: entity.name, globalID: id, originKey: nil, deleted: true, values: [:]))
+                continue
+            }
+            let object: ManagedObject
+            do {
+                object = try reader.existingObject(with: change.objectID)
+            } catch let error as EntityStoreError where error.code == .objectNotFound {
+                continue  // deleted by a later entry, which pushes the delete
+            }
+            let given = try object.value(forKey: plan.globalIDKey)
+            let id = try globalID(of: object)
+            let keys = change.kind == .insert ? entity.keys : Set(change.changedKeys).intersection(entity.keys)
+            var values: [String: String?] = [:]
+            for attribute in entity.attributes where keys.contains(attribute.name) {
+                values[attribute.name] = SyncValue.text(try object.value(forKey: attribute.name))
+            }
+            for relationship in entity.relationships where keys.contains(relationship.name) {
+                var targets: [UUID] = []
+                for targetID in try object.objectIDs(forKey: relationship.name)
+                where plan.entities[targetID.entityName] != nil {
+                    targets.append(try globalID(of: try reader.existingObject(with: targetID)))
+                }
+                values[relationship.name] = SyncValue.text(targets: targets)
+            }
+            guard change.kind == .insert || !values.isEmpty else { continue }
+            objects.append(
+                PushedObject(
+                    entity: entity.name, globalID: id, originKey: given.isNull ? change.objectID.primaryKey : nil,
+                    deleted: false, values: values))
+        }
+        return objects
+    }
+
+    /// Writes objects' changes stamped `stamp`, logs them for the other stores, and gives the objects whose values
+    /// the server refused (it holds newer ones).
+    private func send(
+        _ objects: [PushedObject], seq: UInt64?, stamp: UInt64, _ connection: PostgresConnection
+    ) throws
+        -> [UUID]
+    {
+        let zone = configuration.zone
+        let store = state.storeID.uuidString
+        let version = "\(self.store.schema.version)"
+        try connection.execute(
+            """
+            INSERT INTO entitystore_objects (zone, gid, entity, origin_store, origin_key)
+            SELECT $1, g, e, CASE WHEN k IS NULL THEN NULL ELSE $5::uuid END, k
+            FROM unnest($2::uuid[], $3::text[], $4::bigint[]) AS t(g, e, k)
+            ON CONFLICT (zone, gid) DO NOTHING
+            """,
+            [
+                zone, postgresArray(objects.map(\.globalID.uuidString)), postgresArray(objects.map(\.entity)),
+                postgresArray(objects.map { $0.originKey.map { "\(Int64(bitPattern: $0))" } }), store,
+            ])
+        var logged = Set<UUID>()
+        let deleted = objects.filter(\.deleted).map(\.globalID.uuidString)
+        if !deleted.isEmpty {
+            try connection.execute(
+                """
+                UPDATE entitystore_objects SET deleted_stamp = $3, deleted_by = $4
+                WHERE zone = $1 AND gid = ANY($2::uuid[]) AND (deleted_stamp IS NULL OR deleted_stamp < $3)
+                """, [zone, postgresArray(deleted), "\(stamp)", store])
+            for object in objects where object.deleted { logged.insert(object.globalID) }
+        }
+        var gids: [String?] = []
+        var keys: [String?] = []
+        var texts: [String?] = []
+        for object in objects where !object.deleted {
+            for (key, text) in object.values.sorted(by: { $0.key < $1.key }) {
+                gids.append(object.globalID.uuidString)
+                keys.append(key)
+                texts.append(text)
+            }
+        }
+        var refused = Set<UUID>()
+        if !gids.isEmpty {
+            let accepted = try connection.execute(
+                """
+                INSERT INTO entitystore_properties AS p (zone, gid, key, value, stamp, store_id, schema_version)
+                SELECT $1, g, k, v, $5, $6, $7 FROM unnest($2::uuid[], $3::text[], $4::text[]) AS t(g, k, v)
+                ON CONFLICT (zone, gid, key) DO UPDATE SET value = EXCLUDED.value, stamp = EXCLUDED.stamp,
+                    store_id = EXCLUDED.store_id, schema_version = EXCLUDED.schema_version
+                WHERE (p.stamp, p.store_id) < (EXCLUDED.stamp, EXCLUDED.store_id)
+                RETURNING gid::text, key
+                """,
+                [zone, postgresArray(gids), postgresArray(keys), postgresArray(texts), "\(stamp)", store, version])
+            var acceptedPairs = Set<String>()
+            for row in accepted.rows {
+                guard let gid = row[0].flatMap(UUID.init(uuidString:)), let key = row[1] else { continue }
+                logged.insert(gid)
+                acceptedPairs.insert(gid.uuidString + "/" + key)
+            }
+            for (gid, key) in zip(gids, keys) where !acceptedPairs.contains(gid! + "/" + key!) {
+                if let id = UUID(uuidString: gid!) { refused.insert(id) }
+            }
+        }
+        let loggedObjects = objects.filter { logged.contains($0.globalID) }
+        if !loggedObjects.isEmpty {
+            try connection.execute(
+                """
+                INSERT INTO entitystore_log (zone, gid, entity, store_id, seq, schema_version)
+                SELECT $1, g, e, $4, $5, $6 FROM unnest($2::uuid[], $3::text[]) AS t(g, e)
+                """,
+                [
+                    zone, postgresArray(loggedObjects.map(\.globalID.uuidString)),
+                    postgresArray(loggedObjects.map(\.entity)), store, seq.map { "\($0)" }, version,
+                ])
+        }
+        return refused.sorted { $0.uuidString < $1.uuidString }
+    }
+
+    // MARK: - Pull
+
+    private func pull(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
+        while true {
+            let page = try connection.transaction(readOnly: true) { try readPage(connection) }
+            report.pulledEntries += page.entries
+            if !page.objects.isEmpty {
+                try apply(page.objects, &report)
+                report.pulledSaves += 1
+                report.pulledObjects += page.objects.count
+            }
+            state.refetch.removeAll { page.objects[$0] != nil || page.gone.contains($0) }
+            if let last = page.lastID { state.pulledThrough = last }
+            state.clock = max(state.clock, page.largestStamp)
+            state.lastPull = Date()
+            try state.write(storeDirectory: directory)
+            if let newer = page.newerSchema {
+                throw SyncError(
+                    .schemaTooNew,
+                    "the server holds changes made with schema version \(newer); this store is at version "
+                        + "\(store.schema.version): they wait on the server until the store migrates")
+            }
+            if !page.more { break }
+        }
+    }
+
+    /// A page of the server's log and the state of the objects it names.
+    struct Page {
+        var entries = 0
+        var lastID: Int64?
+        var objects: [UUID: ServerObject] = [:]
+        /// Global IDs asked for that the server does not have.
+        var gone = Set<UUID>()
+        var largestStamp: UInt64 = 0
+        var newerSchema: Int?
+        var more = false
+    }
+
+    private func readPage(_ connection: PostgresConnection) throws -> Page {
+        var page = Page()
+        let rows = try connection.execute(
+            """
+            SELECT id, gid::text, store_id::text, schema_version FROM entitystore_log
+            WHERE zone = $1 AND id > $2 ORDER BY id LIMIT $3
+            """, [configuration.zone, "\(state.pulledThrough)", "\(configuration.batchSize)"]
+        ).rows
+        page.more = rows.count == configuration.batchSize
+        var wanted = Set(state.refetch)
+        let me = state.storeID.uuidString.lowercased()
+        for row in rows {
+            guard let id = row[0].flatMap({ Int64($0) }), let gid = row[1].flatMap(UUID.init(uuidString:)),
+                let version = row[3].flatMap({ Int($0) })
+            else { throw SyncError(.server, "entitystore_log holds a row that is not a log entry: \(row)") }
+            if version > store.schema.version {
+                page.newerSchema = version
+                page.more = false
+                break
+            }
+            page.entries += 1
+            page.lastID = id
+            if row[2]?.lowercased() != me { wanted.insert(gid) }
+        }
+        // The objects, and the targets of their relationships this store does not have yet (so every
+        // relationship can be set), until nothing is missing.
+        var missing = wanted
+        while !missing.isEmpty {
+            let found = try ServerObject.read(missing, zone: configuration.zone, connection)
+            for id in missing where found[id] == nil { page.gone.insert(id) }
+            var targets = Set<UUID>()
+            for (id, object) in found {
+                page.objects[id] = object
+                page.largestStamp = max(page.largestStamp, object.largestStamp)
+                guard let entity = plan.entities[object.entity], !object.isDeleted(configuration.deletePolicy) else {
+                    continue
+                }
+                for relationship in entity.relationships {
+                    guard let property = object.properties[relationship.name],
+                        property.version <= store.schema.version
+                    else { continue }
+                    for target in try SyncValue.targets(property.text) where page.objects[target] == nil {
+                        targets.insert(target)
+                    }
+                }
+            }
+            missing = targets.subtracting(page.objects.keys).subtracting(page.gone)
+        }
+        return page
+    }
+
+    /// The local objects of these server objects, by global ID: this store's own by their key, the others' by the
+    /// global ID attribute.
+    private func localObjects(
+        for objects: [UUID: ServerObject], in context: ObjectContext
+    ) throws
+        -> [UUID: ManagedObject]
+    {
+        var found: [UUID: ManagedObject] = [:]
+        var byEntity: [String: [Value]] = [:]
+        for (id, object) in objects {
+            if object.originStore == state.storeID, let key = object.originKey {
+                do {
+                    found[id] = try context.existingObject(with: ObjectID(entityName: object.entity, primaryKey: key))
+                } catch let error as EntityStoreError where error.code == .objectNotFound {
+                    continue  // deleted here; the delete is pushed, or was
+                }
+            } else if plan.entities[object.entity] != nil {
+                byEntity[object.entity, default: []].append(.uuid(id))
+            }
+        }
+        for (entity, list) in byEntity {
+            var request = FetchRequest(
+                entity: entity,
+                predicate: .comparison(.init(keyPath: [plan.globalIDKey], op: .in, operand: .list(list))))
+            request.includesSubentities = false
+            for object in try context.fetch(request) {
+                if case .uuid(let id) = try object.value(forKey: plan.globalIDKey) { found[id] = object }
+            }
+        }
+        return found
+    }
+
+    /// Saves the server's state of `objects` locally, in one save marked remote, leaving alone every property
+    /// with a local change not pushed yet (it is pushed next, and the server decides).
+    private func apply(_ objects: [UUID: ServerObject], _ report: inout SyncReport) throws {
+        let pending = try unpushedChanges()
+        let stamp = objects.values.reduce(state.clock) { max($0, $1.largestStamp) }
+        let context = ObjectContext(store: store, name: "\(Self.remoteAuthorPrefix) stamp=\(stamp)")
+        var local = try localObjects(for: objects, in: context)
+        let version = store.schema.version
+        var touched: [ManagedObject] = []
+        // Deletes, then values, then relationships (whose targets may be objects made here).
+        for (id, object) in objects where object.isDeleted(configuration.deletePolicy) {
+            if let existing = local.removeValue(forKey: id) { try context.delete(existing) }
+        }
+        for (id, object) in objects.sorted(by: { $0.key.uuidString < $1.key.uuidString })
+        where !object.isDeleted(configuration.deletePolicy) {
+            guard let entity = plan.entities[object.entity] else {
+                report.problems.append("\(object.entity) \(id.uuidString): this store's schema has no such entity")
+                continue
+            }
+            var target = local[id]
+            if target == nil {
+                guard !pending.deleted.contains(id) else { continue }  // this store's delete is pushed next
+                let made = try context.insert(entity.name)
+                try made.setValue(.uuid(id), forKey: plan.globalIDKey)
+                local[id] = made
+                target = made
+            }
+            guard let target else { continue }
+            touched.append(target)
+            let kept = pending.keys[target.objectID] ?? []
+            for attribute in entity.attributes {
+                guard let property = object.properties[attribute.name], property.version <= version,
+                    !kept.contains(attribute.name)
+                else { continue }
+                do {
+                    try target.setValue(try SyncValue.value(property.text, as: attribute.type), forKey: attribute.name)
+                } catch let error as SyncError {
+                    report.problems.append("\(entity.name) \(id.uuidString).\(attribute.name): \(error.message)")
+                }
+            }
+        }
+        for (id, object) in objects where !object.isDeleted(configuration.deletePolicy) {
+            guard let entity = plan.entities[object.entity], let source = local[id] else { continue }
+            let kept = pending.keys[source.objectID] ?? []
+            for relationship in entity.relationships {
+                guard let property = object.properties[relationship.name], property.version <= version,
+                    !kept.contains(relationship.name)
+                else { continue }
+                let targets = try SyncValue.targets(property.text).compactMap { local[$0] }
+                if relationship.isToMany {
+                    let wanted = Set(targets.map(\.objectID))
+                    let current = try source.objects(forKey: relationship.name)
+                    for old in current where !wanted.contains(old.objectID) {
+                        try source.remove(old, fromKey: relationship.name)
+                    }
+                    let have = Set(current.map(\.objectID))
+                    for new in targets where !have.contains(new.objectID) {
+                        try source.add(new, toKey: relationship.name)
+                    }
+                } else {
+                    try source.setObject(targets.first, forKey: relationship.name)
+                }
+            }
+        }
+        try resolveUniqueness(touched, context, &report)
+        guard context.hasChanges else { return }
+        do {
+            try context.save()
+        } catch let error as EntityStoreError {
+            throw SyncError(.store, "applying pulled changes: \(error.description)")
+        }
+    }
+
+    /// Local changes not pushed yet: the keys changed per object, and the global IDs of objects deleted.
+    private func unpushedChanges() throws -> (keys: [ObjectID: Set<String>], deleted: Set<UUID>) {
+        var keys: [ObjectID: Set<String>] = [:]
+        var deleted = Set<UUID>()
+        for entry in try store.history(since: state.pushedThrough) where !Self.isRemote(entry) {
+            for change in entry.changes where plan.entities[change.objectID.entityName] != nil {
+                switch change.kind {
+                case .delete:
+                    if case .uuid(let id)? = change.oldValues[plan.globalIDKey] {
+                        deleted.insert(id)
+                    } else {
+                        deleted.insert(derivedGlobalID(change.objectID))
+                    }
+                case .insert, .update:
+                    keys[change.objectID, default: []].formUnion(change.changedKeys)
+                }
+            }
+        }
+        return (keys, deleted)
+    }
+
+    /// Finds objects of this pull that share a unique value with another object, and deletes the one with the
+    /// larger global ID (every store decides the same); the delete is pushed by the next sync.
+    private func resolveUniqueness(
+        _ touched: [ManagedObject], _ context: ObjectContext, _ report: inout SyncReport
+    )
+        throws
+    {
+        var removed = Set<ObjectID>()
+        var tombstones: [SyncState.PendingTombstone] = []
+        for object in touched where !object.isDeleted && !removed.contains(object.objectID) {
+            guard let entity = plan.entities[object.entity.name] else { continue }
+            for attribute in entity.uniqueAttributes {
+                let value = try object.value(forKey: attribute.name)
+                guard !value.isNull, !removed.contains(object.objectID) else { continue }
+                let request = FetchRequest(
+                    entity: plan.uniquenessScope(of: attribute.name, in: entity.name),
+                    predicate: .comparison(
+                        .init(
+                            keyPath: [attribute.name], op: .equal, operand: .value(value),
+                            options: attribute.isCaseInsensitive ? .caseDiacriticInsensitive : [])))
+                for other in try context.fetch(request)
+                where other.objectID != object.objectID && !removed.contains(other.objectID) {
+                    let mine = try globalID(of: object)
+                    let theirs = try globalID(of: other)
+                    let (winner, loser, loserObject) =
+                        mine.uuidString < theirs.uuidString ? (mine, theirs, other) : (theirs, mine, object)
+                    report.conflicts.append(
+                        UniquenessConflict(
+                            entity: entity.name, key: attribute.name, value: value, kept: winner, removed: loser))
+                    tombstones.append(
+                        .init(
+                            entity: loserObject.entity.name, globalID: loser,
+                            stamp: HybridLogicalClock.stamp(after: state.clock, at: Date())))
+                    removed.insert(loserObject.objectID)
+                    try context.delete(loserObject)
+                }
+            }
+        }
+        guard !tombstones.isEmpty else { return }
+        // Kept before the save: a kill after the save cannot lose the deletes the other stores must hear of.
+        state.pendingTombstones += tombstones
+        try state.write(storeDirectory: directory)
+    }
+}
+
+/// The background loop's state.
+final class RunFlag: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var running = false
+    private var active = false
+
+    var isRunning: Bool { condition.withLock { running } }
+
+    func begin() -> Bool {
+        condition.withLock {
+            guard !running && !active else { return false }
+            running = true
+            active = true
+            return true
+        }
+    }
+
+    func finished() {
+        condition.withLock {
+            active = false
+            condition.broadcast()
+        }
+    }
+
+    func stop() {
+        condition.withLock {
+            running = false
+            while active { condition.wait() }
+        }
+    }
+}

@@ -1,0 +1,6 @@
+import EntityStore
+import EntityStoreSync
+import Foundation
+import TestSupport
+
+print("placeholder")

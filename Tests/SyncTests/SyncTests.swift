@@ -1,0 +1,372 @@
+import EntityStore
+import EntityStoreSync
+import Foundation
+import TestSupport
+import Testing
+
+/// Two or three stores and a real PostgreSQL server (a scratch cluster per test).
+@Suite(
+    "Sync through PostgreSQL",
+    .enabled(if: ScratchPostgres.isAvailable, "PostgreSQL is not installed (apt-get install postgresql libpq-dev)"))
+struct SyncTests {
+    /// A store and its engine.
+    struct Replica {
+        let store: PersistentStore
+        let engine: SyncEngine
+        var context: ObjectContext
+
+        init(_ directory: TemporaryDirectory, _ name: String, _ server: ScratchPostgres, version: Int = 1) throws {
+            store = try PersistentStore.open(path: directory.path(name), schema: Fixtures.syncSchema(version: version))
+            engine = try SyncEngine(store: store, configuration: .init(connection: server.connection))
+            context = ObjectContext(store: store)
+        }
+
+        func contents() throws -> String {
+            try Fixtures.syncedContents(of: store, globalID: engine.globalID(of:))
+        }
+
+        func object(_ entity: String, named name: String, key: String = "name") throws -> ManagedObject? {
+            try context.fetch(FetchRequest(entity: entity, predicate: try FetchPredicate("\(key) == %@", name))).first
+        }
+    }
+
+    @Test("an insert, an update, a relationship and a delete reach the other store")
+    func basicRoundTrip() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let b = try Replica(directory, "b.store", server)
+
+        let project = try a.context.insert("Project")
+        try project.setValue("Launch", forKey: "name")
+        try project.setValue(.decimal(Decimal(string: "1234.50")!), forKey: "budget")
+        let task = try a.context.insert("Task")
+        try task.setValue("Write the announcement", forKey: "title")
+        try task.setValue(.double(-0.0), forKey: "estimate")
+        try task.setValue(.date(Date(timeIntervalSinceReferenceDate: 1e9 + 0.123456789)), forKey: "due")
+        try task.setValue(.data([0, 255, 10]), forKey: "attachment")
+        try task.setObject(project, forKey: "project")
+        let draft = try a.context.insert("Draft")
+        try draft.setValue("local only", forKey: "text")
+        try a.context.save()
+
+        let pushed = try a.engine.syncNow()
+        #expect(pushed.pushedEntries >= 1)
+        #expect(pushed.problems.isEmpty)
+        let pulled = try b.engine.syncNow()
+        #expect(pulled.pulledObjects == 2)
+        #expect(pulled.pulledSaves == 1)
+        #expect(try a.contents() == b.contents())
+        #expect(try b.context.count(for: FetchRequest(entity: "Draft")) == 0)
+        let copy = try #require(try b.object("Task", named: "Write the announcement", key: "title"))
+        #expect(try copy.object(forKey: "project")?.value(forKey: "name") == "Launch")
+        #expect(try copy.value(forKey: "attachment") == .data([0, 255, 10]))
+
+        // An update and a delete the other way.
+        try copy.setValue(true, forKey: "done")
+        try b.context.save()
+        try b.engine.syncNow()
+        try a.engine.syncNow()
+        a.context.reset()
+        #expect(try a.object("Task", named: "Write the announcement", key: "title")?.value(forKey: "done") == true)
+        try b.context.delete(try #require(try b.object("Project", named: "Launch")))
+        try b.context.save()
+        try b.engine.syncNow()
+        try a.engine.syncNow()
+        a.context.reset()
+        #expect(try a.context.count(for: FetchRequest(entity: "Project")) == 0)
+        #expect(try a.context.count(for: FetchRequest(entity: "Task")) == 0)  // cascade, on both sides
+        #expect(try a.contents() == b.contents())
+    }
+
+    @Test("pulled saves are marked remote, reach a controller as one batch, and are not pushed back")
+    func pulledChangesAreOneRemoteBatch() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let b = try Replica(directory, "b.store", server)
+
+        let screen = ObjectContext(store: b.store)
+        screen.automaticallyMergesChangesFromStore = true
+        let controller = FetchedResultsController(
+            fetchRequest: FetchRequest(entity: "Task", sortKeys: [SortKey("title")]), context: screen)
+        let delegate = BatchCounter()
+        controller.delegate = delegate
+        try controller.performFetch()
+
+        for title in ["one", "two", "three"] {
+            let task = try a.context.insert("Task")
+            try task.setValue(.string(title), forKey: "title")
+            try a.context.save()
+        }
+        try a.engine.syncNow()
+        try b.engine.syncNow()
+        screen.processPendingChanges()
+        #expect(delegate.batches == 1)
+        #expect(controller.fetchedObjects.count == 3)
+        let history = try b.store.history()
+        #expect(history.filter(SyncEngine.isRemote).count == 1)
+        // B pushes nothing back.
+        let again = try b.engine.syncNow()
+        #expect(again.pushedEntries == 0)
+        #expect(again.pushedChanges == 0)
+    }
+
+    @Test("the last writer wins property by property, by the hybrid logical clock")
+    func lastWriterWinsPerProperty() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let b = try Replica(directory, "b.store", server)
+        let task = try a.context.insert("Task")
+        try task.setValue("Plan", forKey: "title")
+        try a.context.save()
+        try a.engine.syncNow()
+        try b.engine.syncNow()
+
+        // Both change the title while apart; A also changes the priority, B the done flag. B saves last.
+        let mine = try #require(try a.object("Task", named: "Plan", key: "title"))
+        try mine.setValue("Plan (A)", forKey: "title")
+        try mine.setValue(5, forKey: "priority")
+        try a.context.save()
+        Thread.sleep(forTimeInterval: 0.01)
+        let theirs = try #require(try b.object("Task", named: "Plan", key: "title"))
+        try theirs.setValue("Plan (B)", forKey: "title")
+        try theirs.setValue(true, forKey: "done")
+        try b.context.save()
+
+        // A pushes first; B's later title wins all the same, and each keeps the other's other property.
+        try a.engine.syncNow()
+        let report = try b.engine.syncNow()
+        #expect(report.refusedChanges == 0)
+        try a.engine.syncNow()
+        try b.engine.syncNow()
+        let contents = try a.contents()
+        #expect(contents == (try b.contents()))
+        #expect(contents.contains("title=\"Plan (B)\""))
+        #expect(contents.contains("priority=5"))
+        #expect(contents.contains("done=true"))
+    }
+
+    @Test("an older change refused by the server is replaced by the newer one")
+    func refusedChangeIsReplaced() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let b = try Replica(directory, "b.store", server)
+        let task = try a.context.insert("Task")
+        try task.setValue("Plan", forKey: "title")
+        try a.context.save()
+        try a.engine.syncNow()
+        try b.engine.syncNow()
+
+        // B's change is older but pushed after A's.
+        let theirs = try #require(try b.object("Task", named: "Plan", key: "title"))
+        try theirs.setValue("older", forKey: "title")
+        try b.context.save()
+        Thread.sleep(forTimeInterval: 0.01)
+        let mine = try #require(try a.object("Task", named: "Plan", key: "title"))
+        try mine.setValue("newer", forKey: "title")
+        try a.context.save()
+        try a.engine.syncNow()
+        let report = try b.engine.syncNow()
+        #expect(report.refusedChanges == 1)
+        #expect(try b.contents().contains("title=\"newer\""))
+        #expect(try a.contents() == b.contents())
+    }
+
+    @Test("a delete wins over a concurrent update, unless the policy says the newest change wins")
+    func deletesWinOverUpdates() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let b = try Replica(directory, "b.store", server)
+        let task = try a.context.insert("Task")
+        try task.setValue("Doomed", forKey: "title")
+        try a.context.save()
+        try a.engine.syncNow()
+        try b.engine.syncNow()
+        try a.context.delete(try #require(try a.object("Task", named: "Doomed", key: "title")))
+        try a.context.save()
+        Thread.sleep(forTimeInterval: 0.01)
+        let theirs = try #require(try b.object("Task", named: "Doomed", key: "title"))
+        try theirs.setValue(9, forKey: "priority")
+        try b.context.save()
+        try a.engine.syncNow()
+        try b.engine.syncNow()
+        try a.engine.syncNow()
+        b.context.reset()
+        #expect(try b.context.count(for: FetchRequest(entity: "Task")) == 0)
+        #expect(try a.context.count(for: FetchRequest(entity: "Task")) == 0)
+
+        // With newestWins, an update after the delete brings the object back everywhere.
+        let c = try PersistentStore.open(path: directory.path("c.store"), schema: Fixtures.syncSchema())
+        let d = try PersistentStore.open(path: directory.path("d.store"), schema: Fixtures.syncSchema())
+        let config = SyncConfiguration(connection: server.connection, zone: "newest", deletePolicy: .newestWins)
+        let syncC = try SyncEngine(store: c, configuration: config)
+        let syncD = try SyncEngine(store: d, configuration: config)
+        let cContext = ObjectContext(store: c)
+        let kept = try cContext.insert("Task")
+        try kept.setValue("Phoenix", forKey: "title")
+        try cContext.save()
+        try syncC.syncNow()
+        try syncD.syncNow()
+        try cContext.delete(kept)
+        try cContext.save()
+        Thread.sleep(forTimeInterval: 0.01)
+        let dContext = ObjectContext(store: d)
+        let later = try #require(try dContext.fetch(FetchRequest(entity: "Task")).first)
+        try later.setValue(7, forKey: "priority")
+        try dContext.save()
+        try syncC.syncNow()
+        try syncD.syncNow()
+        try syncC.syncNow()
+        let cContents = try Fixtures.syncedContents(of: c, globalID: syncC.globalID(of:))
+        #expect(try cContents == Fixtures.syncedContents(of: d, globalID: syncD.globalID(of:)))
+        #expect(cContents.contains("title=\"Phoenix\""))
+    }
+
+    @Test("two stores that give a unique value to different objects keep the same one, and say so")
+    func uniquenessConflictsResolveTheSameEverywhere() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let b = try Replica(directory, "b.store", server)
+        for replica in [a, b] {
+            let tag = try replica.context.insert("Tag")
+            try tag.setValue(replica.store === a.store ? "urgent" : "URGENT", forKey: "name")
+            let task = try replica.context.insert("Task")
+            try task.setValue(.string("task of \(replica.store === a.store ? "a" : "b")"), forKey: "title")
+            try task.add(tag, toKey: "tags")
+            try replica.context.save()
+        }
+        try a.engine.syncNow()
+        let report = try b.engine.syncNow()
+        #expect(report.conflicts.count == 1)
+        try a.engine.syncNow()
+        try b.engine.syncNow()
+        let contents = try a.contents()
+        #expect(contents == (try b.contents()))
+        #expect(try a.context.count(for: FetchRequest(entity: "Tag")) == 1)
+        let conflict = try #require(report.conflicts.first)
+        #expect(conflict.kept.uuidString < conflict.removed.uuidString)
+        #expect(contents.contains(conflict.kept.uuidString))
+        #expect(!contents.contains(conflict.removed.uuidString))
+    }
+
+    @Test("a push retried from an old cursor writes nothing twice")
+    func pushesAreIdempotent() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        var a: Replica? = try Replica(directory, "a.store", server)
+        try a!.engine.syncNow()
+        let task = try a!.context.insert("Task")
+        try task.setValue("Once", forKey: "title")
+        try a!.context.save()
+        let stateFile = SyncState.url(inStore: directory.path("a.store"))
+        let before = try Data(contentsOf: stateFile)
+        try a!.engine.syncNow()
+        // As if killed after PostgreSQL committed but before the state file was written.
+        a = nil
+        try before.write(to: stateFile)
+        a = try Replica(directory, "a.store", server)
+        let retry = try a!.engine.syncNow()
+        #expect(retry.pushedEntries == 0)
+        let b = try Replica(directory, "b.store", server)
+        let pulled = try b.engine.syncNow()
+        #expect(pulled.pulledEntries == 1)
+        #expect(try b.context.count(for: FetchRequest(entity: "Task")) == 1)
+    }
+
+    @Test("with PostgreSQL down the store keeps working, and the next sync resumes from the cursors")
+    func offlineFirst() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let b = try Replica(directory, "b.store", server)
+        try a.engine.syncNow()
+        try server.stop()
+        let task = try a.context.insert("Task")
+        try task.setValue("Offline", forKey: "title")
+        try a.context.save()
+        let error = try #require(throws: SyncError.self) { try a.engine.syncNow() }
+        #expect(error.code == .serverUnavailable)
+        #expect(a.engine.status.lastError?.contains("serverUnavailable") == true)
+        try server.start()
+        try a.engine.syncNow()
+        #expect(a.engine.status.lastError == nil)
+        try b.engine.syncNow()
+        #expect(try b.object("Task", named: "Offline", key: "title") != nil)
+    }
+
+    @Test("changes of a newer schema wait on the server until the store migrates")
+    func newerSchemaWaits() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let new = try Replica(directory, "new.store", server, version: 2)
+        let old = try Replica(directory, "old.store", server)
+        let milestone = try new.context.insert("Milestone")
+        try milestone.setValue("Beta", forKey: "title")
+        try new.context.save()
+        try new.engine.syncNow()
+        let error = try #require(throws: SyncError.self) { try old.engine.syncNow() }
+        #expect(error.code == .schemaTooNew)
+        #expect(error.message.contains("schema version 2"))
+        #expect(old.engine.status.pulledThrough == 0)
+    }
+
+    @Test("an entity's global ID must be a unique uuid, and one engine syncs a store at a time")
+    func configurationErrors() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let schema = try Schema(version: 1) {
+            Entity("Item") {
+                Attribute("syncID", .string, optional: true)
+            }
+        }
+        let store = try PersistentStore.open(path: directory.path("x.store"), schema: schema)
+        let error = try #require(throws: SyncError.self) {
+            try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
+        }
+        #expect(error.code == .notSyncable)
+        #expect(error.message.contains("Item.syncID"))
+
+        let synced = try PersistentStore.open(path: directory.path("y.store"), schema: Fixtures.syncSchema())
+        let first = try SyncEngine(store: synced, configuration: .init(connection: "host=/nonexistent"))
+        let busy = try #require(throws: SyncError.self) {
+            try SyncEngine(store: synced, configuration: .init(connection: "host=/nonexistent"))
+        }
+        #expect(busy.code == .busy)
+        let offline = try #require(throws: SyncError.self) { try first.syncNow() }
+        #expect(offline.code == .serverUnavailable)
+    }
+}
+
+/// Counts a controller's batches.
+final class BatchCounter: FetchedResultsControllerDelegate {
+    var batches = 0
+    var failures: [String] = []
+
+    func controllerDidChangeContent(_ controller: FetchedResultsController) { batches += 1 }
+    func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+        failures.append(error.message)
+    }
+}
