@@ -54,8 +54,9 @@ final class PostgresConnection {
         default:
             let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            // Class 08 is a connection failure; 57P0x is the server shutting down.
-            let lost = !isOpen || state.hasPrefix("08") || state.hasPrefix("57P")
+            // Class 08 is a connection failure, 57P0x the server shutting down; an error without a state is
+            // libpq's own (the server closed the connection).
+            let lost = !isOpen || state.isEmpty || state.hasPrefix("08") || state.hasPrefix("57P")
             throw SyncError(
                 lost ? .serverUnavailable : .server,
                 "PostgreSQL refused \(Self.summary(of: sql)): \(message.isEmpty ? Self.message(of: handle) : message)"

@@ -182,7 +182,7 @@ public final class SyncEngine: @unchecked Sendable {
                 for tombstone in tombstones {
                     let pushed = PushedObject(
                         entity: tombstone.entity, globalID: tombstone.globalID, originKey: nil, deleted: true,
-                        values: [:])
+                        onlyIfAlive: false, values: [:])
                     _ = try send([pushed], seq: nil, stamp: tombstone.stamp, connection)
                 }
             }
@@ -205,6 +205,10 @@ public final class SyncEngine: @unchecked Sendable {
             for entry in entries {
                 if let stamp = Self.remoteStamp(of: entry) {
                     clock = max(clock, stamp)
+                    // A pulled delete can cascade to objects the other stores still have (this store had put
+                    // them in the deleted object): those deletes are this store's to tell.
+                    let deletes = remoteDeletes(entry)
+                    if !deletes.isEmpty { batch.append((entry.transaction ?? 0, stamp, deletes)) }
                     continue
                 }
                 let stamp = HybridLogicalClock.stamp(after: clock, at: entry.date)
@@ -254,6 +258,21 @@ public final class SyncEngine: @unchecked Sendable {
         }
     }
 
+    /// The deletes of a pulled save, as tombstones that change only objects the server still has.
+    private func remoteDeletes(_ entry: ChangeRecord) -> [PushedObject] {
+        entry.changes.compactMap { change in
+            guard change.kind == .delete, let entity = plan.entities[change.objectID.entityName] else { return nil }
+            let id: UUID
+            if case .uuid(let given)? = change.oldValues[plan.globalIDKey] {
+                id = given
+            } else {
+                id = derivedGlobalID(change.objectID)
+            }
+            return PushedObject(
+                entity: entity.name, globalID: id, originKey: nil, deleted: true, onlyIfAlive: true, values: [:])
+        }
+    }
+
     /// One object's change as pushed: its values by key (relationships as `r:` texts), or its delete.
     struct PushedObject {
         var entity: String
@@ -261,6 +280,8 @@ public final class SyncEngine: @unchecked Sendable {
         /// The object's key here, when this store made it (other stores find their copies by global ID).
         var originKey: UInt64?
         var deleted: Bool
+        /// For a delete: only when the server has not deleted the object (a cascade of a pulled delete).
+        var onlyIfAlive = false
         var values: [String: String?]
     }
 
@@ -282,7 +303,9 @@ public final class SyncEngine: @unchecked Sendable {
                     id = derivedGlobalID(change.objectID)
                 }
                 objects.append(
-                    PushedObject(entity: entity.name, globalID: id, originKey: nil, deleted: true, values: [:]))
+                    PushedObject(
+                        entity: entity.name, globalID: id, originKey: nil, deleted: true, onlyIfAlive: false,
+                        values: [:]))
                 continue
             }
             let object: ManagedObject
@@ -310,7 +333,7 @@ public final class SyncEngine: @unchecked Sendable {
             objects.append(
                 PushedObject(
                     entity: entity.name, globalID: id, originKey: given.isNull ? change.objectID.primaryKey : nil,
-                    deleted: false, values: values))
+                    deleted: false, onlyIfAlive: false, values: values))
         }
         return objects
     }
@@ -337,14 +360,18 @@ public final class SyncEngine: @unchecked Sendable {
                 postgresArray(objects.map { $0.originKey.map { "\(Int64(bitPattern: $0))" } }), store,
             ])
         var logged = Set<UUID>()
-        let deleted = objects.filter(\.deleted).map(\.globalID.uuidString)
-        if !deleted.isEmpty {
-            try connection.execute(
+        for onlyIfAlive in [false, true] {
+            let deleted = objects.filter { $0.deleted && $0.onlyIfAlive == onlyIfAlive }.map(\.globalID.uuidString)
+            guard !deleted.isEmpty else { continue }
+            // A later delete moves the stamp on (it matters to `newestWins`); a cascade only deletes what lives.
+            let changed = try connection.execute(
                 """
                 UPDATE entitystore_objects SET deleted_stamp = $3, deleted_by = $4
-                WHERE zone = $1 AND gid = ANY($2::uuid[]) AND (deleted_stamp IS NULL OR deleted_stamp < $3)
-                """, [zone, postgresArray(deleted), "\(stamp)", store])
-            for object in objects where object.deleted { logged.insert(object.globalID) }
+                WHERE zone = $1 AND gid = ANY($2::uuid[])
+                    AND (deleted_stamp IS NULL OR (NOT $5::boolean AND deleted_stamp < $3))
+                RETURNING gid::text
+                """, [zone, postgresArray(deleted), "\(stamp)", store, onlyIfAlive ? "true" : "false"])
+            for row in changed.rows { if let id = row[0].flatMap(UUID.init(uuidString:)) { logged.insert(id) } }
         }
         var gids: [String?] = []
         var keys: [String?] = []

@@ -3,4 +3,86 @@ import EntityStoreSync
 import Foundation
 import TestSupport
 
-print("placeholder")
+// es-sync-helper work STORE CONNECTION SEED ROUNDS
+//
+// One replica of the sync tests: ROUNDS rounds of one random local edit (inserts, updates of the same attributes
+// as the other replicas, deletes, relationship changes), each saved and followed by a sync. A sync that cannot
+// reach PostgreSQL is expected (the tests stop the server midway): the replica goes on offline. Any other failure
+// ends the process with status 1, naming it.
+
+let arguments = CommandLine.arguments
+guard arguments.count == 6, arguments[1] == "work", let seed = UInt64(arguments[4]), let rounds = Int(arguments[5])
+else {
+    FileHandle.standardError.write(Data("usage: es-sync-helper work STORE CONNECTION SEED ROUNDS\n".utf8))
+    exit(2)
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("es-sync-helper: \(message)\n".utf8))
+    exit(1)
+}
+
+do {
+    let store = try PersistentStore.open(path: arguments[2], schema: Fixtures.syncSchema())
+    let engine = try SyncEngine(store: store, configuration: .init(connection: arguments[3], batchSize: 50))
+    var random = SeededGenerator(seed: seed)
+    let tagNames = ["urgent", "later", "home", "work", "errand", "idea"]
+    var offline = 0
+    for round in 0..<rounds {
+        let context = ObjectContext(store: store)
+        let tasks = try context.fetch(FetchRequest(entity: "Task"))
+        let projects = try context.fetch(FetchRequest(entity: "Project"))
+        let tags = try context.fetch(FetchRequest(entity: "Tag"))
+        switch Int.random(in: 0..<10, using: &random) {
+        case 0:
+            let project = try context.insert("Project")
+            try project.setValue(.string("project \(seed)-\(round)"), forKey: "name")
+        case 1:
+            let name = tagNames.randomElement(using: &random)!
+            if try !tags.contains(where: { try $0.value(forKey: "name") == .string(name) }) {
+                let tag = try context.insert("Tag")
+                try tag.setValue(.string(name), forKey: "name")
+            }
+        case 2, 3:
+            let task = try context.insert("Task")
+            try task.setValue(.string("task \(seed)-\(round)"), forKey: "title")
+            try task.setValue(.int(Int64.random(in: 0..<5, using: &random)), forKey: "priority")
+            if let project = projects.randomElement(using: &random) { try task.setObject(project, forKey: "project") }
+        case 4, 5:
+            if let task = tasks.randomElement(using: &random) {
+                try task.setValue(.string("renamed by \(seed) in \(round)"), forKey: "title")
+                try task.setValue(.bool(Bool.random(using: &random)), forKey: "done")
+            }
+        case 6:
+            if let task = tasks.randomElement(using: &random) {
+                try task.setValue(.int(Int64.random(in: 0..<5, using: &random)), forKey: "priority")
+                try task.setObject(projects.randomElement(using: &random), forKey: "project")
+            }
+        case 7:
+            if let task = tasks.randomElement(using: &random), let tag = tags.randomElement(using: &random) {
+                if try task.objectIDs(forKey: "tags").contains(tag.objectID) {
+                    try task.remove(tag, fromKey: "tags")
+                } else {
+                    try task.add(tag, toKey: "tags")
+                }
+            }
+        case 8:
+            if let task = tasks.randomElement(using: &random) { try context.delete(task) }
+        default:
+            if Int.random(in: 0..<3, using: &random) == 0, let project = projects.randomElement(using: &random) {
+                try context.delete(project)
+            }
+        }
+        if context.hasChanges { try context.save() }
+        do {
+            try engine.syncNow()
+        } catch let error as SyncError where error.code == .serverUnavailable {
+            offline += 1
+        }
+        print("round \(round)")
+        usleep(UInt32.random(in: 5_000..<25_000, using: &random))
+    }
+    print("done offline=\(offline)")
+} catch {
+    fail("\(error)")
+}

@@ -1,0 +1,94 @@
+import EntityStore
+import EntityStoreSync
+import Foundation
+import TestSupport
+import Testing
+
+/// Four stores in four real processes edit at random and sync through one server, which is stopped and started
+/// midway while one process is killed with SIGKILL and started again; then every store holds the same objects, and
+/// every controller the same sections as a fresh fetch.
+@Suite(
+    "Sync convergence across processes",
+    .enabled(if: ScratchPostgres.isAvailable, "PostgreSQL is not installed (apt-get install postgresql libpq-dev)"))
+struct SyncConvergenceTests {
+    @Test("4 processes, a server restart and a kill -9: all converge")
+    func fourProcessesConverge() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let helper = ChildProcess.executable("es-sync-helper")
+        let rounds = 80
+        func start(_ i: Int, seed: UInt64, rounds: Int) throws -> (Process, Pipe, Pipe) {
+            try ChildProcess.start(
+                helper, ["work", directory.path("s\(i).store"), server.connection, "\(seed)", "\(rounds)"])
+        }
+        var workers = try (0..<4).map { try start($0, seed: UInt64(100 + $0), rounds: rounds) }
+
+        // Midway: kill one worker, stop the server, start it again, start the worker again on its store.
+        Thread.sleep(forTimeInterval: 0.8)
+        kill(workers[2].0.processIdentifier, SIGKILL)
+        workers[2].0.waitUntilExit()
+        #expect(workers[2].0.terminationReason == .uncaughtSignal)
+        try server.stop(immediately: true)
+        Thread.sleep(forTimeInterval: 0.7)
+        try server.start()
+        workers[2] = try start(2, seed: 777, rounds: rounds / 2)
+
+        var offlineSyncs = 0
+        for (i, (process, out, err)) in workers.enumerated() {
+            let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "worker \(i): \(errors)")
+            #expect(output.contains("done"), "worker \(i) did not finish: \(output.suffix(200)) \(errors)")
+            if let count = output.split(separator: "offline=").last.flatMap({ Int($0.prefix { $0.isNumber }) }) {
+                offlineSyncs += count
+            }
+        }
+        // The restart happened while the workers synced: some of their syncs found the server down.
+        #expect(offlineSyncs > 0)
+
+        // Each store syncs until a whole pass moves nothing; controllers watch while it happens.
+        var replicas: [(store: PersistentStore, engine: SyncEngine, screen: ObjectContext)] = []
+        var controllers: [FetchedResultsController] = []
+        for i in 0..<4 {
+            let store = try PersistentStore.open(path: directory.path("s\(i).store"), schema: Fixtures.syncSchema())
+            let engine = try SyncEngine(store: store, configuration: .init(connection: server.connection))
+            let screen = ObjectContext(store: store)
+            screen.automaticallyMergesChangesFromStore = true
+            let controller = FetchedResultsController(
+                fetchRequest: Self.tasksByPriority, context: screen, sectionNameKeyPath: "priority")
+            try controller.performFetch()
+            controllers.append(controller)
+            replicas.append((store, engine, screen))
+        }
+        var quiet = false
+        for _ in 0..<10 where !quiet {
+            quiet = true
+            for replica in replicas {
+                let report = try replica.engine.syncNow()
+                if report.pushedChanges > 0 || report.pulledObjects > 0 { quiet = false }
+            }
+        }
+        #expect(quiet, "the stores still exchange changes after 10 passes")
+
+        let contents = try replicas.map { try Fixtures.syncedContents(of: $0.store, globalID: $0.engine.globalID(of:)) }
+        #expect(contents[0].split(separator: "\n").count > 20)
+        for i in 1..<4 { #expect(contents[i] == contents[0], "store \(i) differs from store 0") }
+        for (i, replica) in replicas.enumerated() {
+            replica.screen.processPendingChanges()
+            let fresh = FetchedResultsController(
+                fetchRequest: Self.tasksByPriority, context: ObjectContext(store: replica.store),
+                sectionNameKeyPath: "priority")
+            try fresh.performFetch()
+            #expect(
+                controllers[i].sections.map { $0.objectIDs } == fresh.sections.map { $0.objectIDs },
+                "store \(i)'s controller differs from a fresh fetch")
+        }
+    }
+
+    static var tasksByPriority: FetchRequest {
+        FetchRequest(entity: "Task", sortKeys: [SortKey("priority"), SortKey("title")])
+    }
+}
