@@ -2,7 +2,8 @@
 #
 # `make demo`, `make test` and `make bench` install what they need (liblmdb-dev; lmdb-utils for the tests that
 # check that Debian's own tools read our stores; libsqlite3-dev for the benchmarks' SQLite side; sqlite3 and python3
-# for the tests that load store-inspect's CSV as those tools read it) with apt-get
+# for the tests that load store-inspect's CSV as those tools read it; libpq-dev and postgresql for the sync module
+# and its tests, which start a scratch PostgreSQL cluster of their own) with apt-get
 # when it is missing, through sudo when not root.
 
 SWIFT ?= swift
@@ -20,6 +21,8 @@ deps:
 	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
 	command -v sqlite3 >/dev/null 2>&1 || missing="$$missing sqlite3"; \
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
+	pkg-config --exists libpq 2>/dev/null || missing="$$missing libpq-dev"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \

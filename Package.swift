@@ -32,7 +32,9 @@ let package = Package(
         .target(name: "EntityStoreSync", dependencies: ["EntityStore", "CLibPQ"]),
 
         // The CLI's parser and commands, a library so that tests and the fuzzer reach them.
-        .target(name: "StoreInspectCore", dependencies: ["EntityStore", "LMDB"], path: "Tools/StoreInspectCore"),
+        .target(
+            name: "StoreInspectCore", dependencies: ["EntityStore", "EntityStoreSync", "LMDB"],
+            path: "Tools/StoreInspectCore"),
         .executableTarget(name: "store-inspect", dependencies: ["StoreInspectCore"], path: "Tools/store-inspect"),
         .executableTarget(name: "store-demo", dependencies: ["EntityStore"], path: "Tools/store-demo"),
 
@@ -48,7 +50,8 @@ let package = Package(
             name: "es-sync-helper", dependencies: ["EntityStore", "EntityStoreSync", "TestSupport"],
             path: "Tests/SyncHelper"),
         .testTarget(
-            name: "SyncTests", dependencies: ["EntityStore", "EntityStoreSync", "TestSupport", "es-sync-helper"]),
+            name: "SyncTests",
+            dependencies: ["EntityStore", "EntityStoreSync", "TestSupport", "es-sync-helper", "store-inspect"]),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport", "es-test-helper"]),
         .testTarget(name: "SectionedDiffTests", dependencies: ["SectionedDiff", "TestSupport"]),
         .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "LMDB", "TestSupport", "es-test-helper"]),

@@ -87,14 +87,15 @@ enum SyncValue {
 /// stamp includes every stamp it has pulled: a save that follows another store's change (by causality, not by a
 /// clock) always gets a larger stamp, and clocks that drift apart still order saves by wall time to the millisecond
 /// otherwise. Ties between stores are broken by the store's ID.
-enum HybridLogicalClock {
-    static func stamp(after last: UInt64, at date: Date) -> UInt64 {
+public enum HybridLogicalClock {
+    /// The stamp of an event at `date` that follows the stamp `last`.
+    public static func stamp(after last: UInt64, at date: Date) -> UInt64 {
         let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
         return max(milliseconds << 16, last &+ 1)
     }
 
     /// The stamp's wall time.
-    static func date(of stamp: UInt64) -> Date {
+    public static func date(of stamp: UInt64) -> Date {
         Date(timeIntervalSince1970: Double(stamp >> 16) / 1000)
     }
 }

@@ -308,9 +308,18 @@ struct SyncTests {
         let error = try #require(throws: SyncError.self) { try a.engine.syncNow() }
         #expect(error.code == .serverUnavailable)
         #expect(a.engine.status.lastError?.contains("serverUnavailable") == true)
+        // store-inspect reads the state offline: the error, and the one entry waiting.
+        let inspect = ChildProcess.executable("store-inspect")
+        let waiting = try ChildProcess.run(inspect, ["sync-status", directory.path("a.store"), "--format", "json"])
+        #expect(waiting.status == 0, "\(waiting.stderr)")
+        #expect(waiting.stdout.contains("\"entries not pushed\": 1"), "\(waiting.stdout)")
+        #expect(waiting.stdout.contains("serverUnavailable"), "\(waiting.stdout)")
         try server.start()
         try a.engine.syncNow()
         #expect(a.engine.status.lastError == nil)
+        let synced = try ChildProcess.run(inspect, ["sync-status", directory.path("a.store"), "--format", "json"])
+        #expect(synced.stdout.contains("\"entries not pushed\": 0"), "\(synced.stdout)")
+        #expect(synced.stdout.contains("\"last error\": null"), "\(synced.stdout)")
         try b.engine.syncNow()
         #expect(try b.object("Task", named: "Offline", key: "title") != nil)
     }

@@ -94,6 +94,10 @@ enum Commands {
             overview: "List the reader table's slots (process, thread, snapshot, alive), like mdb_stat -r.",
             positionals: [], options: [], flags: [], examples: ["library.store", "library.store --format json"]),
         CommandSpec(
+            name: "sync-status",
+            overview: "Show the store's sync: zone, cursors, entries not pushed yet, clock and the last error.",
+            positionals: [], options: [], flags: [], examples: ["library.store", "library.store --format json"]),
+        CommandSpec(
             name: "ls", overview: "List objects of an entity.", positionals: ["ENTITY"],
             options: [
                 ("--where PREDICATE", "Only objects matching the predicate (NSPredicate syntax)."),

@@ -34,7 +34,11 @@ extension Runner {
             ("readers", .int(Int64(info.readersUsed))),
             ("max readers", .int(Int64(info.maxReaders))),
         ]
-        // A terminal gets a property per line; the other formats one record (JSON: one object).
+        emitProperties(properties)
+    }
+
+    /// Named values: a terminal gets a property per line; the other formats one record (JSON: one object).
+    func emitProperties(_ properties: [(String, Cell)]) {
         if format == .table {
             var table = Table(columns: ["property", "value"])
             table.rows = properties.map { [.text($0.0), $0.1] }

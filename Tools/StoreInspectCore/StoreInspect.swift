@@ -184,6 +184,7 @@ struct Runner {
         case "stats": try stats()
         case "entities": try entities()
         case "readers": try readers()
+        case "sync-status": try syncStatus()
         case "ls": try list()
         case "count": try count()
         case "get": try get()

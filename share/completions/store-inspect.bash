@@ -4,7 +4,7 @@ _store_inspect() {
     cur="${COMP_WORDS[COMP_CWORD]}"
     prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "info schema stats entities readers ls count get check history watch export import backup help --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "info schema stats entities readers sync-status ls count get check history watch export import backup help --help --version" -- "$cur"))
         return
     fi
     case "$prev" in
@@ -22,6 +22,7 @@ _store_inspect() {
         stats) opts="--format --help" ;;
         entities) opts="--format --help" ;;
         readers) opts="--format --help" ;;
+        sync-status) opts="--format --help" ;;
         ls) opts="--where --sort --limit --offset --fields --explain --format --help" ;;
         count) opts="--where --explain --format --help" ;;
         get) opts="--fields --format --help" ;;
