@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 graphs="$PWD/.build-docs/symbol-graphs"
 mkdir -p "$graphs"
-swift build --scratch-path .build-docs --target EntityStore \
+swift build --scratch-path .build-docs --target EntityStoreSync \
     -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs"
 mkdir -p docs-out
-for module in LMDB SectionedDiff EntityStore; do
+for module in LMDB SectionedDiff EntityStore EntityStoreSync; do
     dir=".build-docs/graphs-$module"
     rm -rf "$dir" && mkdir -p "$dir"
     cp "$graphs/$module".symbols.json "$dir/"

@@ -17,7 +17,7 @@ public struct SyncError: Error, CustomStringConvertible, Sendable, Equatable {
         case busy
         /// The sync state file beside the store cannot be read or written.
         case state
-        /// The local store refused a change (the underlying ``EntityStore/EntityStoreError`` is in the message).
+        /// The local store refused a change (the underlying `EntityStoreError` is in the message).
         case store
     }
 

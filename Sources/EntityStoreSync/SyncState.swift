@@ -8,7 +8,7 @@ import Foundation
 public struct SyncState: Codable, Sendable, Equatable {
     /// The zone (one shared data set on the server) the store syncs with.
     public var zone: String
-    /// The store's ID on the server (the store's own ``EntityStore/PersistentStore/storeID``).
+    /// The store's ID on the server (the store's own `PersistentStore.storeID`).
     public var storeID: UUID
     /// The last local history transaction pushed (or skipped as remote).
     public var pushedThrough: UInt64 = 0
@@ -31,8 +31,11 @@ public struct SyncState: Codable, Sendable, Equatable {
 
     /// A delete to push: the object's entity, global ID and stamp.
     public struct PendingTombstone: Codable, Sendable, Equatable {
+        /// The object's entity.
         public var entity: String
+        /// The object's global ID.
         public var globalID: UUID
+        /// The delete's clock stamp.
         public var stamp: UInt64
     }
 
@@ -81,11 +84,11 @@ public struct SyncState: Codable, Sendable, Equatable {
             guard rename(temporary.path, url.path) == 0 else {
                 throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
             }
+            // The rename is durable once the directory is.
             let directoryDescriptor = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if directoryDescriptor >= 0 {
-                fsync(directoryDescriptor)
-                close(directoryDescriptor)
-            }
+            guard directoryDescriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            defer { close(directoryDescriptor) }
+            guard fsync(directoryDescriptor) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         } catch {
             throw SyncError(.state, "cannot write \(url.path): \(error)")
         }
