@@ -51,7 +51,9 @@ let package = Package(
             path: "Tests/SyncHelper"),
         .testTarget(
             name: "SyncTests",
-            dependencies: ["EntityStore", "EntityStoreSync", "TestSupport", "es-sync-helper", "store-inspect"]),
+            dependencies: [
+                "EntityStore", "EntityStoreSync", "LMDB", "TestSupport", "es-sync-helper", "store-inspect",
+            ]),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport", "es-test-helper"]),
         .testTarget(name: "SectionedDiffTests", dependencies: ["SectionedDiff", "TestSupport"]),
         .testTarget(name: "EntityStoreTests", dependencies: ["EntityStore", "LMDB", "TestSupport", "es-test-helper"]),

@@ -81,19 +81,21 @@ final class PostgresConnection {
         return result
     }
 
-    /// Starts listening on `channel` (`NOTIFY` from other connections then wakes ``waitForNotification(timeout:)``).
+    /// Starts listening on `channel` (`NOTIFY` from other connections then wakes ``waitForNotification(timeout:alsoWatching:)``).
     func listen(_ channel: String) throws { try execute("LISTEN \(channel)") }
 
-    /// Waits up to `timeout` seconds for a notification on a channel this connection listens to.
+    /// Waits up to `timeout` seconds for a notification, or for `other` to become readable.
     ///
-    /// - Returns: Whether one arrived (all that arrived are consumed).
-    func waitForNotification(timeout: Double) throws -> Bool {
+    /// - Returns: Whether a notification arrived (all that arrived are consumed).
+    func waitForNotification(timeout: Double, alsoWatching other: Int32) throws -> Bool {
         if consumeNotifications() { return true }
         let socket = PQsocket(handle)
         guard socket >= 0 else { throw SyncError(.serverUnavailable, "the PostgreSQL connection is closed") }
-        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&descriptor, 1, Int32(max(0, timeout * 1000)))
-        guard ready > 0 else { return false }
+        var descriptors = [
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: other, events: Int16(POLLIN), revents: 0),
+        ]
+        let ready = poll(&descriptors, 2, Int32(min(Double(Int32.max), max(0, timeout * 1000))))
+        guard ready > 0, descriptors[0].revents != 0 else { return false }
         guard PQconsumeInput(handle) == 1 else {
             throw SyncError(.serverUnavailable, "lost the PostgreSQL connection: \(Self.message(of: handle))")
         }

@@ -1,6 +1,7 @@
 import EntityStore
 import EntityStoreSync
 import Foundation
+import LMDB
 import TestSupport
 import Testing
 
@@ -114,6 +115,35 @@ struct SyncTests {
         let again = try b.engine.syncNow()
         #expect(again.pushedEntries == 0)
         #expect(again.pushedChanges == 0)
+    }
+
+    @Test("in the background, a save on one store reaches the other store's controller without a call")
+    func backgroundSync() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let b = try Replica(directory, "b.store", server)
+        let errors = Locked<[SyncError]>([])
+        try a.engine.start(interval: 30) { error in errors.withLock { $0.append(error) } }
+        try b.engine.start(interval: 30) { error in errors.withLock { $0.append(error) } }
+        defer {
+            a.engine.stop()
+            b.engine.stop()
+        }
+        Thread.sleep(forTimeInterval: 0.3)  // both listen
+        let task = try a.context.insert("Task")
+        try task.setValue("Pushed by itself", forKey: "title")
+        try a.context.save()
+        let deadline = Date().addingTimeInterval(10)
+        var arrived = false
+        while !arrived && Date() < deadline {
+            arrived = try ObjectContext(store: b.store).count(for: FetchRequest(entity: "Task")) == 1
+            if !arrived { Thread.sleep(forTimeInterval: 0.01) }
+        }
+        #expect(arrived)
+        #expect(errors.withLock { $0 }.isEmpty)
     }
 
     @Test("the last writer wins property by property, by the hybrid logical clock")
