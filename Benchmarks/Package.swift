@@ -16,6 +16,7 @@ let package = Package(
                 "CSQLite", "CLMDBRaw", "CHeapStats",
                 .product(name: "EntityStore", package: "EntityStore"),
                 .product(name: "LMDB", package: "EntityStore"),
+                .product(name: "EntityStoreSync", package: "EntityStore"),
             ],
             swiftSettings: [.unsafeFlags(["-Ounchecked"])]),
     ]

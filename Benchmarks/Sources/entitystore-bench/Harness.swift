@@ -96,6 +96,7 @@ final class Report {
         case "s": return value < 1e-3 ? String(format: "%.1f µs", value * 1e6) : String(format: "%.2f ms", value * 1e3)
         case "bytes/row": return String(format: "%.0f bytes/row", value)
         case "MB": return String(format: "%.0f MB", value)
+        case "/s": return String(format: "%.0f /s", value)
         default: return "\(value) \(unit)"
         }
     }
