@@ -151,19 +151,21 @@ struct PostgresRows {
 
 /// PostgreSQL's text form of an array parameter (`{"a","b",NULL}`), for `unnest($1::text[])`.
 func postgresArray(_ values: [String?]) -> String {
-    var out = "{"
+    var out: [UInt8] = [UInt8(ascii: "{")]
+    out.reserveCapacity(values.count * 40)
     for (i, value) in values.enumerated() {
-        if i > 0 { out += "," }
+        if i > 0 { out.append(UInt8(ascii: ",")) }
         guard let value else {
-            out += "NULL"
+            out += Array("NULL".utf8)
             continue
         }
-        out += "\""
-        for character in value.unicodeScalars {
-            if character == "\"" || character == "\\" { out += "\\" }
-            out.unicodeScalars.append(character)
+        out.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+            out.append(byte)
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
-    return out + "}"
+    out.append(UInt8(ascii: "}"))
+    return String(decoding: out, as: UTF8.self)
 }

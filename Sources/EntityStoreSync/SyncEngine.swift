@@ -353,7 +353,11 @@ public final class SyncEngine: @unchecked Sendable {
                 var targets: [UUID] = []
                 for targetID in try object.objectIDs(forKey: relationship.name)
                 where plan.entities[targetID.entityName] != nil {
-                    targets.append(try globalID(of: try reader.existingObject(with: targetID)))
+                    do {
+                        targets.append(try globalID(of: try reader.existingObject(with: targetID)))
+                    } catch let error as EntityStoreError where error.code == .objectNotFound {
+                        continue  // deleted since: a later entry pushes the delete
+                    }
                 }
                 values[relationship.name] = SyncValue.text(targets: targets)
             }
@@ -582,8 +586,7 @@ public final class SyncEngine: @unchecked Sendable {
         for (id, object) in objects where object.isDeleted(configuration.deletePolicy) {
             if let existing = local.removeValue(forKey: id) { try context.delete(existing) }
         }
-        for (id, object) in objects.sorted(by: { $0.key.uuidString < $1.key.uuidString })
-        where !object.isDeleted(configuration.deletePolicy) {
+        for (id, object) in objects where !object.isDeleted(configuration.deletePolicy) {
             guard let entity = plan.entities[object.entity] else {
                 report.problems.append("\(object.entity) \(id.uuidString): this store's schema has no such entity")
                 continue
@@ -646,7 +649,20 @@ public final class SyncEngine: @unchecked Sendable {
     private func unpushedChanges() throws -> (keys: [ObjectID: Set<String>], deleted: Set<UUID>) {
         var keys: [ObjectID: Set<String>] = [:]
         var deleted = Set<UUID>()
-        for entry in try store.history(since: state.pushedThrough) where !Self.isRemote(entry) {
+        var skippable = true
+        for entry in try store.history(since: state.pushedThrough) {
+            if let stamp = Self.remoteStamp(of: entry) {
+                // Pulled saves with nothing to push (no cascaded deletes) need not be read again: the cursor passes
+                // them (a pull of many pages would otherwise read its own earlier pages' saves page after page).
+                if skippable, remoteDeletes(entry).isEmpty, let number = entry.transaction {
+                    state.pushedThrough = number
+                    state.clock = max(state.clock, stamp)
+                } else {
+                    skippable = false
+                }
+                continue
+            }
+            skippable = false
             for change in entry.changes where plan.entities[change.objectID.entityName] != nil {
                 switch change.kind {
                 case .delete:

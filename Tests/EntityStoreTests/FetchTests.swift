@@ -155,6 +155,41 @@ import Testing
         }
     }
 
+    /// A long `IN` list of the attribute's own type is a set lookup: the same answers as the comparisons it stands
+    /// for, on indexed and unindexed attributes, with nil in the list, and for canonically equivalent strings.
+    @Test func longInListsMatchTheirEqualities() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            func ids(_ predicate: FetchPredicate) throws -> Set<ObjectID> {
+                Set(try context.fetch(FetchRequest(entity: "Book", predicate: predicate)).map(\.objectID))
+            }
+            func check(_ key: String, _ values: [Value]) throws {
+                #expect(values.count >= 8)
+                let member = FetchPredicate.comparison(.init(keyPath: [key], op: .in, operand: .list(values)))
+                let equalities = FetchPredicate.or(
+                    values.map { .comparison(.init(keyPath: [key], op: .equal, operand: .value($0))) })
+                #expect(try ids(member) == ids(equalities), "\(key)")
+            }
+            let titles = try context.fetch(FetchRequest(entity: "Book")).map { try $0.value(forKey: "title") }
+            // "Die unendliche Geschichte" and others, plus strings no book has, one decomposed.
+            try check("title", titles + ["Mo\u{0301}mo", "x", "y", "z", "w", "v", "u", "t"])
+            try check("pages", (0..<400).map { .int(Int64($0)) } + [.null])
+            try check("isbn", (0..<10).map { _ in .uuid(UUID()) } + [.null])
+            let composed = try context.insert("Book")
+            try composed.setValue("Caf\u{e9}", forKey: "title")
+            try check("title", ["Cafe\u{301}", "a", "b", "c", "d", "e", "f", "g"])
+            #expect(
+                try ids(
+                    .comparison(
+                        .init(
+                            keyPath: ["title"], op: .in,
+                            operand: .list(["Cafe\u{301}", "a", "b", "c", "d", "e", "f", "g"])))) == [
+                        composed.objectID
+                    ])
+        }
+    }
+
     /// A range on an indexed scalar sorted by that attribute is read in index order, without a sort: the same rows
     /// in the same order (ties by ID, nil first, windows) as a scan that sorts in memory.
     @Test func rangesReadInIndexOrderMatchAScanThatSorts() throws {

@@ -44,7 +44,7 @@ struct SyncTests {
         try project.setValue("Launch", forKey: "name")
         try project.setValue(.decimal(Decimal(string: "1234.50")!), forKey: "budget")
         let task = try a.context.insert("Task")
-        try task.setValue("Write the announcement", forKey: "title")
+        try task.setValue("Write \"the\" \\ {announcement}, NULL 🚀", forKey: "title")
         try task.setValue(.double(-0.0), forKey: "estimate")
         try task.setValue(.date(Date(timeIntervalSinceReferenceDate: 1e9 + 0.123456789)), forKey: "due")
         try task.setValue(.data([0, 255, 10]), forKey: "attachment")
@@ -61,7 +61,7 @@ struct SyncTests {
         #expect(pulled.pulledSaves == 1)
         #expect(try a.contents() == b.contents())
         #expect(try b.context.count(for: FetchRequest(entity: "Draft")) == 0)
-        let copy = try #require(try b.object("Task", named: "Write the announcement", key: "title"))
+        let copy = try #require(try b.object("Task", named: "Write \"the\" \\ {announcement}, NULL 🚀", key: "title"))
         #expect(try copy.object(forKey: "project")?.value(forKey: "name") == "Launch")
         #expect(try copy.value(forKey: "attachment") == .data([0, 255, 10]))
 
@@ -71,7 +71,9 @@ struct SyncTests {
         try b.engine.syncNow()
         try a.engine.syncNow()
         a.context.reset()
-        #expect(try a.object("Task", named: "Write the announcement", key: "title")?.value(forKey: "done") == true)
+        #expect(
+            try a.object("Task", named: "Write \"the\" \\ {announcement}, NULL 🚀", key: "title")?.value(forKey: "done")
+                == true)
         try b.context.delete(try #require(try b.object("Project", named: "Launch")))
         try b.context.save()
         try b.engine.syncNow()

@@ -109,6 +109,10 @@ final class CompiledPredicate {
         /// `SUBQUERY(collection, $x, predicate).@count op value`: the collection's path (ending in `@count`) and the
         /// predicate compiled against its destination.
         case subquery(ResolvedKeyPath, FetchPredicate.Comparison, CompiledPredicate)
+        /// `attribute IN {…}` over a long list of the attribute's own type (integers, strings, UUIDs, data,
+        /// booleans): a hash lookup instead of a comparison per element (a sync pull looks up hundreds of global
+        /// IDs at once). Exact equality of these types is `Value`'s equality, so the answer is the same.
+        case member(Int, Set<Value>)
         case and([Node])
         case or([Node])
         case not(Node)
@@ -135,6 +139,7 @@ final class CompiledPredicate {
                     if case .attribute(let i, _) = p.terminal { result.insert(i) }
                 }
             case .subquery: break
+            case .member(let index, _): result.insert(index)
             case .and(let nodes), .or(let nodes): nodes.forEach(visit)
             case .not(let inner): visit(inner)
             }
@@ -154,6 +159,7 @@ final class CompiledPredicate {
                         !path.steps.isEmpty || { if case .relationship = path.terminal { true } else { false } }()
                             || (other.map { !$0.steps.isEmpty } ?? false)
                     case .subquery: true
+                    case .member: false
                     case .and(let nodes), .or(let nodes): nodes.contains(where: visit)
                     case .not(let inner): visit(inner)
                     }
@@ -202,8 +208,19 @@ final class CompiledPredicate {
                 }
             }
             try checkTypes(path, c, entity, schema)
+            if let member = membership(path, c) { return member }
             return .comparison(path, c, other)
         }
+    }
+
+    /// The ``Node/member(_:_:)`` form of `attribute IN list`, when it gives the same answers.
+    static func membership(_ path: ResolvedKeyPath, _ c: FetchPredicate.Comparison) -> Node? {
+        guard c.op == .in, c.options.isEmpty, c.quantifier == nil, path.steps.isEmpty,
+            case .attribute(let index, let attribute) = path.terminal, case .list(let list) = c.operand,
+            list.count >= 8, [.int64, .string, .uuid, .binary, .bool].contains(attribute.type),
+            list.allSatisfy({ $0.isNull || $0.type == attribute.type })
+        else { return nil }
+        return .member(index, Set(list))
     }
 
     static func checkTypes(
@@ -292,6 +309,8 @@ final class CompiledPredicate {
                 for member in try owner.related(collection) where try inner.evaluate(member) { count += 1 }
             }
             return try compare(.int(count), c, c.operand)
+        case .member(let index, let set):
+            return set.contains(try subject.attribute(index))
         case .comparison(let path, let c, let other):
             let right: FetchPredicate.Operand
             if let other {
