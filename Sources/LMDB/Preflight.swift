@@ -108,10 +108,15 @@ struct Preflight {
         let meta = try readNewestMeta(dataPath, fileSize: fileSize)
         result.storedMapSize = meta.mapSize
         result.requiredSize = meta.requiredSize
-        if fileSize < meta.requiredSize {
+        // The size was read before the meta page: a commit of another process in between can make the meta page
+        // newer than the size. The file only grows, so its size read after the meta page is the one to judge by.
+        var sizeAfterMeta = fileSize
+        if fileSize < meta.requiredSize, lstat(dataPath, &dataInfo) == 0 { sizeAfterMeta = Int(dataInfo.st_size) }
+        if sizeAfterMeta < meta.requiredSize {
             throw LMDBError(
                 code: .truncatedDataFile,
-                message: "the data file is truncated: \(fileSize) bytes, but its meta page needs \(meta.requiredSize)"
+                message:
+                    "the data file is truncated: \(sizeAfterMeta) bytes, but its meta page needs \(meta.requiredSize)"
                     + " (\(meta.lastPage + 1) pages of \(meta.pageSize) bytes)",
                 context: dataPath)
         }
