@@ -10,10 +10,31 @@ import TestSupport
 // reach PostgreSQL is expected (the tests stop the server midway): the replica goes on offline. Any other failure
 // ends the process with status 1, naming it.
 
+// es-sync-helper sync STORE CONNECTION
+//
+// Syncs until a whole sync moves nothing (in batches of 20, so a kill lands inside a push or a pull), then prints
+// "synced".
+
 let arguments = CommandLine.arguments
+if arguments.count == 4, arguments[1] == "sync" {
+    do {
+        let store = try PersistentStore.open(path: arguments[2], schema: Fixtures.syncSchema())
+        let engine = try SyncEngine(store: store, configuration: .init(connection: arguments[3], batchSize: 20))
+        while true {
+            let report = try engine.syncNow()
+            if report.pushedChanges == 0 && report.pulledObjects == 0 { break }
+        }
+        print("synced")
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("es-sync-helper: \(error)\n".utf8))
+        exit(1)
+    }
+}
 guard arguments.count == 6, arguments[1] == "work", let seed = UInt64(arguments[4]), let rounds = Int(arguments[5])
 else {
-    FileHandle.standardError.write(Data("usage: es-sync-helper work STORE CONNECTION SEED ROUNDS\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: es-sync-helper work STORE CONNECTION SEED ROUNDS | sync STORE CONNECTION\n".utf8))
     exit(2)
 }
 

@@ -88,6 +88,58 @@ struct SyncConvergenceTests {
         }
     }
 
+    @Test("kill -9 at random moments of pushes and pulls loses nothing and duplicates nothing")
+    func killsDuringPushAndPull() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let count = 1500
+        do {
+            let store = try PersistentStore.open(path: directory.path("a.store"), schema: Fixtures.syncSchema())
+            let context = ObjectContext(store: store)
+            let project = try context.insert("Project")
+            try project.setValue("Bulk", forKey: "name")
+            for i in 0..<count {
+                let task = try context.insert("Task")
+                try task.setValue(.string("task \(i)"), forKey: "title")
+                try task.setObject(project, forKey: "project")
+                if i % 10 == 9 { try context.save() }
+            }
+            try context.save()
+        }
+        let helper = ChildProcess.executable("es-sync-helper")
+        var random = SeededGenerator(seed: 42)
+        var kills = 0
+        // Each store syncs in a process killed at a random moment, again and again, then once to the end.
+        for name in ["a.store", "b.store", "a.store", "b.store"] {
+            for _ in 0..<4 {
+                let (process, _, _) = try ChildProcess.start(helper, ["sync", directory.path(name), server.connection])
+                usleep(UInt32.random(in: 50_000..<400_000, using: &random))
+                if process.isRunning {
+                    kill(process.processIdentifier, SIGKILL)
+                    kills += 1
+                }
+                process.waitUntilExit()
+            }
+            let finished = try ChildProcess.run(helper, ["sync", directory.path(name), server.connection])
+            #expect(finished.status == 0, "\(finished.stderr)")
+            #expect(finished.stdout.contains("synced"))
+        }
+        #expect(kills >= 4)
+        let a = try PersistentStore.open(path: directory.path("a.store"), schema: Fixtures.syncSchema())
+        let b = try PersistentStore.open(path: directory.path("b.store"), schema: Fixtures.syncSchema())
+        let syncA = try SyncEngine(store: a, configuration: .init(connection: server.connection))
+        let syncB = try SyncEngine(store: b, configuration: .init(connection: server.connection))
+        #expect(try ObjectContext(store: b).count(for: FetchRequest(entity: "Task")) == count)
+        #expect(try ObjectContext(store: b).count(for: FetchRequest(entity: "Project")) == 1)
+        #expect(
+            try Fixtures.syncedContents(of: a, globalID: syncA.globalID(of:))
+                == Fixtures.syncedContents(of: b, globalID: syncB.globalID(of:)))
+        #expect(try syncA.syncNow().pulledObjects == 0)
+        #expect(try syncB.syncNow().pushedChanges == 0)
+    }
+
     static var tasksByPriority: FetchRequest {
         FetchRequest(entity: "Task", sortKeys: [SortKey("priority"), SortKey("title")])
     }
