@@ -126,10 +126,14 @@ public final class SyncEngine: @unchecked Sendable {
 
     /// Syncs in the background: at once, right after every local save, when another store pushes (PostgreSQL's
     /// `NOTIFY`), and every `interval` seconds. Errors go to `onError` and the loop goes on (with PostgreSQL down
-    /// it retries at the next save or after `interval`).
+    /// it retries at the next save or after `interval`). `onSync` gets each sync's report that did something: its
+    /// uniqueness conflicts and problems reach the app there.
     ///
     /// - Throws: A storage error when the store's saves cannot be observed.
-    public func start(interval: Double = 5, onError: @escaping @Sendable (SyncError) -> Void = { _ in }) throws {
+    public func start(
+        interval: Double = 5, onSync: @escaping @Sendable (SyncReport) -> Void = { _ in },
+        onError: @escaping @Sendable (SyncError) -> Void = { _ in }
+    ) throws {
         let wake = try WakePipe()
         guard running.begin(wake) else { return }
         let token: ObservationToken
@@ -151,7 +155,8 @@ public final class SyncEngine: @unchecked Sendable {
                     dirty = false
                     due = Date().addingTimeInterval(interval)
                     do {
-                        try syncNow()
+                        let report = try syncNow()
+                        if report != SyncReport() { onSync(report) }
                     } catch let error as SyncError {
                         onError(error)
                     } catch {

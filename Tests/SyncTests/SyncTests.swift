@@ -128,8 +128,11 @@ struct SyncTests {
         let a = try Replica(directory, "a.store", server)
         let b = try Replica(directory, "b.store", server)
         let errors = Locked<[SyncError]>([])
-        try a.engine.start(interval: 30) { error in errors.withLock { $0.append(error) } }
-        try b.engine.start(interval: 30) { error in errors.withLock { $0.append(error) } }
+        let reports = Locked<[SyncReport]>([])
+        try a.engine.start(interval: 30, onError: { error in errors.withLock { $0.append(error) } })
+        try b.engine.start(interval: 30, onSync: { report in reports.withLock { $0.append(report) } }) { error in
+            errors.withLock { $0.append(error) }
+        }
         defer {
             a.engine.stop()
             b.engine.stop()
@@ -145,6 +148,11 @@ struct SyncTests {
             if !arrived { Thread.sleep(forTimeInterval: 0.01) }
         }
         #expect(arrived)
+        // The report follows the save that brought the object.
+        while !reports.withLock({ $0.contains { $0.pulledObjects == 1 } }) && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        #expect(reports.withLock { $0.contains { $0.pulledObjects == 1 } })
         #expect(errors.withLock { $0 }.isEmpty)
     }
 
