@@ -271,7 +271,22 @@ public final class SyncEngine: @unchecked Sendable {
                         INSERT INTO entitystore_pushes (zone, store_id, seq, stamp) VALUES ($1, $2, $3, $4)
                         ON CONFLICT DO NOTHING RETURNING seq
                         """, [configuration.zone, state.storeID.uuidString, "\(seq)", "\(stamp)"])
-                    guard !first.rows.isEmpty, !objects.isEmpty else { continue }
+                    if first.rows.isEmpty {
+                        // Pushed before: by this store (the same stamp, recomputed from the same state), or by a copy
+                        // of its directory, which shares its store ID and would have its changes dropped here.
+                        let earlier = try connection.execute(
+                            "SELECT stamp FROM entitystore_pushes WHERE zone = $1 AND store_id = $2 AND seq = $3",
+                            [configuration.zone, state.storeID.uuidString, "\(seq)"])
+                        guard earlier.rows.first?.first == .some("\(stamp)") else {
+                            throw SyncError(
+                                .state,
+                                "the server holds another entry \(seq) of store \(state.storeID.uuidString): this "
+                                    + "store is a copy of another replica's directory (copies share the store ID); "
+                                    + "sync a new, empty store instead")
+                        }
+                        continue
+                    }
+                    guard !objects.isEmpty else { continue }
                     let outcome = try send(objects, seq: seq, stamp: stamp, connection)
                     counts.entries += 1
                     counts.changes += objects.reduce(0) { $0 + ($1.deleted ? 1 : $1.values.count) }

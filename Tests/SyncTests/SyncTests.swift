@@ -332,6 +332,31 @@ struct SyncTests {
         #expect(try b.context.count(for: FetchRequest(entity: "Task")) == 1)
     }
 
+    @Test("a copy of a store's directory syncing as a second replica is refused, not silently dropped")
+    func copiedStoreIsRefused() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try Replica(directory, "a.store", server)
+        let first = try a.context.insert("Task")
+        try first.setValue("one", forKey: "title")
+        try a.context.save()
+        try a.engine.syncNow()
+        try FileManager.default.copyItem(atPath: directory.path("a.store"), toPath: directory.path("c.store"))
+        let second = try a.context.insert("Task")
+        try second.setValue("two", forKey: "title")
+        try a.context.save()
+        try a.engine.syncNow()
+        let c = try Replica(directory, "c.store", server)
+        let third = try c.context.insert("Task")
+        try third.setValue("three", forKey: "title")
+        try c.context.save()
+        let error = try #require(throws: SyncError.self) { try c.engine.syncNow() }
+        #expect(error.code == .state)
+        #expect(error.message.contains("copy"))
+    }
+
     @Test("with PostgreSQL down the store keeps working, and the next sync resumes from the cursors")
     func offlineFirst() throws {
         let server = try ScratchPostgres()
