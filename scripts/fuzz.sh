@@ -7,13 +7,14 @@ RUNS="${RUNS:-1000000}"
 scratch=.build-fuzz
 swift build -c release --scratch-path "$scratch" --target StoreInspectCore \
     -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing
-objects=$(ls "$scratch"/release/{LMDB,SectionedDiff,EntityStore,StoreInspectCore}.build/*.o)
+objects=$(ls "$scratch"/release/{LMDB,SectionedDiff,EntityStore,EntityStoreSync,StoreInspectCore}.build/*.o)
 export SWIFT_BACKTRACE=enable=no
 for target in RecordDecoder HistoryDecoder PredicateParser ArgumentParser; do
     binary="$scratch/fuzz-$target"
     swiftc -O -sanitize=fuzzer -parse-as-library -module-name "Fuzz$target" \
         -I "$scratch/release/Modules" -I Sources/CLMDB -Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap \
-        "Fuzz/$target.swift" $objects -llmdb -o "$binary"
+        -I Sources/CLibPQ -Xcc -fmodule-map-file=Sources/CLibPQ/module.modulemap -Xcc -I"$(pkg-config --variable=includedir libpq)" \
+        "Fuzz/$target.swift" $objects -llmdb -lpq -o "$binary"
     mkdir -p "Fuzz/corpus/$target" "Fuzz/crashers/$target" "$scratch/corpus-$target"
     echo "fuzzing $target for $RUNS runs"
     "$binary" -runs="$RUNS" -max_len=4096 -timeout=10 -artifact_prefix="Fuzz/crashers/$target/" \
