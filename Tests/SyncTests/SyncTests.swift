@@ -31,14 +31,40 @@ struct SyncTests {
         }
     }
 
+    /// A server and two stores syncing with it.
+    final class Pair {
+        let server: ScratchPostgres
+        let directory: TemporaryDirectory
+        let a: Replica
+        let b: Replica
+
+        init() throws {
+            server = try ScratchPostgres()
+            directory = try TemporaryDirectory()
+            a = try Replica(directory, "a.store", server)
+            b = try Replica(directory, "b.store", server)
+        }
+
+        /// A task made on A, synced to both.
+        func share(taskTitled title: String) throws {
+            let task = try a.context.insert("Task")
+            try task.setValue(.string(title), forKey: "title")
+            try a.context.save()
+            try a.engine.syncNow()
+            try b.engine.syncNow()
+        }
+
+        func remove() {
+            server.remove()
+            directory.remove()
+        }
+    }
+
     @Test("an insert, an update, a relationship and a delete reach the other store")
     func basicRoundTrip() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try Replica(directory, "a.store", server)
-        let b = try Replica(directory, "b.store", server)
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
 
         let project = try a.context.insert("Project")
         try project.setValue("Launch", forKey: "name")
@@ -86,12 +112,9 @@ struct SyncTests {
 
     @Test("pulled saves are marked remote, reach a controller as one batch, and are not pushed back")
     func pulledChangesAreOneRemoteBatch() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try Replica(directory, "a.store", server)
-        let b = try Replica(directory, "b.store", server)
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
 
         let screen = ObjectContext(store: b.store)
         screen.automaticallyMergesChangesFromStore = true
@@ -121,12 +144,9 @@ struct SyncTests {
 
     @Test("in the background, a save on one store reaches the other store's controller without a call")
     func backgroundSync() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try Replica(directory, "a.store", server)
-        let b = try Replica(directory, "b.store", server)
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
         let errors = Locked<[SyncError]>([])
         let reports = Locked<[SyncReport]>([])
         try a.engine.start(interval: 30, onError: { error in errors.withLock { $0.append(error) } })
@@ -158,17 +178,10 @@ struct SyncTests {
 
     @Test("the last writer wins property by property, by the hybrid logical clock")
     func lastWriterWinsPerProperty() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try Replica(directory, "a.store", server)
-        let b = try Replica(directory, "b.store", server)
-        let task = try a.context.insert("Task")
-        try task.setValue("Plan", forKey: "title")
-        try a.context.save()
-        try a.engine.syncNow()
-        try b.engine.syncNow()
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
+        try pair.share(taskTitled: "Plan")
 
         // Both change the title while apart; A also changes the priority, B the done flag. B saves last.
         let mine = try #require(try a.object("Task", named: "Plan", key: "title"))
@@ -196,17 +209,10 @@ struct SyncTests {
 
     @Test("an older change refused by the server is replaced by the newer one")
     func refusedChangeIsReplaced() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try Replica(directory, "a.store", server)
-        let b = try Replica(directory, "b.store", server)
-        let task = try a.context.insert("Task")
-        try task.setValue("Plan", forKey: "title")
-        try a.context.save()
-        try a.engine.syncNow()
-        try b.engine.syncNow()
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
+        try pair.share(taskTitled: "Plan")
 
         // B's change is older but pushed after A's.
         let theirs = try #require(try b.object("Task", named: "Plan", key: "title"))
@@ -225,12 +231,9 @@ struct SyncTests {
 
     @Test("a delete wins over a concurrent update, unless the policy says the newest change wins")
     func deletesWinOverUpdates() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try Replica(directory, "a.store", server)
-        let b = try Replica(directory, "b.store", server)
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b, server, directory) = (pair.a, pair.b, pair.server, pair.directory)
         let task = try a.context.insert("Task")
         try task.setValue("Doomed", forKey: "title")
         try a.context.save()
@@ -278,12 +281,9 @@ struct SyncTests {
 
     @Test("two stores that give a unique value to different objects keep the same one, and say so")
     func uniquenessConflictsResolveTheSameEverywhere() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try Replica(directory, "a.store", server)
-        let b = try Replica(directory, "b.store", server)
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
         for replica in [a, b] {
             let tag = try replica.context.insert("Tag")
             try tag.setValue(replica.store === a.store ? "urgent" : "URGENT", forKey: "name")
@@ -359,12 +359,9 @@ struct SyncTests {
 
     @Test("with PostgreSQL down the store keeps working, and the next sync resumes from the cursors")
     func offlineFirst() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try Replica(directory, "a.store", server)
-        let b = try Replica(directory, "b.store", server)
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b, server, directory) = (pair.a, pair.b, pair.server, pair.directory)
         try a.engine.syncNow()
         try server.stop()
         let task = try a.context.insert("Task")
