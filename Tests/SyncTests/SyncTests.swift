@@ -176,6 +176,36 @@ struct SyncTests {
         #expect(errors.withLock { $0 }.isEmpty)
     }
 
+    @Test("in the background, a save made while the server is down arrives once it is back")
+    func backgroundSyncRidesOutARestart() throws {
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b, server) = (pair.a, pair.b, pair.server)
+        let errors = Locked<[SyncError]>([])
+        try a.engine.start(interval: 0.5, onError: { error in errors.withLock { $0.append(error) } })
+        try b.engine.start(interval: 0.5, onError: { error in errors.withLock { $0.append(error) } })
+        defer {
+            a.engine.stop()
+            b.engine.stop()
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        try server.stop()
+        let task = try a.context.insert("Task")
+        try task.setValue("Saved offline", forKey: "title")
+        try a.context.save()
+        Thread.sleep(forTimeInterval: 1)
+        #expect(errors.withLock { $0.contains { $0.code == .serverUnavailable } })
+        try server.start()
+        let deadline = Date().addingTimeInterval(15)
+        var arrived = false
+        while !arrived && Date() < deadline {
+            arrived = try ObjectContext(store: b.store).count(for: FetchRequest(entity: "Task")) == 1
+            if !arrived { Thread.sleep(forTimeInterval: 0.02) }
+        }
+        #expect(arrived)
+        #expect(a.engine.status.pushedThrough == (try a.store.lastTransaction()))
+    }
+
     @Test("the last writer wins property by property, by the hybrid logical clock")
     func lastWriterWinsPerProperty() throws {
         let pair = try Pair()
