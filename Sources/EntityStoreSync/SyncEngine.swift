@@ -1,5 +1,6 @@
 import EntityStore
 import Foundation
+import Synchronization
 
 /// Syncs one store with the other stores of its zone through PostgreSQL.
 ///
@@ -23,6 +24,10 @@ public final class SyncEngine: @unchecked Sendable {
     private let lock = NSLock()
     private var connection: PostgresConnection?
     private var state: SyncState
+    /// The state as last written, for ``status``.
+    private let published: Mutex<SyncState>
+    /// The store's ID on the server (the state's, fixed).
+    private let storeID: UUID
     private let fileLock: SyncLock
     private let directory: String
     let plan: SyncPlan
@@ -54,12 +59,21 @@ public final class SyncEngine: @unchecked Sendable {
         } else {
             state = SyncState(zone: configuration.zone, storeID: store.storeID)
         }
+        storeID = state.storeID
+        published = Mutex(state)
     }
 
     deinit { running.stop() }
 
     /// The sync state: cursors, clock, pending work and the last error.
-    public var status: SyncState { lock.withLock { state } }
+    /// Read without waiting for a sync in progress (a sync offline can take the connect timeout).
+    public var status: SyncState { published.withLock { $0 } }
+
+    /// Writes the state file and publishes the state to ``status``.
+    private func saveState() throws {
+        try state.write(storeDirectory: directory)
+        published.withLock { $0 = state }
+    }
 
     /// Whether a history entry holds changes pulled from other stores (they are not pushed back).
     public static func isRemote(_ record: ChangeRecord) -> Bool { remoteStamp(of: record) != nil }
@@ -72,8 +86,11 @@ public final class SyncEngine: @unchecked Sendable {
         return derivedGlobalID(object.objectID)
     }
 
+    /// The global ID of a model's object (see ``globalID(of:)-(ManagedObject)``).
+    public func globalID(of model: Model) throws -> UUID { try globalID(of: model.managedObject) }
+
     func derivedGlobalID(_ id: ObjectID) -> UUID {
-        GlobalID.derived(store: state.storeID, hierarchy: plan.root(of: id.entityName), key: id.primaryKey)
+        GlobalID.derived(store: storeID, hierarchy: plan.root(of: id.entityName), key: id.primaryKey)
     }
 
     static func remoteStamp(of record: ChangeRecord) -> UInt64? {
@@ -94,7 +111,7 @@ public final class SyncEngine: @unchecked Sendable {
                 try push(connection, &report)
                 try pull(connection, &report)
                 state.lastError = nil
-                try state.write(storeDirectory: directory)
+                try saveState()
             } catch let error as SyncError {
                 try fail(error)
             } catch let error as EntityStoreError {
@@ -109,7 +126,7 @@ public final class SyncEngine: @unchecked Sendable {
     private func fail(_ error: SyncError) throws -> Never {
         if error.code == .serverUnavailable { connection = nil }
         state.lastError = error.description
-        try state.write(storeDirectory: directory)
+        try saveState()
         throw error
     }
 
@@ -221,7 +238,7 @@ public final class SyncEngine: @unchecked Sendable {
             }
             report.pushedChanges += tombstones.count
             state.pendingTombstones = []
-            try state.write(storeDirectory: directory)
+            try saveState()
         }
         while state.pushedThrough < limit {
             let entries = try store.history(since: state.pushedThrough, limit: configuration.batchSize)
@@ -263,24 +280,24 @@ public final class SyncEngine: @unchecked Sendable {
                         last_push = now(),
                         pushed_through = GREATEST(entitystore_stores.pushed_through, EXCLUDED.pushed_through)
                     """,
-                    [configuration.zone, state.storeID.uuidString, "\(store.schema.version)", "\(last)"])
+                    [configuration.zone, storeID.uuidString, "\(store.schema.version)", "\(last)"])
                 for (seq, stamp, objects) in batch {
                     // A push already recorded (a retry after a kill or a lost answer) writes nothing again.
                     let first = try connection.execute(
                         """
                         INSERT INTO entitystore_pushes (zone, store_id, seq, stamp) VALUES ($1, $2, $3, $4)
                         ON CONFLICT DO NOTHING RETURNING seq
-                        """, [configuration.zone, state.storeID.uuidString, "\(seq)", "\(stamp)"])
+                        """, [configuration.zone, storeID.uuidString, "\(seq)", "\(stamp)"])
                     if first.rows.isEmpty {
                         // Pushed before: by this store (the same stamp, recomputed from the same state), or by a copy
                         // of its directory, which shares its store ID and would have its changes dropped here.
                         let earlier = try connection.execute(
                             "SELECT stamp FROM entitystore_pushes WHERE zone = $1 AND store_id = $2 AND seq = $3",
-                            [configuration.zone, state.storeID.uuidString, "\(seq)"])
+                            [configuration.zone, storeID.uuidString, "\(seq)"])
                         guard earlier.rows.first?.first == .some("\(stamp)") else {
                             throw SyncError(
                                 .state,
-                                "the server holds another entry \(seq) of store \(state.storeID.uuidString): this "
+                                "the server holds another entry \(seq) of store \(storeID.uuidString): this "
                                     + "store is a copy of another replica's directory (copies share the store ID); "
                                     + "sync a new, empty store instead")
                         }
@@ -302,7 +319,7 @@ public final class SyncEngine: @unchecked Sendable {
             state.pushedThrough = last
             state.clock = clock
             state.lastPush = Date()
-            try state.write(storeDirectory: directory)
+            try saveState()
         }
     }
 
@@ -398,7 +415,7 @@ public final class SyncEngine: @unchecked Sendable {
         -> [UUID]
     {
         let zone = configuration.zone
-        let store = state.storeID.uuidString
+        let store = storeID.uuidString
         let version = "\(self.store.schema.version)"
         try connection.execute(
             """
@@ -487,7 +504,7 @@ public final class SyncEngine: @unchecked Sendable {
             if let last = page.lastID { state.pulledThrough = last }
             state.clock = max(state.clock, page.largestStamp)
             state.lastPull = Date()
-            try state.write(storeDirectory: directory)
+            try saveState()
             if let newer = page.newerSchema {
                 throw SyncError(
                     .schemaTooNew,
@@ -520,7 +537,7 @@ public final class SyncEngine: @unchecked Sendable {
         ).rows
         page.more = rows.count == configuration.batchSize
         var wanted = Set(state.refetch)
-        let me = state.storeID.uuidString.lowercased()
+        let me = storeID.uuidString.lowercased()
         for row in rows {
             guard let id = row[0].flatMap({ Int64($0) }), let gid = row[1].flatMap(UUID.init(uuidString:)),
                 let version = row[3].flatMap({ Int($0) })
@@ -571,7 +588,7 @@ public final class SyncEngine: @unchecked Sendable {
         var found: [UUID: ManagedObject] = [:]
         var byEntity: [String: [Value]] = [:]
         for (id, object) in objects {
-            if object.originStore == state.storeID, let key = object.originKey {
+            if object.originStore == storeID, let key = object.originKey {
                 do {
                     found[id] = try context.existingObject(with: ObjectID(entityName: object.entity, primaryKey: key))
                 } catch let error as EntityStoreError where error.code == .objectNotFound {
@@ -740,7 +757,7 @@ public final class SyncEngine: @unchecked Sendable {
         guard !tombstones.isEmpty else { return }
         // Kept before the save: a kill after the save cannot lose the deletes the other stores must hear of.
         state.pendingTombstones += tombstones
-        try state.write(storeDirectory: directory)
+        try saveState()
     }
 }
 

@@ -206,6 +206,24 @@ struct SyncTests {
         #expect(a.engine.status.pushedThrough == (try a.store.lastTransaction()))
     }
 
+    @Test("a typed model's global ID is its object's, and the other store's copy carries it in syncID")
+    func typedModelsHaveGlobalIDs() throws {
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
+        let task = try a.context.insert(SyncedTask.self)
+        task.title = "typed"
+        try a.context.save()
+        let id = try a.engine.globalID(of: task)
+        #expect(id == (try a.engine.globalID(of: task.managedObject)))
+        #expect(task.syncID == nil)  // made here: derived, nothing written
+        try a.engine.syncNow()
+        try b.engine.syncNow()
+        let copy = try #require(try b.context.fetch(SyncedTask.self).first)
+        #expect(copy.syncID == id)
+        #expect(try b.engine.globalID(of: copy) == id)
+    }
+
     @Test("the last writer wins property by property, by the hybrid logical clock")
     func lastWriterWinsPerProperty() throws {
         let pair = try Pair()
@@ -459,6 +477,13 @@ struct SyncTests {
         let offline = try #require(throws: SyncError.self) { try first.syncNow() }
         #expect(offline.code == .serverUnavailable)
     }
+}
+
+/// The sync fixture's task as a typed model.
+final class SyncedTask: Model {
+    override class var entityName: String { "Task" }
+    @Stored var syncID: UUID?
+    @Stored var title: String
 }
 
 /// Counts a controller's batches.
