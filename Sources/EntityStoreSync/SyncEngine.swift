@@ -298,8 +298,8 @@ public final class SyncEngine: @unchecked Sendable {
                             throw SyncError(
                                 .state,
                                 "the server holds another entry \(seq) of store \(storeID.uuidString): this "
-                                    + "store is a copy of another replica's directory (copies share the store ID); "
-                                    + "sync a new, empty store instead")
+                                    + "store is a copy of another replica's directory (copies share the store ID), "
+                                    + "or its sync-state.json was lost; sync a new, empty store instead")
                         }
                         continue
                     }
