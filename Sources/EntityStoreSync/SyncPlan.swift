@@ -34,14 +34,11 @@ struct SyncPlan {
             let attributes = entity.attributes.filter {
                 $0.name != globalIDKey && !$0.isTransient && $0.derivation == nil
             }
+            // Relationships whose destination (or one of its sub-entities) syncs; one side of each pair.
             let relationships = entity.relationships.filter { relationship in
-                guard let destination = schema.entity(relationship.destination),
-                    destination.attribute(globalIDKey) != nil
-                        || schema.entities.contains(where: {
-                            schema.isKind($0.name, of: destination.name) && $0.attribute(globalIDKey) != nil
-                        })
-                else { return false }
-                return Self.isCanonical(relationship, in: schema)
+                schema.entities.contains {
+                    schema.isKind($0.name, of: relationship.destination) && $0.attribute(globalIDKey) != nil
+                } && Self.isCanonical(relationship, in: schema)
             }
             entities[entity.name] = SyncedEntity(
                 name: entity.name, attributes: attributes, relationships: relationships,

@@ -224,6 +224,35 @@ struct SyncTests {
         #expect(try b.engine.globalID(of: copy) == id)
     }
 
+    @Test("a value of another type under a key is reported as a problem naming it; the rest applies")
+    func mismatchedValuesAreReported() throws {
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (b, server, directory) = (pair.b, pair.server, pair.directory)
+        // Another app of the zone whose tasks have a string priority.
+        let other = try Schema(version: 1) {
+            Entity("Task") {
+                Attribute("syncID", .uuid, optional: true, unique: true)
+                Attribute("title", .string)
+                Attribute("priority", .string)
+            }
+        }
+        let c = try PersistentStore.open(path: directory.path("c.store"), schema: other)
+        let syncC = try SyncEngine(store: c, configuration: .init(connection: server.connection))
+        let context = ObjectContext(store: c)
+        let task = try context.insert("Task")
+        try task.setValue("mixed", forKey: "title")
+        try task.setValue("high", forKey: "priority")
+        try context.save()
+        try syncC.syncNow()
+        let report = try b.engine.syncNow()
+        #expect(report.problems.count == 1)
+        #expect(report.problems.first?.contains("priority") == true)
+        #expect(report.problems.first?.contains("not an int64") == true)
+        let copy = try #require(try b.object("Task", named: "mixed", key: "title"))
+        #expect(try copy.value(forKey: "priority") == .int(0))
+    }
+
     @Test("the last writer wins property by property, by the hybrid logical clock")
     func lastWriterWinsPerProperty() throws {
         let pair = try Pair()

@@ -1,0 +1,270 @@
+import EntityStore
+import Foundation
+
+/// Pull: the other stores' changes since the cursor, saved locally one page at a time.
+extension SyncEngine {
+    func pull(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
+        while true {
+            let page = try connection.transaction(readOnly: true) { try readPage(connection) }
+            report.pulledEntries += page.entries
+            if !page.objects.isEmpty {
+                try apply(page.objects, &report)
+                report.pulledSaves += 1
+                report.pulledObjects += page.objects.count
+            }
+            state.refetch.removeAll { page.objects[$0] != nil || page.gone.contains($0) }
+            if let last = page.lastID { state.pulledThrough = last }
+            state.clock = max(state.clock, page.largestStamp)
+            state.lastPull = Date()
+            try saveState()
+            if let newer = page.newerSchema {
+                throw SyncError(
+                    .schemaTooNew,
+                    "the server holds changes made with schema version \(newer); this store is at version "
+                        + "\(store.schema.version): they wait on the server until the store migrates")
+            }
+            if !page.more { break }
+        }
+    }
+
+    /// A page of the server's log and the state of the objects it names.
+    struct Page {
+        var entries = 0
+        var lastID: Int64?
+        var objects: [UUID: ServerObject] = [:]
+        /// Global IDs asked for that the server does not have.
+        var gone = Set<UUID>()
+        var largestStamp: UInt64 = 0
+        var newerSchema: Int?
+        var more = false
+    }
+
+    func readPage(_ connection: PostgresConnection) throws -> Page {
+        var page = Page()
+        let rows = try connection.execute(
+            """
+            SELECT id, gid::text, store_id::text, schema_version FROM entitystore_log
+            WHERE zone = $1 AND id > $2 ORDER BY id LIMIT $3
+            """, [configuration.zone, "\(state.pulledThrough)", "\(configuration.batchSize)"]
+        ).rows
+        page.more = rows.count == configuration.batchSize
+        var wanted = Set(state.refetch)
+        let me = storeID.uuidString.lowercased()
+        for row in rows {
+            guard let id = row[0].flatMap({ Int64($0) }), let gid = row[1].flatMap(UUID.init(uuidString:)),
+                let version = row[3].flatMap({ Int($0) })
+            else { throw SyncError(.server, "entitystore_log holds a row that is not a log entry: \(row)") }
+            if version > store.schema.version {
+                page.newerSchema = version
+                page.more = false
+                break
+            }
+            page.entries += 1
+            page.lastID = id
+            if row[2]?.lowercased() != me { wanted.insert(gid) }
+        }
+        // The objects, and the targets of their synced relationships (whose state is applied too, so every
+        // relationship can be set even to an object this store never had), until nothing is missing.
+        var missing = wanted
+        while !missing.isEmpty {
+            let found = try ServerObject.read(missing, zone: configuration.zone, connection)
+            for id in missing where found[id] == nil { page.gone.insert(id) }
+            var targets = Set<UUID>()
+            for (id, object) in found {
+                page.objects[id] = object
+                page.largestStamp = max(page.largestStamp, object.largestStamp)
+                guard let entity = plan.entities[object.entity], !object.isDeleted(configuration.deletePolicy) else {
+                    continue
+                }
+                for relationship in entity.relationships {
+                    guard let property = object.properties[relationship.name],
+                        property.version <= store.schema.version
+                    else { continue }
+                    for target in try SyncValue.targets(property.text) where page.objects[target] == nil {
+                        targets.insert(target)
+                    }
+                }
+            }
+            missing = targets.subtracting(page.objects.keys).subtracting(page.gone)
+        }
+        return page
+    }
+
+    /// The local objects of these server objects, by global ID: this store's own by their key, the others' by the
+    /// global ID attribute.
+    func localObjects(
+        for objects: [UUID: ServerObject], in context: ObjectContext
+    ) throws
+        -> [UUID: ManagedObject]
+    {
+        var found: [UUID: ManagedObject] = [:]
+        var byEntity: [String: [Value]] = [:]
+        for (id, object) in objects {
+            if object.originStore == storeID, let key = object.originKey {
+                do {
+                    found[id] = try context.existingObject(with: ObjectID(entityName: object.entity, primaryKey: key))
+                } catch let error as EntityStoreError where error.code == .objectNotFound {
+                    continue  // deleted here; the delete is pushed, or was
+                }
+            } else if plan.entities[object.entity] != nil {
+                byEntity[object.entity, default: []].append(.uuid(id))
+            }
+        }
+        for (entity, list) in byEntity {
+            var request = FetchRequest(
+                entity: entity,
+                predicate: .comparison(.init(keyPath: [plan.globalIDKey], op: .in, operand: .list(list))))
+            request.includesSubentities = false
+            for object in try context.fetch(request) {
+                if case .uuid(let id) = try object.value(forKey: plan.globalIDKey) { found[id] = object }
+            }
+        }
+        return found
+    }
+
+    /// Saves the server's state of `objects` locally, in one save marked remote, leaving alone every property
+    /// with a local change not pushed yet (it is pushed next, and the server decides).
+    func apply(_ objects: [UUID: ServerObject], _ report: inout SyncReport) throws {
+        let pending = try unpushedChanges()
+        let stamp = objects.values.reduce(state.clock) { max($0, $1.largestStamp) }
+        let context = ObjectContext(store: store, name: "\(Self.remoteAuthorPrefix) stamp=\(stamp)")
+        var local = try localObjects(for: objects, in: context)
+        let version = store.schema.version
+        var touched: [ManagedObject] = []
+        // Deletes, then values, then relationships (whose targets may be objects made here).
+        for (id, object) in objects where object.isDeleted(configuration.deletePolicy) {
+            if let existing = local.removeValue(forKey: id) { try context.delete(existing) }
+        }
+        for (id, object) in objects where !object.isDeleted(configuration.deletePolicy) {
+            guard let entity = plan.entities[object.entity] else {
+                report.problems.append("\(object.entity) \(id.uuidString): this store's schema has no such entity")
+                continue
+            }
+            var target = local[id]
+            if target == nil {
+                guard !pending.deleted.contains(id) else { continue }  // this store's delete is pushed next
+                let made = try context.insert(entity.name)
+                try made.setValue(.uuid(id), forKey: plan.globalIDKey)
+                local[id] = made
+                target = made
+            }
+            guard let target else { continue }
+            touched.append(target)
+            let kept = pending.keys[target.objectID] ?? []
+            for attribute in entity.attributes {
+                guard let property = object.properties[attribute.name], property.version <= version,
+                    !kept.contains(attribute.name)
+                else { continue }
+                do {
+                    try target.setValue(try SyncValue.value(property.text, as: attribute.type), forKey: attribute.name)
+                } catch let error as SyncError {
+                    report.problems.append("\(entity.name) \(id.uuidString).\(attribute.name): \(error.message)")
+                }
+            }
+        }
+        for (id, object) in objects where !object.isDeleted(configuration.deletePolicy) {
+            guard let entity = plan.entities[object.entity], let source = local[id] else { continue }
+            let kept = pending.keys[source.objectID] ?? []
+            for relationship in entity.relationships {
+                guard let property = object.properties[relationship.name], property.version <= version,
+                    !kept.contains(relationship.name)
+                else { continue }
+                let targets = try SyncValue.targets(property.text).compactMap { local[$0] }
+                if relationship.isToMany {
+                    let wanted = Set(targets.map(\.objectID))
+                    let current = try source.objects(forKey: relationship.name)
+                    for old in current where !wanted.contains(old.objectID) {
+                        try source.remove(old, fromKey: relationship.name)
+                    }
+                    let have = Set(current.map(\.objectID))
+                    for new in targets where !have.contains(new.objectID) {
+                        try source.add(new, toKey: relationship.name)
+                    }
+                } else {
+                    try source.setObject(targets.first, forKey: relationship.name)
+                }
+            }
+        }
+        try resolveUniqueness(touched, context, &report)
+        guard context.hasChanges else { return }
+        do {
+            try context.save()
+        } catch let error as EntityStoreError {
+            throw SyncError(.store, "applying pulled changes: \(error.description)")
+        }
+    }
+
+    /// Local changes not pushed yet: the keys changed per object, and the global IDs of objects deleted.
+    func unpushedChanges() throws -> (keys: [ObjectID: Set<String>], deleted: Set<UUID>) {
+        var keys: [ObjectID: Set<String>] = [:]
+        var deleted = Set<UUID>()
+        var skippable = true
+        for entry in try store.history(since: state.pushedThrough) {
+            if let stamp = Self.remoteStamp(of: entry) {
+                // Pulled saves with nothing to push (no cascaded deletes) need not be read again: the cursor passes
+                // them (a pull of many pages would otherwise read its own earlier pages' saves page after page).
+                if skippable, remoteDeletes(entry).isEmpty, let number = entry.transaction {
+                    state.pushedThrough = number
+                    state.clock = max(state.clock, stamp)
+                } else {
+                    skippable = false
+                }
+                continue
+            }
+            skippable = false
+            for change in entry.changes where plan.entities[change.objectID.entityName] != nil {
+                switch change.kind {
+                case .delete:
+                    deleted.insert(globalID(ofDeleted: change))
+                case .insert, .update:
+                    keys[change.objectID, default: []].formUnion(change.changedKeys)
+                }
+            }
+        }
+        return (keys, deleted)
+    }
+
+    /// Finds objects of this pull that share a unique value with another object, and deletes the one with the
+    /// larger global ID (every store decides the same); the delete is pushed by the next sync.
+    func resolveUniqueness(
+        _ touched: [ManagedObject], _ context: ObjectContext, _ report: inout SyncReport
+    )
+        throws
+    {
+        var removed = Set<ObjectID>()
+        var tombstones: [SyncState.PendingTombstone] = []
+        for object in touched where !object.isDeleted && !removed.contains(object.objectID) {
+            guard let entity = plan.entities[object.entity.name] else { continue }
+            for attribute in entity.uniqueAttributes {
+                let value = try object.value(forKey: attribute.name)
+                guard !value.isNull, !removed.contains(object.objectID) else { continue }
+                let request = FetchRequest(
+                    entity: plan.uniquenessScope(of: attribute.name, in: entity.name),
+                    predicate: .comparison(
+                        .init(
+                            keyPath: [attribute.name], op: .equal, operand: .value(value),
+                            options: attribute.isCaseInsensitive ? .caseDiacriticInsensitive : [])))
+                for other in try context.fetch(request)
+                where other.objectID != object.objectID && !removed.contains(other.objectID) {
+                    let mine = try globalID(of: object)
+                    let theirs = try globalID(of: other)
+                    let (winner, loser, loserObject) =
+                        mine.uuidString < theirs.uuidString ? (mine, theirs, other) : (theirs, mine, object)
+                    report.conflicts.append(
+                        UniquenessConflict(
+                            entity: entity.name, key: attribute.name, value: value, kept: winner, removed: loser))
+                    tombstones.append(
+                        .init(
+                            entity: loserObject.entity.name, globalID: loser,
+                            stamp: HybridLogicalClock.stamp(after: state.clock, at: Date())))
+                    removed.insert(loserObject.objectID)
+                    try context.delete(loserObject)
+                }
+            }
+        }
+        guard !tombstones.isEmpty else { return }
+        // Kept before the save: a kill after the save cannot lose the deletes the other stores must hear of.
+        state.pendingTombstones += tombstones
+        try saveState()
+    }
+}

@@ -1,0 +1,261 @@
+import EntityStore
+import Foundation
+
+/// Push: the history entries not pushed yet, as idempotent server transactions.
+extension SyncEngine {
+    func push(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
+        let limit = try store.lastTransaction()
+        if !state.pendingTombstones.isEmpty {
+            let tombstones = state.pendingTombstones
+            try connection.transaction {
+                try ServerSchema.lockZone(connection, configuration.zone)
+                for tombstone in tombstones {
+                    let pushed = PushedObject(
+                        entity: tombstone.entity, globalID: tombstone.globalID, originKey: nil, deleted: true,
+                        onlyIfAlive: false, values: [:])
+                    _ = try send([pushed], seq: nil, stamp: tombstone.stamp, connection)
+                }
+            }
+            report.pushedChanges += tombstones.count
+            state.pendingTombstones = []
+            try saveState()
+        }
+        while state.pushedThrough < limit {
+            let entries = try store.history(since: state.pushedThrough, limit: configuration.batchSize)
+                .filter { ($0.transaction ?? .max) <= limit }
+            guard let first = entries.first, let last = entries.last?.transaction else { break }
+            if let number = first.transaction, number > state.pushedThrough + 1 {
+                report.problems.append(
+                    "history entries \(state.pushedThrough + 1)-\(number - 1) were pruned before they were pushed: "
+                        + "their changes reach other stores only when later saves change the same properties")
+            }
+            var clock = state.clock
+            var batch: [(seq: UInt64, stamp: UInt64, objects: [PushedObject])] = []
+            let reader = ObjectContext(store: store)
+            for entry in entries {
+                if let stamp = Self.remoteStamp(of: entry) {
+                    clock = max(clock, stamp)
+                    // A pulled delete can cascade to objects the other stores still have (this store had put
+                    // them in the deleted object): those deletes are this store's to tell.
+                    let deletes = remoteDeletes(entry)
+                    if !deletes.isEmpty { batch.append((entry.transaction ?? 0, stamp, deletes)) }
+                    continue
+                }
+                let stamp = HybridLogicalClock.stamp(after: clock, at: entry.date)
+                clock = stamp
+                let objects = try pushedObjects(entry, reader, &report)
+                batch.append((entry.transaction ?? 0, stamp, objects))
+            }
+            var counts = (entries: 0, changes: 0, refused: 0)
+            var refused: [UUID] = []
+            try connection.transaction {
+                counts = (0, 0, 0)
+                refused = []
+                try ServerSchema.lockZone(connection, configuration.zone)
+                try connection.execute(
+                    """
+                    INSERT INTO entitystore_stores (zone, store_id, schema_version, last_push, pushed_through)
+                    VALUES ($1, $2, $3, now(), $4)
+                    ON CONFLICT (zone, store_id) DO UPDATE SET schema_version = EXCLUDED.schema_version,
+                        last_push = now(),
+                        pushed_through = GREATEST(entitystore_stores.pushed_through, EXCLUDED.pushed_through)
+                    """,
+                    [configuration.zone, storeID.uuidString, "\(store.schema.version)", "\(last)"])
+                for (seq, stamp, objects) in batch {
+                    // A push already recorded (a retry after a kill or a lost answer) writes nothing again.
+                    let first = try connection.execute(
+                        """
+                        INSERT INTO entitystore_pushes (zone, store_id, seq, stamp) VALUES ($1, $2, $3, $4)
+                        ON CONFLICT DO NOTHING RETURNING seq
+                        """, [configuration.zone, storeID.uuidString, "\(seq)", "\(stamp)"])
+                    if first.rows.isEmpty {
+                        // Pushed before: by this store (the same stamp, recomputed from the same state), or by a copy
+                        // of its directory, which shares its store ID and would have its changes dropped here.
+                        let earlier = try connection.execute(
+                            "SELECT stamp FROM entitystore_pushes WHERE zone = $1 AND store_id = $2 AND seq = $3",
+                            [configuration.zone, storeID.uuidString, "\(seq)"])
+                        guard earlier.rows.first?.first == .some("\(stamp)") else {
+                            throw SyncError(
+                                .state,
+                                "the server holds another entry \(seq) of store \(storeID.uuidString): this "
+                                    + "store is a copy of another replica's directory (copies share the store ID), "
+                                    + "or its sync-state.json was lost; sync a new, empty store instead")
+                        }
+                        continue
+                    }
+                    guard !objects.isEmpty else { continue }
+                    let outcome = try send(objects, seq: seq, stamp: stamp, connection)
+                    counts.entries += 1
+                    counts.changes += objects.reduce(0) { $0 + ($1.deleted ? 1 : $1.values.count) }
+                    counts.refused += outcome.count
+                    refused += outcome
+                }
+                try connection.execute("SELECT pg_notify($1, $2)", [ServerSchema.channel, configuration.zone])
+            }
+            report.pushedEntries += counts.entries
+            report.pushedChanges += counts.changes
+            report.refusedChanges += counts.refused
+            state.refetch = Array(Set(state.refetch + refused)).sorted { $0.uuidString < $1.uuidString }
+            state.pushedThrough = last
+            state.clock = clock
+            state.lastPush = Date()
+            try saveState()
+        }
+    }
+
+    /// The deletes of a pulled save, as tombstones that change only objects the server still has.
+    func remoteDeletes(_ entry: ChangeRecord) -> [PushedObject] {
+        entry.changes.compactMap { change in
+            guard change.kind == .delete, let entity = plan.entities[change.objectID.entityName] else { return nil }
+            let id = globalID(ofDeleted: change)
+            return PushedObject(
+                entity: entity.name, globalID: id, originKey: nil, deleted: true, onlyIfAlive: true, values: [:])
+        }
+    }
+
+    /// One object's change as pushed: its values by key (relationships as `r:` texts), or its delete.
+    struct PushedObject {
+        var entity: String
+        var globalID: UUID
+        /// The object's key here, when this store made it (other stores find their copies by global ID).
+        var originKey: UInt64?
+        var deleted: Bool
+        /// For a delete: only when the server has not deleted the object (a cascade of a pulled delete).
+        var onlyIfAlive = false
+        var values: [String: String?]
+    }
+
+    /// The objects an entry changed, with their current values of the changed keys (a later entry's values are
+    /// pushed again with its own, later stamp).
+    func pushedObjects(
+        _ entry: ChangeRecord, _ reader: ObjectContext, _ report: inout SyncReport
+    ) throws
+        -> [PushedObject]
+    {
+        var objects: [PushedObject] = []
+        for change in entry.changes {
+            guard let entity = plan.entities[change.objectID.entityName] else { continue }
+            if change.kind == .delete {
+                let id = globalID(ofDeleted: change)
+                objects.append(
+                    PushedObject(
+                        entity: entity.name, globalID: id, originKey: nil, deleted: true, onlyIfAlive: false,
+                        values: [:]))
+                continue
+            }
+            let object: ManagedObject
+            do {
+                object = try reader.existingObject(with: change.objectID)
+            } catch let error as EntityStoreError where error.code == .objectNotFound {
+                continue  // deleted by a later entry, which pushes the delete
+            }
+            let given = try object.value(forKey: plan.globalIDKey)
+            let id = try globalID(of: object)
+            let keys = change.kind == .insert ? entity.keys : Set(change.changedKeys).intersection(entity.keys)
+            var values: [String: String?] = [:]
+            for attribute in entity.attributes where keys.contains(attribute.name) {
+                values[attribute.name] = SyncValue.text(try object.value(forKey: attribute.name))
+            }
+            for relationship in entity.relationships where keys.contains(relationship.name) {
+                var targets: [UUID] = []
+                for targetID in try object.objectIDs(forKey: relationship.name)
+                where plan.entities[targetID.entityName] != nil {
+                    do {
+                        targets.append(try globalID(of: try reader.existingObject(with: targetID)))
+                    } catch let error as EntityStoreError where error.code == .objectNotFound {
+                        continue  // deleted since: a later entry pushes the delete
+                    }
+                }
+                values[relationship.name] = SyncValue.text(targets: targets)
+            }
+            guard change.kind == .insert || !values.isEmpty else { continue }
+            objects.append(
+                PushedObject(
+                    entity: entity.name, globalID: id, originKey: given.isNull ? change.objectID.primaryKey : nil,
+                    deleted: false, onlyIfAlive: false, values: values))
+        }
+        return objects
+    }
+
+    /// Writes objects' changes stamped `stamp`, logs them for the other stores, and gives the objects whose values
+    /// the server refused (it holds newer ones).
+    func send(
+        _ objects: [PushedObject], seq: UInt64?, stamp: UInt64, _ connection: PostgresConnection
+    ) throws
+        -> [UUID]
+    {
+        let zone = configuration.zone
+        let store = storeID.uuidString
+        let version = "\(self.store.schema.version)"
+        try connection.execute(
+            """
+            INSERT INTO entitystore_objects (zone, gid, entity, origin_store, origin_key)
+            SELECT $1, g, e, CASE WHEN k IS NULL THEN NULL ELSE $5::uuid END, k
+            FROM unnest($2::uuid[], $3::text[], $4::bigint[]) AS t(g, e, k)
+            ON CONFLICT (zone, gid) DO NOTHING
+            """,
+            [
+                zone, postgresArray(objects.map(\.globalID.uuidString)), postgresArray(objects.map(\.entity)),
+                postgresArray(objects.map { $0.originKey.map { "\(Int64(bitPattern: $0))" } }), store,
+            ])
+        var logged = Set<UUID>()
+        for onlyIfAlive in [false, true] {
+            let deleted = objects.filter { $0.deleted && $0.onlyIfAlive == onlyIfAlive }.map(\.globalID.uuidString)
+            guard !deleted.isEmpty else { continue }
+            // A later delete moves the stamp on (it matters to `newestWins`); a cascade only deletes what lives.
+            let changed = try connection.execute(
+                """
+                UPDATE entitystore_objects SET deleted_stamp = $3, deleted_by = $4
+                WHERE zone = $1 AND gid = ANY($2::uuid[])
+                    AND (deleted_stamp IS NULL OR (NOT $5::boolean AND deleted_stamp < $3))
+                RETURNING gid::text
+                """, [zone, postgresArray(deleted), "\(stamp)", store, onlyIfAlive ? "true" : "false"])
+            for row in changed.rows { if let id = row[0].flatMap(UUID.init(uuidString:)) { logged.insert(id) } }
+        }
+        var gids: [String?] = []
+        var keys: [String?] = []
+        var texts: [String?] = []
+        for object in objects where !object.deleted {
+            for (key, text) in object.values.sorted(by: { $0.key < $1.key }) {
+                gids.append(object.globalID.uuidString)
+                keys.append(key)
+                texts.append(text)
+            }
+        }
+        var refused = Set<UUID>()
+        if !gids.isEmpty {
+            let accepted = try connection.execute(
+                """
+                INSERT INTO entitystore_properties AS p (zone, gid, key, value, stamp, store_id, schema_version)
+                SELECT $1, g, k, v, $5, $6, $7 FROM unnest($2::uuid[], $3::text[], $4::text[]) AS t(g, k, v)
+                ON CONFLICT (zone, gid, key) DO UPDATE SET value = EXCLUDED.value, stamp = EXCLUDED.stamp,
+                    store_id = EXCLUDED.store_id, schema_version = EXCLUDED.schema_version
+                WHERE (p.stamp, p.store_id) < (EXCLUDED.stamp, EXCLUDED.store_id)
+                RETURNING gid::text, key
+                """,
+                [zone, postgresArray(gids), postgresArray(keys), postgresArray(texts), "\(stamp)", store, version])
+            var acceptedPairs = Set<String>()
+            for row in accepted.rows {
+                guard let gid = row[0].flatMap(UUID.init(uuidString:)), let key = row[1] else { continue }
+                logged.insert(gid)
+                acceptedPairs.insert(gid.uuidString + "/" + key)
+            }
+            for (gid, key) in zip(gids, keys) where !acceptedPairs.contains(gid! + "/" + key!) {
+                if let id = UUID(uuidString: gid!) { refused.insert(id) }
+            }
+        }
+        let loggedObjects = objects.filter { logged.contains($0.globalID) }
+        if !loggedObjects.isEmpty {
+            try connection.execute(
+                """
+                INSERT INTO entitystore_log (zone, gid, entity, store_id, seq, schema_version)
+                SELECT $1, g, e, $4, $5, $6 FROM unnest($2::uuid[], $3::text[]) AS t(g, e)
+                """,
+                [
+                    zone, postgresArray(loggedObjects.map(\.globalID.uuidString)),
+                    postgresArray(loggedObjects.map(\.entity)), store, seq.map { "\($0)" }, version,
+                ])
+        }
+        return refused.sorted { $0.uuidString < $1.uuidString }
+    }
+}
