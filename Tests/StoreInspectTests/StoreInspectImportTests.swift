@@ -29,7 +29,7 @@ import Testing
             try tag.setValue(.string(name), forKey: "name")
             return tag
         }
-        let scores: [Double] = [.infinity, -.infinity, -0.0, 5e-324, 0.1, 1.7976931348623157e308]
+        let scores: [Double] = [.infinity, -.infinity, -0.0, .leastNonzeroMagnitude, 0.1, .greatestFiniteMagnitude]
         let prices = ["12345678901234567890.123456789012345678", "-0.000001", "0", "1e20", "3.5", "-7"]
         for i in 0..<6 {
             let book = try context.insert("Book")

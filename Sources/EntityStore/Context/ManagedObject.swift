@@ -142,7 +142,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
             if let transient = entity.transientIndex(key) { return currentTransients[transient] }
             throw unknownAttribute(key)
         }
-        return try loadedValues()[index]
+        return try loadedValue(at: index)
     }
 
     /// The value of an attribute (dynamic access for tools).
@@ -179,7 +179,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     func value(for slot: Unmanaged<PropertySlot>) throws -> Value {
         try slot._withUnsafeGuaranteedRef { slot in
             guard let index = storedIndex(slot) else { return try value(forKey: slot.key) }
-            return try loadedValues()[index]
+            return try loadedValue(at: index)
         }
     }
 
@@ -337,6 +337,14 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
                 objectID: objectID)
         }
         return context
+    }
+
+    /// The value at `index` of the loaded values (faulting them in first), read in place rather than through a
+    /// copy of the array (a retain and a release per read).
+    @inline(__always)
+    func loadedValue(at index: Int) throws -> Value {
+        if pendingRecord == nil, let value = loaded?[index] { return value }
+        return try loadedValues()[index]
     }
 
     func loadedValues() throws -> [Value] {

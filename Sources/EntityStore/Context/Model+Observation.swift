@@ -5,9 +5,12 @@ import Observation
 /// framework's equivalent) tracks it, and a change of it fires, whether it came from a setter, a merge of another
 /// context's save, a refresh, a rollback or an undo.
 ///
-/// A setter announces its own property. A change made any other way is announced as a change of the model as a
-/// whole (every read of one of its properties also tracks ``Model/changeToken``): observers of a model hear of
-/// every external change to it, a little more often than strictly needed, and never less.
+/// A setter announces its own property. A change made any other way is announced as a change of every typed
+/// property of the model: observers of a model hear of every external change to it, a little more often than
+/// strictly needed, and never less. (A read records its own property alone: one access per read.)
+///
+/// Observation knows a property by its wrapper's storage key path (`\Book._title`): the one key path a typed
+/// access needs anyway (to find the property's slot), so that a read makes no other key path.
 extension Model: Observable {}
 
 @usableFromInline
@@ -15,28 +18,46 @@ enum ModelObservation {
     /// Records that `owner`'s `keyPath` was read, for Observation.
     @inlinable
     static func access<Owner: Model, T>(_ owner: Owner, _ keyPath: KeyPath<Owner, T>) {
-        let box = owner.observationRegistrar
-        box.registrar.access(owner, keyPath: keyPath)
-        box.registrar.access(owner as Model, keyPath: Model.changeTokenPath)
+        owner.observationRegistrar._withUnsafeGuaranteedRef { $0.access(owner, keyPath) }
     }
 
     /// Runs a write of `owner`'s `keyPath` as an observed mutation.
     @inlinable
     static func mutation<Owner: Model, T>(_ owner: Owner, _ keyPath: KeyPath<Owner, T>, _ body: () -> Void) {
         guard let box = owner.registrarIfAny else { return body() }
-        box.registrar.withMutation(of: owner, keyPath: keyPath, body)
+        // The model (alive for the call) owns the registrar.
+        box._withUnsafeGuaranteedRef { $0.registrar.withMutation(of: owner, keyPath: keyPath, body) }
     }
 }
 
-/// Registrars of released models, for the next models of the context to read (see `Model.deinit`). Touched only
-/// from the context's isolation, like its models.
+/// Registrars of released models, for the next models of the context to read (see `Model.deinit`): a list linked
+/// through the registrars themselves, each held as an owned (+1) reference handed over from model to pool and back
+/// without retaining. Touched only from the context's isolation, like its models.
 final class RegistrarPool {
-    @exclusivity(unchecked) private var registrars: [RegistrarBox] = []
+    @exclusivity(unchecked) private var head: Unmanaged<RegistrarBox>?
+    @exclusivity(unchecked) private var count = 0
 
-    func take() -> RegistrarBox? { registrars.popLast() }
+    /// A registrar, owned by the caller.
+    func take() -> Unmanaged<RegistrarBox>? {
+        guard let first = head else { return nil }
+        head = first._withUnsafeGuaranteedRef { box in
+            defer { box.next = nil }
+            return box.next
+        }
+        count -= 1
+        return first
+    }
 
-    func put(_ registrar: RegistrarBox) {
-        if registrars.count < 256 { registrars.append(registrar) }
+    /// Takes over `registrar` (owned by the caller until now).
+    func put(_ registrar: Unmanaged<RegistrarBox>) {
+        guard count < 256 else { return registrar.release() }
+        registrar._withUnsafeGuaranteedRef { $0.next = head }
+        head = registrar
+        count += 1
+    }
+
+    deinit {
+        while let registrar = take() { registrar.release() }
     }
 }
 
@@ -44,19 +65,22 @@ final class RegistrarPool {
 @usableFromInline
 final class RegistrarBox {
     @usableFromInline let registrar = ObservationRegistrar()
+    /// The next registrar of the pool this one waits in (owned by the pool).
+    @exclusivity(unchecked) var next: Unmanaged<RegistrarBox>?
     @usableFromInline init() {}
+
+    /// Records a read (a method, so that the registrar is used in place rather than copied out of the box).
+    @inlinable
+    func access<Owner: Model, T>(_ owner: Owner, _ keyPath: KeyPath<Owner, T>) {
+        registrar.access(owner, keyPath: keyPath)
+    }
 }
 
 extension Model {
-    /// Stands for "some stored property of this model": changes made without the model's setters are announced
-    /// on it.
-    @usableFromInline var changeToken: Int { 0 }
-    /// The key path of ``changeToken``, made once.
-    @usableFromInline static let changeTokenPath = \Model.changeToken
-
     /// Tells the model's observers that it changed without its setters.
     func announceExternalChange() {
-        registrarIfAny?.registrar.withMutation(of: self as Model, keyPath: \Model.changeToken) {}
+        guard let box = registrarIfAny else { return }
+        box._withUnsafeGuaranteedRef { ModelKeys.announceExternalChange(of: self, $0.registrar) }
     }
 }
 

@@ -41,19 +41,24 @@ open class Model {
     }
     /// Who observes the model's properties (Swift's Observation), made by the first read: before any read nothing
     /// can be observing the model, so writes need not announce anything (and a model only written costs nothing).
-    @usableFromInline @exclusivity(unchecked) var registrarIfAny: RegistrarBox?
-    @inlinable var observationRegistrar: RegistrarBox {
+    ///
+    /// Held as an owned (+1) reference that the model manages itself, as is ``registrarPool``: a typed read then
+    /// retains and releases nothing to reach it, and the deinit hands it to the pool as it is (a model is made and
+    /// released by every typed lookup, where each retain and release is an atomic operation).
+    @usableFromInline @exclusivity(unchecked) var registrarIfAny: Unmanaged<RegistrarBox>?
+    @inlinable var observationRegistrar: Unmanaged<RegistrarBox> {
         if let registrarIfAny { return registrarIfAny }
         return makeRegistrar()
     }
 
     /// Where registrars are taken from and returned to: the context's pool, given when the context wraps the
-    /// object (held strongly, so that neither a read nor the deinit goes through the object's weak context).
-    @exclusivity(unchecked) var registrarPool: RegistrarPool?
+    /// object (owned by the model, so that neither a read nor the deinit goes through the object's weak context).
+    @exclusivity(unchecked) var registrarPool: Unmanaged<RegistrarPool>?
 
     @usableFromInline
-    func makeRegistrar() -> RegistrarBox {
-        let registrar = registrarPool?.take() ?? RegistrarBox()
+    func makeRegistrar() -> Unmanaged<RegistrarBox> {
+        let registrar =
+            registrarPool?._withUnsafeGuaranteedRef { $0.take() } ?? Unmanaged.passRetained(RegistrarBox())
         registrarIfAny = registrar
         return registrar
     }
@@ -70,7 +75,14 @@ open class Model {
         // Registrars are reused within a context: making and destroying one costs more than the rest of a typed
         // read. An observer of this (now gone) model that is still waiting may hear one change of the next
         // model's property of the same name: more often than needed, never less.
-        if let registrar = registrarIfAny.take() { registrarPool?.put(registrar) }
+        if let registrar = registrarIfAny {
+            if let registrarPool {
+                registrarPool._withUnsafeGuaranteedRef { $0.put(registrar) }
+            } else {
+                registrar.release()
+            }
+        }
+        registrarPool?.release()
     }
 
     /// The entity the class maps to; the class's name by default.
@@ -198,9 +210,13 @@ extension ObjectContext {
 
     /// The object for `id`, loaded and wrapped in a model class.
     public func existingObject<M: Model>(_ type: M.Type, with id: ObjectID) throws -> M {
-        let entityName = try checkModel(type)
-        guard id.entityName == entityName || store.schema.isKind(id.entityName, of: entityName) else {
-            throw EntityStoreError(.typeMismatch, "\(id) is not a \(entityName)", entity: id.entityName, objectID: id)
+        // The common case, an ID of the class's own entity looked up again, compares in place.
+        if ObjectIdentifier(type) != lastCheckedModel || id.entityName != lastCheckedEntityName {
+            let entityName = try checkModel(type)
+            guard id.entityName == entityName || store.schema.isKind(id.entityName, of: entityName) else {
+                throw EntityStoreError(
+                    .typeMismatch, "\(id) is not a \(entityName)", entity: id.entityName, objectID: id)
+            }
         }
         return wrap(try existingObject(with: id), as: type)
     }
@@ -231,7 +247,7 @@ extension ObjectContext {
             modelClass = own
         }
         let model = modelClass.init(managedObject: object)
-        model.registrarPool = registrarPool
+        model.registrarPool = .passRetained(registrarPool)
         object.model = model
         return model
     }

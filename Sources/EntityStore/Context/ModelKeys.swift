@@ -1,4 +1,5 @@
 import LMDB
+import Observation
 import Synchronization
 
 /// Collects the keys read through a recording model instance.
@@ -31,7 +32,8 @@ enum ModelKeys {
     /// The slot of a typed property: its key (the one its wrapper was given, or its name) and where the key was last
     /// found in an entity's attributes; found once per property (by its storage key path) and cached, so that an
     /// access reads neither the wrapper nor the key path's text, and a read or write finds the attribute without
-    /// comparing names along the entity.
+    /// comparing names along the entity. Found the first time, the storage key path (which Observation knows the
+    /// property by, see `ModelObservation`) is also kept for ``announceExternalChange(of:_:)``.
     ///
     /// Slots live as long as the process (the table keeps them), so they are handed out unretained: a typed access
     /// then retains nothing to find its attribute.
@@ -40,7 +42,12 @@ enum ModelKeys {
         of owner: Owner, _ storageKeyPath: ReferenceWritableKeyPath<Owner, Wrapper>
     ) -> Unmanaged<PropertySlot> {
         if let slot = cachedSlot(storageKeyPath) { return slot }
-        return resolveSlot(owner[keyPath: storageKeyPath].explicitKey, storageKeyPath)
+        return resolveSlot(
+            owner[keyPath: storageKeyPath].explicitKey, storageKeyPath, owner: ObjectIdentifier(Owner.self),
+            announcer: { model, registrar in
+                guard let model = model as? Owner else { return }
+                registrar.withMutation(of: model, keyPath: storageKeyPath) {}
+            })
     }
 
     /// The key of a typed property (see ``slot(of:_:)``).
@@ -54,13 +61,16 @@ enum ModelKeys {
     @usableFromInline
     static func cachedSlot(_ keyPath: AnyKeyPath) -> Unmanaged<PropertySlot>? {
         guard let pointer = UnsafeRawPointer(bitPattern: published.load(ordering: .acquiring)) else { return nil }
-        return Unmanaged<SlotTable>.fromOpaque(pointer).takeUnretainedValue().slot(for: keyPath)
+        // Published tables are never freed: no retain needed to read one.
+        return Unmanaged<SlotTable>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.slot(for: keyPath) }
     }
 
     /// Names a property from the key given to its wrapper, or from its storage key path (`\Book._title` → `title`),
-    /// and publishes its slot.
+    /// publishes its slot, and keeps the announcer of its key path for the class that declares it (`owner`).
     @usableFromInline
-    static func resolveSlot(_ explicit: String?, _ keyPath: AnyKeyPath) -> Unmanaged<PropertySlot> {
+    static func resolveSlot(
+        _ explicit: String?, _ keyPath: AnyKeyPath, owner: ObjectIdentifier, announcer: @escaping Announcer
+    ) -> Unmanaged<PropertySlot> {
         let id = ObjectIdentifier(keyPath)
         if let slot = slots.withLock({ $0[id] }) { return .passUnretained(slot) }
         let key = explicit ?? name(ofStorage: keyPath)
@@ -69,11 +79,34 @@ enum ModelKeys {
             let slot = PropertySlot(key)
             $0[id] = slot
             retained.append(keyPath)
+            announcers.withLock { $0[owner, default: []].append(announcer) }
             let table = SlotTable($0)
             tables.append(table)
             published.store(Int(bitPattern: Unmanaged.passUnretained(table).toOpaque()), ordering: .releasing)
             return .passUnretained(slot)
         }
+    }
+
+    /// Announces a change of one property (its key path) of a model to its registrar's observers. (Not `@Sendable`
+    /// for the key path it holds, which is immutable; the table is only read under its lock.)
+    @usableFromInline
+    typealias Announcer = (Model, ObservationRegistrar) -> Void
+
+    /// The announcers of the typed properties used so far, by the class declaring them. A property's observers can
+    /// only have registered through its getter, which found its slot first: every observed property is here.
+    private static let announcers = Locked<[ObjectIdentifier: [Announcer]]>([:])
+
+    /// Tells the observers of every typed property of `model` (its class's and its superclasses') that it changed.
+    static func announceExternalChange(of model: Model, _ registrar: ObservationRegistrar) {
+        var level: AnyClass? = type(of: model)
+        var calls: [Announcer] = []
+        announcers.withLock { table in
+            while let current = level, current != Model.self {
+                calls += table[ObjectIdentifier(current)] ?? []
+                level = _getSuperclass(current)
+            }
+        }
+        for announce in calls { announce(model, registrar) }
     }
 
     /// The key of a property from its wrapper's storage key path (`\Book._title` → `title`).

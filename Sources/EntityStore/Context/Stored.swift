@@ -1,4 +1,6 @@
 import Foundation
+import LMDB
+import Synchronization
 
 /// An option of a ``Stored`` attribute.
 public enum StoredOption: Sendable, Hashable {
@@ -43,35 +45,60 @@ public enum StoredOption: Sendable, Hashable {
     }
 }
 
-/// A wrapper's rarer options (rename source, rules, derivation), boxed: only wrappers given one carry the box.
-@usableFromInline
-final class StoredExtras: Sendable {
+/// A wrapper's rarer options (rename source, rules, derivation).
+struct StoredExtras: Hashable, Sendable {
     let renamedFrom: StaticString?
     let validation: AttributeValidation?
     let derivation: StaticString?
-    @usableFromInline
-    init(renamedFrom: StaticString?, validation: AttributeValidation?, derivation: StaticString?) {
-        self.renamedFrom = renamedFrom
-        self.validation = validation
-        self.derivation = derivation
+
+    static func == (lhs: StoredExtras, rhs: StoredExtras) -> Bool {
+        lhs.renamedFrom?.description == rhs.renamedFrom?.description && lhs.validation == rhs.validation
+            && lhs.derivation?.description == rhs.derivation?.description
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(renamedFrom?.description)
+        hasher.combine(validation)
+        hasher.combine(derivation?.description)
+    }
+
+    /// Every combination given to a wrapper so far, each once: wrappers hold a position in it (a wrapper is made
+    /// with every model instance, and one holding no reference needs no release when the instance goes).
+    private static let table = Locked<(list: [StoredExtras], positions: [StoredExtras: UInt32])>(([], [:]))
+
+    /// The position of `extras` in the table (from 1), added if new.
+    static func intern(_ extras: StoredExtras) -> UInt32 {
+        table.withLock { table in
+            if let position = table.positions[extras] { return position }
+            table.list.append(extras)
+            let position = UInt32(table.list.count)
+            table.positions[extras] = position
+            return position
+        }
+    }
+
+    /// The extras at `position` (from 1).
+    static func at(_ position: UInt32) -> StoredExtras {
+        table.withLock { $0.list[Int(position) - 1] }
     }
 }
 
 /// A ``Stored`` wrapper's options, packed: what a model instance carries per attribute (wrappers are made with
-/// every instance, so they are small and hold at most one reference: the extras, when given).
+/// every instance, so they are small and hold no reference: the rare options are a position in a shared table).
 @usableFromInline
 struct StoredOptions: Sendable {
     @usableFromInline let flags: UInt8
-    @usableFromInline let extras: StoredExtras?
+    /// The position of the rename source, rules and derivation in `StoredExtras`'s table; 0 for none.
+    @usableFromInline let extras: UInt32
 
     /// No options.
     @inlinable
     init() {
         flags = 0
-        extras = nil
+        extras = 0
     }
 
-    @inlinable
+    @usableFromInline
     init(_ options: [StoredOption]) {
         var flags: UInt8 = 0
         var renamedFrom: StaticString?
@@ -91,12 +118,15 @@ struct StoredOptions: Sendable {
         self.flags = flags
         extras =
             renamedFrom == nil && validation == nil && derivation == nil
-            ? nil : StoredExtras(renamedFrom: renamedFrom, validation: validation, derivation: derivation)
+            ? 0
+            : StoredExtras.intern(
+                StoredExtras(renamedFrom: renamedFrom, validation: validation, derivation: derivation))
     }
 
-    var renamedFrom: StaticString? { extras?.renamedFrom }
-    var validation: AttributeValidation? { extras?.validation }
-    var derivation: StaticString? { extras?.derivation }
+    private var extrasIfAny: StoredExtras? { extras == 0 ? nil : StoredExtras.at(extras) }
+    var renamedFrom: String? { extrasIfAny?.renamedFrom?.description }
+    var validation: AttributeValidation? { extrasIfAny?.validation }
+    var derivation: String? { extrasIfAny?.derivation?.description }
 
     var list: [StoredOption] {
         var list: [StoredOption] = []
@@ -104,10 +134,67 @@ struct StoredOptions: Sendable {
         if flags & 2 != 0 { list.append(.unique) }
         if flags & 4 != 0 { list.append(.caseInsensitive) }
         if flags & 8 != 0 { list.append(.transient) }
-        if let renamedFrom { list.append(.renamedFrom(renamedFrom)) }
-        if let validation { list.append(.validated(validation)) }
-        if let derivation { list.append(.derived(derivation)) }
+        guard let extras = extrasIfAny else { return list }
+        if let renamedFrom = extras.renamedFrom { list.append(.renamedFrom(renamedFrom)) }
+        if let validation = extras.validation { list.append(.validated(validation)) }
+        if let derivation = extras.derivation { list.append(.derived(derivation)) }
         return list
+    }
+}
+
+/// Keeps the initial values of `@Stored` wrappers while a schema is made from model classes (``Entity/init(model:renamedFrom:)``),
+/// for the thread making it: wrappers made at any other time keep nothing (one load and a branch).
+@usableFromInline
+enum DefaultCapture {
+    /// How many threads are capturing now.
+    private static let capturing = Atomic<Int>(0)
+    /// The values kept by each capturing thread.
+    private static let sessions = Locked<[ObjectIdentifier: [Value]]>([:])
+
+    /// Runs `body` with the initial values of the wrappers it makes kept for ``value(at:)``.
+    static func capturing<R>(_ body: () throws -> R) rethrows -> R {
+        let thread = ObjectIdentifier(Thread.current)
+        let outer = sessions.withLock { sessions -> Bool in
+            if sessions[thread] != nil { return true }
+            sessions[thread] = []
+            return false
+        }
+        if outer { return try body() }
+        capturing.add(1, ordering: .sequentiallyConsistent)
+        defer {
+            capturing.subtract(1, ordering: .sequentiallyConsistent)
+            sessions.withLock { $0[thread] = nil }
+        }
+        return try body()
+    }
+
+    /// Keeps `value` when this thread captures, and says where (from 1); 0 otherwise.
+    @inlinable
+    static func keep<T: ValueConvertible>(_ value: T) -> UInt32 {
+        isCapturing ? keep(value.value) : 0
+    }
+
+    @usableFromInline
+    static var isCapturing: Bool { capturing.load(ordering: .relaxed) != 0 }
+
+    @usableFromInline
+    static func keep(_ value: Value) -> UInt32 {
+        let thread = ObjectIdentifier(Thread.current)
+        return sessions.withLock { sessions in
+            guard sessions[thread] != nil else { return 0 }
+            sessions[thread]!.append(value)
+            return UInt32(sessions[thread]!.count)
+        }
+    }
+
+    /// The value kept at `position` by this thread's capture; `.null` for none.
+    static func value(at position: UInt32) -> Value {
+        guard position != 0 else { return .null }
+        let thread = ObjectIdentifier(Thread.current)
+        return sessions.withLock { sessions in
+            guard let values = sessions[thread], values.indices.contains(Int(position) - 1) else { return .null }
+            return values[Int(position) - 1]
+        }
     }
 }
 
@@ -126,7 +213,10 @@ struct StoredOptions: Sendable {
 public struct Stored<T: ValueConvertible>: ModelProperty {
     @usableFromInline let key: StaticString?
     @usableFromInline let packedOptions: StoredOptions
-    @usableFromInline let initialValue: T?
+    /// Where the initial value (the attribute's default) was kept, when the wrapper was made for a schema (see
+    /// `DefaultCapture`); 0 otherwise. Not the value itself: a wrapper is made with every model instance, and one
+    /// holding no reference needs nothing done when the instance goes.
+    @usableFromInline let initialValue: UInt32
 
     /// The key given explicitly, if any; the property's name otherwise.
     public var explicitKey: String? { key?.description }
@@ -138,7 +228,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     public init() {
         key = nil
         packedOptions = StoredOptions()
-        initialValue = nil
+        initialValue = 0
     }
 
     /// An attribute keyed by the property's name.
@@ -146,7 +236,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     public init(_ options: StoredOption...) {
         key = nil
         packedOptions = StoredOptions(options)
-        initialValue = nil
+        initialValue = 0
     }
 
     /// An attribute with an explicit key.
@@ -154,7 +244,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     public init(_ key: StaticString, _ options: StoredOption...) {
         self.key = key
         packedOptions = StoredOptions(options)
-        initialValue = nil
+        initialValue = 0
     }
 
     /// An attribute keyed by the property's name whose default is the initial value.
@@ -162,7 +252,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     public init(wrappedValue: T, _ options: StoredOption...) {
         key = nil
         packedOptions = StoredOptions(options)
-        initialValue = wrappedValue
+        initialValue = DefaultCapture.keep(wrappedValue)
     }
 
     /// An attribute with an explicit key whose default is the initial value.
@@ -170,7 +260,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     public init(wrappedValue: T, _ key: StaticString, _ options: StoredOption...) {
         self.key = key
         packedOptions = StoredOptions(options)
-        initialValue = wrappedValue
+        initialValue = DefaultCapture.keep(wrappedValue)
     }
 
     @available(*, unavailable, message: "@Stored is only available on Model subclasses")
@@ -184,13 +274,14 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
         _enclosingInstance owner: Owner, wrapped wrappedKeyPath: ReferenceWritableKeyPath<Owner, T>,
         storage storageKeyPath: ReferenceWritableKeyPath<Owner, Stored<T>>
     ) -> T {
-        get {
+        // Inlined into the model's accessor, so that the property's own key path (unused) is never made.
+        @inline(__always) get {
             let slot = ModelKeys.slot(of: owner, storageKeyPath)
             if let recorder = owner.managedObject.recorder {
                 recorder.keys.append(slot.takeUnretainedValue().key)
                 return T.fallback
             }
-            ModelObservation.access(owner, wrappedKeyPath)
+            ModelObservation.access(owner, storageKeyPath)
             do {
                 let value = try owner.managedObject.value(for: slot)
                 guard let typed = T(value: value) else {
@@ -208,9 +299,9 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
                 return T.fallback
             }
         }
-        set {
+        @inline(__always) set {
             let slot = ModelKeys.slot(of: owner, storageKeyPath)
-            ModelObservation.mutation(owner, wrappedKeyPath) {
+            ModelObservation.mutation(owner, storageKeyPath) {
                 do {
                     try owner.managedObject.setValue(newValue.value, for: slot)
                 } catch {
@@ -223,10 +314,10 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
     @usableFromInline
     func declaration(key: String) -> Property {
         let flags = packedOptions.flags
-        let defaultValue: Value = initialValue?.value ?? .null
-        let renamedFrom: String? = packedOptions.renamedFrom?.description
+        let defaultValue: Value = DefaultCapture.value(at: initialValue)
+        let renamedFrom: String? = packedOptions.renamedFrom
         let validation: AttributeValidation? = packedOptions.validation
-        let derivation: String? = packedOptions.derivation?.description
+        let derivation: String? = packedOptions.derivation
         let indexed: Bool = flags & 1 != 0
         let unique: Bool = flags & 2 != 0
         let caseInsensitive: Bool = flags & 4 != 0

@@ -52,7 +52,7 @@ public struct ToMany<Destination: Model>: ModelProperty {
                 recorder.keys.append(key)
                 return []
             }
-            ModelObservation.access(owner, wrappedKeyPath)
+            ModelObservation.access(owner, storageKeyPath)
             do {
                 guard let context = owner.context else { return [] }
                 return try owner.managedObject.objects(forKey: key).map { try context.model(Destination.self, for: $0) }
@@ -63,7 +63,7 @@ public struct ToMany<Destination: Model>: ModelProperty {
         }
         set {
             let key = ModelKeys.key(of: owner, storageKeyPath)
-            ModelObservation.mutation(owner, wrappedKeyPath) {
+            ModelObservation.mutation(owner, storageKeyPath) {
                 do {
                     let current = Set(try owner.managedObject.objectIDs(forKey: key))
                     let wanted = Set(newValue.map(\.objectID))

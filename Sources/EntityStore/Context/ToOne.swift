@@ -55,7 +55,7 @@ public struct ToOne<Destination: Model>: ModelProperty {
                 recorder.keys.append(key)
                 return Destination.recordingInstance(recorder)
             }
-            ModelObservation.access(owner, wrappedKeyPath)
+            ModelObservation.access(owner, storageKeyPath)
             do {
                 guard let context = owner.context, let target = try owner.managedObject.object(forKey: key) else {
                     return nil
@@ -68,7 +68,7 @@ public struct ToOne<Destination: Model>: ModelProperty {
         }
         set {
             let key = ModelKeys.key(of: owner, storageKeyPath)
-            ModelObservation.mutation(owner, wrappedKeyPath) {
+            ModelObservation.mutation(owner, storageKeyPath) {
                 do {
                     try owner.managedObject.setObject(newValue?.managedObject, forKey: key)
                 } catch {

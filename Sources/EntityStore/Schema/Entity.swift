@@ -83,7 +83,11 @@ public struct Entity: Codable, Sendable, Equatable {
 
     /// Whether the attribute at `index` (any integer) is named `name`.
     func hasAttribute(named name: String, at index: Int) -> Bool {
-        attributes.withUnsafeBufferPointer { buffer in buffer.indices.contains(index) && buffer[index].name == name }
+        attributes.withUnsafeBufferPointer { buffer in
+            // Through the element's address: `buffer[index].name` copies the whole attribute (retaining its strings).
+            guard let base = buffer.baseAddress, buffer.indices.contains(index) else { return false }
+            return (base + index).pointee.name == name
+        }
     }
 
     /// The position of the transient attribute named `name`.

@@ -5,8 +5,12 @@ extension Entity {
     public init(model: Model.Type, renamedFrom: String? = nil) {
         // Through the metatype value: a subclass's entity name and properties, whatever the static type.
         self.init(model.entityName, abstract: model.isAbstractEntity, renamedFrom: renamedFrom)
-        for (key, property) in model.modelProperties() {
-            switch property.declaration(key: key) {
+        // The wrappers of the instance `modelProperties` reads keep their initial values (the defaults) only here.
+        let declarations = DefaultCapture.capturing {
+            model.modelProperties().map { key, property in property.declaration(key: key) }
+        }
+        for declaration in declarations {
+            switch declaration {
             case .attribute(let attribute) where attribute.isTransient: transientAttributes.append(attribute)
             case .attribute(let attribute): attributes.append(attribute)
             case .relationship(let relationship): relationships.append(relationship)
