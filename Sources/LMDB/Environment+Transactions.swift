@@ -18,10 +18,10 @@ extension Environment {
             let result = slot.baseAddress!
             var triedReaderCheck = false
             while true {
-                let step: Step = try gate.withTransaction(write: false) {
+                let step: Step = try gate.withRead { idle, keep in
                     let generation = handles.generation.load(ordering: .sequentiallyConsistent)
                     let pointer: OpaquePointer
-                    switch try begin(write: false, triedReaderCheck: triedReaderCheck) {
+                    switch try beginRead(renewing: idle, triedReaderCheck: triedReaderCheck) {
                     case .began(let began): pointer = began
                     case .retry(let reason): return reason.step
                     }
@@ -39,6 +39,13 @@ extension Environment {
                         mdb_txn_abort(pointer)
                         transaction.end(committed: false)
                         return .handleRetry
+                    }
+                    // A read that opened no database handle is reset and kept for the next read to renew.
+                    if transaction.opened.isEmpty && !transaction.holdsOpenLock {
+                        mdb_txn_reset(pointer)
+                        transaction.end(committed: true)
+                        keep = pointer
+                        return .done
                     }
                     // Commit (not abort) keeps database handles opened in this transaction.
                     let rc = mdb_txn_commit(pointer)
@@ -213,6 +220,25 @@ extension Environment {
             throw LMDBError(code: .badTransaction, message: "mdb_txn_begin returned no transaction", context: what())
         }
         return .began(pointer)
+    }
+
+    /// Begins a read: by renewing `idle` (a reset read transaction) when there is one, else as ``begin(write:triedReaderCheck:)``.
+    func beginRead(renewing idle: OpaquePointer?, triedReaderCheck: Bool) throws(LMDBError) -> Begin {
+        if let idle {
+            try checkNotForked("mdb_txn_renew at \(path)")
+            var rc = mdb_txn_renew(idle)
+            // The same newer-meta race as a begin (see there).
+            var attempts = 0
+            while rc == MDB_SUCCESS, attempts < 64, sawNewerMeta(than: idle) {
+                mdb_txn_reset(idle)
+                attempts += 1
+                rc = mdb_txn_renew(idle)
+            }
+            if rc == MDB_SUCCESS { return .began(idle) }
+            // A resized map, say: a fresh begin reports it as a begin would.
+            mdb_txn_abort(idle)
+        }
+        return try begin(write: false, triedReaderCheck: triedReaderCheck)
     }
 
     /// Whether a meta page two or more commits newer than `transaction`'s number exists (so the page its number

@@ -102,7 +102,10 @@ public final class Environment: @unchecked Sendable {
 
     deinit {
         // A forked child leaves an inherited environment alone: LMDB's state in it belongs to the parent.
-        if !isInheritedThroughFork { mdb_env_close(handle) }
+        if !isInheritedThroughFork {
+            for idle in gate.drainIdleReads() { mdb_txn_abort(idle) }
+            mdb_env_close(handle)
+        }
         Environment.registry.withLock { entries in
             if let entry = entries[identity], entry.token == ObjectIdentifier(self) { entries[identity] = nil }
         }
@@ -132,6 +135,18 @@ public final class Environment: @unchecked Sendable {
     }
 
     static let registry = Locked<[FileIdentity: RegistryEntry]>([:])
+
+    /// Installed with the first environment: at a normal exit, the idle read transactions of the environments still
+    /// open give their reader slots back (an exit runs no deinit), so that no slot of a process that has gone
+    /// stays in the reader table. A killed process leaves its slots for `mdb_reader_check`, as any reader does.
+    private static let exitHook: Void = {
+        atexit {
+            let open = Environment.registry.withLock { $0.values.compactMap(\.environment) }
+            for environment in open where !environment.isInheritedThroughFork {
+                for idle in environment.gate.drainIdleReads() { mdb_txn_abort(idle) }
+            }
+        }
+    }()
 
     /// Opens (or creates) the environment in the directory at `path`.
     ///
@@ -190,6 +205,7 @@ public final class Environment: @unchecked Sendable {
         -> Environment
     {
         if !options.readOnly { try Preflight.allocateLockFile(path + "/lock.mdb", maxReaders: options.maxReaders) }
+        Environment.exitHook
         var envPointer: OpaquePointer?
         try check(mdb_env_create(&envPointer), "mdb_env_create for \(path)")
         guard let handle = envPointer else {

@@ -1,3 +1,5 @@
+import CLMDB
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,6 +23,13 @@ final class TransactionGate: @unchecked Sendable {
     /// than hashing on every transaction.
     @exclusivity(unchecked) private var readers: [(thread: UInt, count: Int)] = []
     @exclusivity(unchecked) private var writers: [UInt] = []
+    /// Read transactions ended with `mdb_txn_reset`, for the next reads to renew: `mdb_txn_begin` allocates a
+    /// transaction and searches the reader table under LMDB's process-shared mutex, a renew does neither (each idle
+    /// one keeps its reader slot, holding no snapshot). Taken and given back inside the gate's own lock; aborted
+    /// before a resize (``exclusively(_:_:)``) and when the environment closes (``drainIdleReads()``).
+    @exclusivity(unchecked) private var idleReads: [OpaquePointer] = []
+    /// At most this many idle reads are kept (each holds a reader slot).
+    static let idleReadLimit = 4
 
     init() {
         pthread_mutex_init(&mutex, nil)
@@ -34,6 +43,20 @@ final class TransactionGate: @unchecked Sendable {
 
     /// Runs `body` counted as an open transaction of the calling thread.
     func withTransaction<R, E: Error>(write: Bool, _ body: () throws(E) -> R) throws(E) -> R {
+        try withTransaction(write: write, taking: false) { (_, _: inout OpaquePointer?) throws(E) -> R in try body() }
+    }
+
+    /// Runs `body` counted as a read of the calling thread, with an idle read transaction to renew if there is one;
+    /// `body` may give back a reset transaction (`keep`) for a later read.
+    func withRead<R, E: Error>(
+        _ body: (_ idle: OpaquePointer?, _ keep: inout OpaquePointer?) throws(E) -> R
+    ) throws(E) -> R {
+        try withTransaction(write: false, taking: true, body)
+    }
+
+    private func withTransaction<R, E: Error>(
+        write: Bool, taking: Bool, _ body: (_ idle: OpaquePointer?, _ keep: inout OpaquePointer?) throws(E) -> R
+    ) throws(E) -> R {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         pthread_mutex_lock(&mutex)
         // A thread that already holds a transaction goes on: a pending resize waits for that transaction to end, so
@@ -49,7 +72,9 @@ final class TransactionGate: @unchecked Sendable {
         } else {
             readers.append((thread, 1))
         }
+        let idle = taking ? idleReads.popLast() : nil
         pthread_mutex_unlock(&mutex)
+        var keep: OpaquePointer?
         defer {
             pthread_mutex_lock(&mutex)
             open -= 1
@@ -59,10 +84,15 @@ final class TransactionGate: @unchecked Sendable {
                 readers[index].count -= 1
                 if readers[index].count == 0 { readers.remove(at: index) }
             }
+            var surplus: OpaquePointer?
+            if let kept = keep {
+                if idleReads.count < Self.idleReadLimit && !resizing { idleReads.append(kept) } else { surplus = kept }
+            }
             if open == 0 { pthread_cond_broadcast(&condition) }
             pthread_mutex_unlock(&mutex)
+            if let surplus { mdb_txn_abort(surplus) }
         }
-        return try body()
+        return try body(idle, &keep)
     }
 
     /// Whether `thread` holds a transaction (call with `mutex` held).
@@ -95,7 +125,11 @@ final class TransactionGate: @unchecked Sendable {
         while resizing { pthread_cond_wait(&condition, &mutex) }
         resizing = true
         while open > 0 { pthread_cond_wait(&condition, &mutex) }
+        let idle = idleReads
+        idleReads = []
         pthread_mutex_unlock(&mutex)
+        // No transaction of the process may exist across a resize, idle ones included.
+        for transaction in idle { mdb_txn_abort(transaction) }
         defer {
             pthread_mutex_lock(&mutex)
             resizing = false
@@ -103,5 +137,14 @@ final class TransactionGate: @unchecked Sendable {
             pthread_mutex_unlock(&mutex)
         }
         return try body()
+    }
+
+    /// Takes the idle read transactions (for the environment to abort before it closes).
+    func drainIdleReads() -> [OpaquePointer] {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        let idle = idleReads
+        idleReads = []
+        return idle
     }
 }
