@@ -161,11 +161,20 @@ public final class ObjectContext {
     /// The object for `id`: the registered one, or a new fault (no read happens until a value is needed).
     /// - Throws: ``EntityStoreError/Code/unknownEntity`` when the schema has no such entity.
     public func object(with id: ObjectID) throws -> ManagedObject {
-        if let object = registered[id] { return object }
-        let storage = try store.storage(for: id.entityName)
-        let object = ManagedObject(objectID: id, entity: storage.entity, context: self)
-        registered[id] = object
-        return object
+        // One access, so one hash of the ID (a lookup then an insert hashed it twice), and the entity found by the
+        // last one used.
+        let result: Result<ManagedObject, any Error> = { object in
+            if let object { return .success(object) }
+            do {
+                let made = ManagedObject(
+                    objectID: id, entity: try lastStorage(for: id.entityName).entity, context: self)
+                object = made
+                return .success(made)
+            } catch {
+                return .failure(error)
+            }
+        }(&registered[id])
+        return try result.get()
     }
 
     /// The object for `id` of `entity`: registered, or a new fault, with one dictionary access.
