@@ -61,9 +61,24 @@ public final class ObjectContext {
     /// Who is told about changes.
     let observers = ContextObservers()
     /// Store changes waiting to be merged (automatic merging).
-    let inbox = ChangeInbox()
+    var inbox: ChangeInbox {
+        if let inboxIfAny { return inboxIfAny }
+        let inbox = ChangeInbox()
+        inboxIfAny = inbox
+        return inbox
+    }
+    /// Made when the context first merges or fails to: most contexts never merge, and an inbox is four locks to make
+    /// and tear down (a fifth of a small fetch in a context made for it).
+    @exclusivity(unchecked) var inboxIfAny: ChangeInbox?
     /// Observation registrars of released models, for the next models to read (see `Model.deinit`).
-    let registrarPool = RegistrarPool()
+    var registrarPool: RegistrarPool {
+        if let registrarPoolIfAny { return registrarPoolIfAny }
+        let pool = RegistrarPool()
+        registrarPoolIfAny = pool
+        return pool
+    }
+    /// Made when the context first wraps an object in a model.
+    @exclusivity(unchecked) private var registrarPoolIfAny: RegistrarPool?
     /// The model classes already checked against the store's schema.
     @exclusivity(unchecked) var checkedModels: [ObjectIdentifier: String] = [:]
     @exclusivity(unchecked) var lastCheckedModel: ObjectIdentifier?

@@ -94,7 +94,7 @@ extension ObjectContext {
     /// When the store's history cannot be read (a damaged entry, a failing read), the next fetch or save throws
     /// that error, once; merging goes on with the entries after it.
     public var automaticallyMergesChangesFromStore: Bool {
-        get { inbox.subscription.withLock { $0 != nil } }
+        get { inboxIfAny?.subscription.withLock { $0 != nil } ?? false }
         set {
             if newValue == automaticallyMergesChangesFromStore { return }
             if newValue {
@@ -143,7 +143,7 @@ extension ObjectContext {
 
     /// Ends the automatic-merge subscription, if any.
     func stopMerging() {
-        guard let id = inbox.subscription.withLock({ $0 }) else { return }
+        guard let inbox = inboxIfAny, let id = inbox.subscription.withLock({ $0 }) else { return }
         store.publisher.unsubscribe(id)
         inbox.subscription.withLock { $0 = nil }
         inbox.wake.withLock { $0 = (nil, false) }
@@ -151,17 +151,18 @@ extension ObjectContext {
 
     /// Merges the store changes waiting for an automatically merging context.
     func mergeInbox() {
-        guard inbox.subscription.withLock({ $0 != nil }) else { return }
+        guard let inbox = inboxIfAny, inbox.subscription.withLock({ $0 != nil }) else { return }
         for record in inbox.take() { merge(record) }
     }
 
     /// Merges what is waiting, then throws a failure to read the store's changes that has not been reported.
     func mergeInboxReportingFailures() throws {
         mergeInbox()
-        if let failure = inbox.takeFailure() { throw failure }
+        if let failure = inboxIfAny?.takeFailure() { throw failure }
     }
 
     func processPendingChangesWithoutMerging() {
+        guard let inbox = inboxIfAny else { return processPendingChanges() }
         let subscribed = inbox.subscription.withLock { $0 }
         inbox.subscription.withLock { $0 = nil }
         processPendingChanges()
