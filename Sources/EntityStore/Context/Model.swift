@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import Observation
 
 /// A typed model class over a ``ManagedObject``: the API apps use first.
@@ -151,6 +152,9 @@ open class Model {
     }
 }
 
+/// ``Model/checkedProperties()`` by class.
+private let propertyCache = Locked<[ObjectIdentifier: [(key: String, property: any ModelProperty)]]>([:])
+
 /// The typed properties of a model: what `Mirror` finds in a model's storage.
 @usableFromInline
 protocol ModelProperty {
@@ -184,11 +188,23 @@ extension Model {
         return result
     }
 
+    /// The class's typed properties for checks, found once per class and process: `Mirror` over a recording
+    /// instance costs more than a thousand typed lookups, and a class is checked against every store it is used
+    /// with. (Not for schemas: those read the wrappers' initial values, kept only while a schema is made.)
+    static func checkedProperties() -> [(key: String, property: any ModelProperty)] {
+        let id = ObjectIdentifier(self)
+        if let properties = propertyCache.withLock({ $0[id] }) { return properties }
+        let properties = modelProperties()
+        propertyCache.withLock { $0[id] = properties }
+        return properties
+    }
+
     /// Checks the class's typed properties against `entity`.
     static func check(against entity: Entity) throws {
         var failures: [EntityStoreError.Failure] = []
-        for (key, property) in modelProperties() {
-            failures += property.mismatches(key: key, in: entity, model: String(describing: self))
+        let model = String(describing: self)
+        for (key, property) in checkedProperties() {
+            failures += property.mismatches(key: key, in: entity, model: model)
         }
         guard !failures.isEmpty else { return }
         let unknown = failures.allSatisfy { $0.message.contains("which \(entity.name) does not have") }

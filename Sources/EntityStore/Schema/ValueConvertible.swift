@@ -69,7 +69,8 @@ extension Data: ValueConvertible {
     public static var attributeType: AttributeType { .binary }
     public static var fallback: Data { Data() }
     public init?(value: Value) { guard case .data(let v) = value else { return nil }; self = Data(v) }
-    public var value: Value { .data(Array(self)) }
+    /// The bytes, copied in one move (`Array(self)` walks the data's iterator byte by byte).
+    public var value: Value { .data(withUnsafeBytes { [UInt8]($0) }) }
 }
 
 extension UUID: ValueConvertible {
