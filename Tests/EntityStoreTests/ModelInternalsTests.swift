@@ -6,6 +6,11 @@ import Testing
 
 /// How typed models announce changes to Swift's Observation, and what their wrappers keep.
 @Suite struct ModelObservationTests {
+    /// The pets of `TypedInheritanceTests`: a superclass, two subclasses and a keeper.
+    func petSchema() throws -> Schema {
+        try Schema(version: 1, models: [Keeper.self, Pet.self, Hound.self, Kitty.self])
+    }
+
     /// Tracks `read` and says whether a change fired.
     func tracking(_ read: () -> Void) -> Flag {
         let fired = Flag()
@@ -14,8 +19,7 @@ import Testing
     }
 
     @Test func externalChangesReachObserversOfInheritedAndRelationshipProperties() throws {
-        let schema = try Schema(version: 1, models: [Keeper.self, Pet.self, Hound.self, Kitty.self])
-        try withStore(schema: schema) { store, _ in
+        try withStore(schema: try petSchema()) { store, _ in
             let context = ObjectContext(store: store)
             let ann = try context.insert(Keeper.self)
             ann.name = "Ann"
@@ -55,8 +59,7 @@ import Testing
     }
 
     @Test func anObserverOfAReleasedModelIsNeverLeftUnheard() throws {
-        let schema = try Schema(version: 1, models: [Keeper.self, Pet.self, Hound.self, Kitty.self])
-        try withStore(schema: schema) { store, _ in
+        try withStore(schema: try petSchema()) { store, _ in
             let context = ObjectContext(store: store)
             let rex = try context.insert(Hound.self)
             rex.name = "Rex"
@@ -129,5 +132,34 @@ final class Gadget: Model {
         #expect(stored.options == [.unique, .renamedFrom("stars"), .validated(.range(1, 5)), .derived("1 + 1")])
         #expect(Stored<Int>(.indexed).options == [.indexed])
         #expect(Stored<String>().options.isEmpty)
+    }
+}
+
+@Suite struct ModelCheckTests {
+    @Test func aClassCheckedAgainstOneStoreIsCheckedAgainstEachNewOne() throws {
+        // Memo matches the first store; the second store's Memo has no "body": the class's properties are found once
+        // per process, and the second store's check must still refuse it, naming the key.
+        let good = try Schema(version: 1, models: [Memo.self])
+        try withStore(schema: good) { store, _ in
+            let context = ObjectContext(store: store)
+            let memo = try context.insert(Memo.self)
+            memo.title = "Note"
+            memo.text = "kept"
+            try context.save()
+            #expect(memo.text == "kept" && memo.lastError == nil)
+        }
+        let other = try Schema(version: 1) {
+            Entity("Memo") {
+                Attribute("title", .string)
+                Attribute("rating", .int64, default: 0)
+            }
+        }
+        try withStore(schema: other) { store, _ in
+            let context = ObjectContext(store: store)
+            let error = entityStoreError { _ = try context.insert(Memo.self) }
+            #expect(error?.code == .unknownKey)
+            #expect(error?.message == "Memo maps 'body', which Memo does not have")
+            #expect(context.insertedObjects.isEmpty)
+        }
     }
 }
