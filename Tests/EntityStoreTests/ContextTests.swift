@@ -85,6 +85,28 @@ import Testing
         }
     }
 
+    /// IDs hash by their key alone, without a `Hasher`: equal IDs hash equally, IDs of two entities with one key
+    /// stay distinct, and sequential and sparse keys all find their entries in sets and dictionaries.
+    @Test func objectIDsHashForSetsAndDictionaries() {
+        let keys: [UInt64] = Array(1...50_000) + (0..<64).map { 1 << $0 } + [.max, .max - 1]
+        var set = Set<ObjectID>()
+        var byID: [ObjectID: UInt64] = [:]
+        for key in keys where key != 0 {
+            set.insert(ObjectID(entityName: "Tag", primaryKey: key))
+            set.insert(ObjectID(entityName: "Book", primaryKey: key))
+            byID[ObjectID(entityName: "Tag", primaryKey: key)] = key
+        }
+        let distinct = Set(keys).count
+        #expect(set.count == 2 * distinct)
+        #expect(byID.count == distinct)
+        #expect(keys.allSatisfy { byID[ObjectID(entityName: "Tag", primaryKey: $0)] == $0 })
+        #expect(byID[ObjectID(entityName: "Book", primaryKey: 1)] == nil)
+        let id = ObjectID(entityName: "Tag", primaryKey: 42)
+        #expect(id.hashValue == ObjectID(entityName: String("Ta") + "g", primaryKey: 42).hashValue)
+        // Sequential keys spread over the buckets: the low bits of their hashes are not all alike.
+        #expect(Set((1...1_024).map { ObjectID(entityName: "Tag", primaryKey: $0).hashValue & 1_023 }).count > 600)
+    }
+
     @Test func changeTrackingReportsChangedAndCommittedValues() throws {
         try withStore { store, _ in
             let context = ObjectContext(store: store)

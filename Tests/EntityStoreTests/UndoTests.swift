@@ -134,4 +134,29 @@ import Testing
             #expect(try book.object(forKey: "author")?.objectID == author.objectID)
         }
     }
+
+    /// A group of plain attribute writes only (the group keeps its first write inline, the rest in a list): undo
+    /// restores every object's value from before the group, the value written twice included.
+    @Test func aGroupOfPlainWritesUndoesEveryWriteInReverse() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let tags = try (0..<3).map { i in
+                let tag = try context.insert("Tag")
+                try tag.setValue(.string("t\(i)"), forKey: "name")
+                return tag
+            }
+            try context.save()
+            context.beginUndoGrouping()
+            try tags[0].setValue("x", forKey: "name")
+            try tags[1].setValue("y", forKey: "name")
+            try tags[0].setValue("z", forKey: "name")
+            try tags[2].setValue("w", forKey: "name")
+            context.endUndoGrouping()
+            try context.undoLastChange()
+            #expect(try tags.map { try $0["name"] } == ["t0", "t1", "t2"])
+            #expect(!context.hasChanges)
+            try context.redoLastChange()
+            #expect(try tags.map { try $0["name"] } == ["z", "y", "w"])
+        }
+    }
 }

@@ -193,15 +193,16 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     private func setValue(_ value: Value, at index: Int, key: String) throws {
-        let attribute = entity.attributes[index]
-        if let derivation = attribute.derivation {
+        // The attribute's fields read in place (a copy of the `Attribute` retained and released its strings).
+        if let derivation = entity.attributes[index].derivation {
             throw EntityStoreError(
                 .invalidValue, "\(entity.name).\(key) is derived (\(derivation)): it is computed when saved",
                 entity: entity.name, key: key, objectID: objectID)
         }
-        if let type = value.type, type != attribute.type {
+        let attributeType = entity.attributes[index].type
+        if let type = value.type, type != attributeType {
             throw EntityStoreError(
-                .typeMismatch, "\(entity.name).\(key) is \(attribute.type.withArticle); got \(value)",
+                .typeMismatch, "\(entity.name).\(key) is \(attributeType.withArticle); got \(value)",
                 entity: entity.name, key: key, objectID: objectID)
         }
         if let problem = value.storageProblem {

@@ -63,9 +63,13 @@ extension ObjectContext {
             do {
                 var failures = try propagateDeletes(keeping: keptByStore)
                 try computeDerivedAttributes()
-                failures += validateValues()
-                failures += runValidationRules()
-                (record, resolutions) = try writeChanges(requiredFailures: failures)
+                // The objects in ID order, sorted once for validation and the write.
+                var objects = sortedDirtyObjects()
+                failures += validateValues(objects)
+                failures += runValidationRules(objects)
+                // A custom rule may have changed or deleted other objects.
+                if dirty.count != objects.count { objects = sortedDirtyObjects() }
+                (record, resolutions) = try writeChanges(objects, requiredFailures: failures)
             } catch let kept as DeletesKeptByStore {
                 // Nothing was written: start over with those objects alive, as stored.
                 restore(saveSnapshot ?? [:])
@@ -107,6 +111,11 @@ extension ObjectContext {
 
     /// Runs the delete rules; returns the deny failures. Objects in `kept` are not cascaded into: their link to the
     /// deleted object is nullified instead (the store's version of them won over a delete).
+    /// The unsaved objects (registered, in ``dirty``), ordered by ID.
+    func sortedDirtyObjects() -> [ManagedObject] {
+        dirty.compactMap { registered[$0] }.sorted { $0.objectID < $1.objectID }
+    }
+
     func propagateDeletes(keeping kept: Set<ObjectID> = []) throws -> [EntityStoreError.Failure] {
         var pending = dirty.compactMap { registered[$0] }.filter { $0.isDeleted && !$0.isInserted }
         var deleted = Set(pending.map(\.objectID))
@@ -157,10 +166,9 @@ extension ObjectContext {
 
     /// Required attributes, attribute rules (``AttributeValidation``) and required to-one relationships of the
     /// objects that will be stored.
-    func validateValues() -> [EntityStoreError.Failure] {
+    func validateValues(_ objects: [ManagedObject]) -> [EntityStoreError.Failure] {
         var failures: [EntityStoreError.Failure] = []
-        for object in dirty.compactMap({ registered[$0] }).sorted(by: { $0.objectID < $1.objectID })
-        where !object.isDeleted {
+        for object in objects where !object.isDeleted {
             if let values = object.values {
                 for (i, attribute) in object.entity.attributes.enumerated() {
                     if !attribute.isOptional && values[i].isNull {
@@ -198,11 +206,10 @@ extension ObjectContext {
     /// Writes every change in one transaction, with its history entry; uniqueness and conflicts are checked
     /// inside it, against the state it sees, so that no other writer can slip in between.
     func writeChanges(
-        requiredFailures: [EntityStoreError.Failure]
+        _ objects: [ManagedObject], requiredFailures: [EntityStoreError.Failure]
     ) throws
         -> (ChangeRecord, [ObjectID: ChangeWriter.Resolution])
     {
-        let objects = dirty.compactMap { registered[$0] }.sorted { $0.objectID < $1.objectID }
         return try mappingStorageErrors("saving") {
             try store.write { txn in
                 var writer = ChangeWriter(store: store, txn: txn)

@@ -25,7 +25,17 @@ public final class ObjectContext {
     /// One object per ID (uniquing).
     @exclusivity(unchecked) var registered: [ObjectID: ManagedObject] = [:]
     /// Objects touched since the last save or rollback (some may have been changed back).
-    @exclusivity(unchecked) var dirty: Set<ObjectID> = []
+    @exclusivity(unchecked) var dirty: Set<ObjectID> = [] { didSet { lastDirtied = nil } }
+    /// The ID ``markDirty(_:)`` inserted last, while it is still in ``dirty``: writing several values of one object
+    /// inserts it once.
+    @exclusivity(unchecked) private var lastDirtied: ObjectID?
+
+    /// Inserts `id` into ``dirty``.
+    func markDirty(_ id: ObjectID) {
+        if lastDirtied == id { return }
+        dirty.insert(id)
+        lastDirtied = id
+    }
     /// When set, the state of every object before its first change, for restoring after a failed save.
     @exclusivity(unchecked) var saveSnapshot: [ObjectID: ObjectState?]?
     /// Undo and redo of unsaved changes.
@@ -159,7 +169,10 @@ public final class ObjectContext {
         let storage = try store.insertableStorage(for: entityName)
         let id = ObjectID(entityName: entityName, primaryKey: try store.newPrimaryKey(for: entityName))
         return mutation {
-            willChange(id)
+            // `willChange(id)` for an ID no object is registered under yet.
+            recordPending(id, nil)
+            undo.record(id, nil)
+            snapshotForSave(id, nil)
             let object = ManagedObject(objectID: id, entity: storage.entity, context: self)
             object.values = storage.entity.attributes.map(\.defaultValue)
             object.isInserted = true
@@ -168,7 +181,7 @@ public final class ObjectContext {
                 object.committedRelated[relationship.name] = []
             }
             registered[id] = object
-            dirty.insert(id)
+            markDirty(id)
             return object
         }
     }
@@ -373,16 +386,30 @@ public final class ObjectContext {
     /// Records `id`'s state before its first change, for the undo group and a save in progress.
     /// A write of attribute `attribute` records only the old value for undo.
     func willChange(_ id: ObjectID, attribute: Int? = nil) {
-        recordPending(id)
-        registered[id]?.announceChange()
-        if let attribute, let values = registered[id]?.values {
-            undo.recordAttribute(id, attribute, values[attribute])
-        } else {
-            undo.record(id, registered[id].map(ObjectState.init))
+        let object = registered[id]
+        if let object, let attribute, let values = object.values {
+            return willChange(object, attribute: attribute, old: values[attribute])
         }
-        if saveSnapshot != nil && saveSnapshot?[id] == nil {
-            saveSnapshot?[id] = .some(registered[id].map(ObjectState.init))
-        }
+        recordPending(id, object)
+        object?.announceChange()
+        undo.record(id, object.map(ObjectState.init))
+        snapshotForSave(id, object)
+    }
+
+    /// ``willChange(_:attribute:)`` for a registered object's write of attribute `attribute`, whose value is `old`:
+    /// the object in hand, so no lookup of it by ID.
+    func willChange(_ object: ManagedObject, attribute: Int, old: Value) {
+        let id = object.objectID
+        recordPending(id, object)
+        object.announceChange()
+        undo.recordAttribute(id, attribute, old)
+        snapshotForSave(id, object)
+    }
+
+    /// Records, while a save runs, the state `object` (registered under `id`, or nil) had before the save changed it.
+    private func snapshotForSave(_ id: ObjectID, _ object: ManagedObject?) {
+        guard saveSnapshot != nil else { return }
+        fillIfAbsent(&saveSnapshot![id]) { object.map(ObjectState.init) }
     }
 
     func setTransient(_ object: ManagedObject, index: Int, to value: Value) throws {
@@ -407,12 +434,13 @@ public final class ObjectContext {
                 .invalidObject, "\(object.objectID) is deleted", entity: object.entity.name,
                 objectID: object.objectID)
         }
-        let current = try object.loadedValues()
-        guard current[index] != value else { return }
+        // The old value alone: holding the values array over the write made the write copy it.
+        let old = try object.loadedValue(at: index)
+        guard old != value else { return }
         mutation {
-            willChange(object.objectID, attribute: index)
+            willChange(object, attribute: index, old: old)
             object.values?[index] = value
-            dirty.insert(object.objectID)
+            markDirty(object.objectID)
         }
     }
 
@@ -497,4 +525,10 @@ struct ObjectState {
         object.isInserted = isInserted
         object.isDeleted = isDeleted
     }
+}
+
+/// Sets a dictionary entry, reached through one access (`&dictionary[key]`), to `make()` when it is absent.
+@inline(__always)
+func fillIfAbsent<Value>(_ entry: inout Value?, _ make: () -> Value) {
+    if case .none = entry { entry = .some(make()) }
 }

@@ -9,11 +9,33 @@ final class UndoStack {
     /// the next write does not copy them either).
     struct Group {
         var states: [ObjectID: ObjectState?] = [:]
-        var attributes: [(id: ObjectID, index: Int, old: Value)] = []
+        /// The group's first attribute write, kept inline: most groups are one value set, and an array per group
+        /// was an allocation per write (and most of the memory an unsaved insert held).
+        private var firstWrite: AttributeWrite?
+        private var moreWrites: [AttributeWrite] = []
 
-        var isEmpty: Bool { states.isEmpty && attributes.isEmpty }
+        /// The attribute writes, in the order made.
+        var attributes: [AttributeWrite] { firstWrite.map { [$0] + moreWrites } ?? [] }
+        var isEmpty: Bool { states.isEmpty && firstWrite == nil }
         /// Every object the group touched.
         var ids: Set<ObjectID> { Set(states.keys).union(attributes.map(\.id)) }
+
+        /// Whether the group has an attribute write of `id`.
+        func wrote(_ id: ObjectID) -> Bool {
+            guard let firstWrite else { return false }
+            return firstWrite.id == id || moreWrites.contains { $0.id == id }
+        }
+
+        mutating func append(_ write: AttributeWrite) {
+            if firstWrite == nil { firstWrite = write } else { moreWrites.append(write) }
+        }
+    }
+
+    /// Attribute `index` of `id` had the value `old` before a write.
+    struct AttributeWrite {
+        let id: ObjectID
+        let index: Int
+        let old: Value
     }
 
     @exclusivity(unchecked) var undoGroups: [Group] = []
@@ -43,8 +65,8 @@ final class UndoStack {
     func close() {
         guard depth > 0 else { return }
         depth -= 1
-        guard depth == 0, let group = current else { return }
-        current = nil
+        // Moved out, not copied: a copy of the group is a retain and a release of everything in it.
+        guard depth == 0, let group = current.take() else { return }
         if !group.isEmpty {
             undoGroups.append(group)
             redoGroups = []
@@ -59,19 +81,21 @@ final class UndoStack {
     /// Records the state `id` had before the group (the first record wins; attribute writes recorded before it
     /// are folded back into it).
     func record(_ id: ObjectID, _ state: ObjectState?) {
-        guard !isSuspended, current != nil, current?.states.keys.contains(id) == false else { return }
+        guard !isSuspended, current != nil, !current!.states.keys.contains(id) else { return }
         var before = state
-        if let state, var values = state.values, current?.attributes.contains(where: { $0.id == id }) == true {
-            for write in (current?.attributes ?? []).reversed() where write.id == id { values[write.index] = write.old }
+        if let state, var values = state.values, current!.wrote(id) {
+            for write in current!.attributes.reversed() where write.id == id { values[write.index] = write.old }
             before = state.with(values: values)
         }
-        current?.states[id] = .some(before)
+        current!.states[id] = .some(before)
     }
 
     /// Records that attribute `index` of `id` had the value `old` before a write.
     func recordAttribute(_ id: ObjectID, _ index: Int, _ old: Value) {
-        guard !isSuspended, current != nil, current?.states.keys.contains(id) == false else { return }
-        current?.attributes.append((id, index, old))
+        guard !isSuspended, current != nil else { return }
+        // (An empty dictionary still hashes the key it is asked for.)
+        if !current!.states.isEmpty && current!.states.keys.contains(id) { return }
+        current!.append(AttributeWrite(id: id, index: index, old: old))
     }
 
     func clear() {

@@ -156,11 +156,15 @@ extension ObjectContext {
 
     /// Records `id`'s state before its first change since the last processing.
     func recordPending(_ id: ObjectID) {
+        recordPending(id, nil, lookUp: true)
+    }
+
+    /// ``recordPending(_:)`` for the object registered under `id` (nil: none is).
+    func recordPending(_ id: ObjectID, _ object: ManagedObject?, lookUp: Bool = false) {
         let userDriven = userDrivenDepth > 0
         if let last = lastPending, last.id == id, last.userDriven == userDriven { return }
-        if !pendingSnapshot.keys.contains(id) {
-            pendingSnapshot[id] = .some(registered[id].map(ObjectState.init))
-        }
+        // One access to the dictionary (a test for the key and then an insert hashed the ID twice).
+        fillIfAbsent(&pendingSnapshot[id]) { (lookUp ? registered[id] : object).map(ObjectState.init) }
         if userDriven { userDrivenTouched.insert(id) } else { otherTouched.insert(id) }
         lastPending = (id, userDriven)
     }

@@ -66,11 +66,11 @@ extension PersistentStore {
 
 extension ObjectContext {
     /// Runs the store's custom rules on every object the save will insert, update or delete.
-    func runValidationRules() -> [EntityStoreError.Failure] {
+    func runValidationRules(_ objects: [ManagedObject]) -> [EntityStoreError.Failure] {
         let rules = store.validationRules.withLock { $0 }
         guard !rules.isEmpty else { return [] }
         var failures: [EntityStoreError.Failure] = []
-        for object in dirty.compactMap({ registered[$0] }).sorted(by: { $0.objectID < $1.objectID }) {
+        for object in objects {
             guard let entityRules = rules[object.entity.name] else { continue }
             let event: ValidationEvent
             if object.isInserted {
