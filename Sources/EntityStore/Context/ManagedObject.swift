@@ -19,7 +19,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// The object's entity.
     public let entity: Entity
     /// The context the object is registered in; `nil` once it is deleted and saved, or the context is reset.
-    public internal(set) weak var context: ObjectContext?
+    @exclusivity(unchecked) public internal(set) weak var context: ObjectContext?
 
     // `@exclusivity(unchecked)` on the state below, as on the context's bookkeeping (see `ObjectContext`): an object
     // lives in its context's isolation domain and is read and written on every access.
@@ -80,9 +80,9 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     @exclusivity(unchecked) var committedRelated: [String: Set<ObjectID>] = [:]
 
     /// Whether the object was inserted and not yet saved.
-    public internal(set) var isInserted = false
+    @exclusivity(unchecked) public internal(set) var isInserted = false
     /// Whether the object is deleted (until the delete is saved or rolled back).
-    public internal(set) var isDeleted = false
+    @exclusivity(unchecked) public internal(set) var isDeleted = false
     /// The typed model wrapping this object, while one is alive (one instance per object). Unretained rather than
     /// weak (a weak reference gives the model a side table, a cost on every model made): the model clears it in
     /// its deinit, while this object is still alive (the model holds it).

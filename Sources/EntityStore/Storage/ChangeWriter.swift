@@ -29,18 +29,32 @@ struct ChangeWriter {
             scopes["\(entity).\(attribute)"] = found
             return found
         }
+        // The unique attributes' positions, found once per run of objects of one entity: most entities have none,
+        // and walking every object's attributes copied each one.
+        var lastEntity: String?
+        var uniqueIndices: [Int] = []
+        func uniques(_ entity: Entity) -> [Int] {
+            if entity.name != lastEntity {
+                lastEntity = entity.name
+                uniqueIndices = entity.attributes.indices.filter { entity.attributes[$0].isUnique }
+            }
+            return uniqueIndices
+        }
         // Values that objects in this save give up: another object may take them.
         var released: [String: Set<ObjectID>] = [:]
         for object in objects where !object.isDeleted {
-            guard let values = object.values else { continue }
-            for (i, attribute) in object.entity.attributes.enumerated()
-            where attribute.isUnique && object.committed?[i] != values[i] {
-                released[try scope(attribute.name, object.entity.name).slot, default: []].insert(object.objectID)
+            let indices = uniques(object.entity)
+            guard !indices.isEmpty, let values = object.values else { continue }
+            for i in indices where object.committed?[i] != values[i] {
+                released[try scope(object.entity.attributes[i].name, object.entity.name).slot, default: []].insert(
+                    object.objectID)
             }
         }
         for object in objects where !object.isDeleted {
-            guard let values = object.values else { continue }
-            for (i, attribute) in object.entity.attributes.enumerated() where attribute.isUnique {
+            let indices = uniques(object.entity)
+            guard !indices.isEmpty, let values = object.values else { continue }
+            for i in indices {
+                let attribute = object.entity.attributes[i]
                 let value = values[i]
                 guard !value.isNull, object.isInserted || object.committed?[i] != value else { continue }
                 let (slot, storages) = try scope(attribute.name, object.entity.name)
