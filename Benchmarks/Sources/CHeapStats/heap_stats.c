@@ -3,7 +3,9 @@
 
 size_t entitystore_heap_in_use(void) {
     struct mallinfo2 info = mallinfo2();
-    return info.uordblks;
+    /* Blocks in the arenas and blocks mapped on their own: large arrays and tables (a context's object table, an
+       undo history) are mapped, and counting the arenas alone left them out. */
+    return info.uordblks + info.hblkhd;
 }
 
 #if __has_include(<valgrind/callgrind.h>)

@@ -465,7 +465,10 @@ public final class ObjectContext {
 }
 
 /// The mutable state of a managed object, captured for undo and for restoring after a failed save.
-struct ObjectState {
+///
+/// A class, not a struct: the pending, undo and save snapshots keep one per object, and an inserted object's entry
+/// is none at all; as a struct every entry, none included, took the whole state's size in its table.
+final class ObjectState {
     let object: ManagedObject
     let values: [Value]?
     let committed: [Value]?
@@ -479,7 +482,7 @@ struct ObjectState {
 
     /// This state with other values.
     func with(values: [Value]) -> ObjectState {
-        var state = ObjectState(
+        let state = ObjectState(
             object: object, values: values, committed: committed, rowVersion: rowVersion, related: related,
             committedRelated: committedRelated, isInserted: isInserted, isDeleted: isDeleted)
         state.transients = transients

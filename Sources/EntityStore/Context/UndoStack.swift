@@ -7,27 +7,89 @@ final class UndoStack {
     /// What one group restores: whole states of the objects whose first change in the group was not a plain
     /// attribute write, and the old values of plain attribute writes (cheap: no copy of the object's values, so
     /// the next write does not copy them either).
+    ///
+    /// Most groups are one value set or one insert: such a group is held inline (no allocation; an array per group
+    /// was an allocation per value set), and only a group of several changes keeps them in a `Many` box. Groups are
+    /// kept for every change until the next save, so their size is most of what an unsaved change holds.
     struct Group {
-        var states: [ObjectID: ObjectState?] = [:]
-        /// The group's first attribute write, kept inline: most groups are one value set, and an array per group
-        /// was an allocation per write (and most of the memory an unsaved insert held).
-        private var firstWrite: AttributeWrite?
-        private var moreWrites: [AttributeWrite] = []
+        private enum Storage {
+            case empty
+            case write(AttributeWrite)
+            case state(ObjectID, ObjectState?)
+            case many(Many)
+        }
+
+        /// The changes of a group of several (only ever mutated while the group is the open one).
+        private final class Many {
+            var states: [ObjectID: ObjectState?]
+            var writes: [AttributeWrite]
+            init(states: [ObjectID: ObjectState?] = [:], writes: [AttributeWrite] = []) {
+                self.states = states
+                self.writes = writes
+            }
+        }
+
+        private var storage = Storage.empty
 
         /// The attribute writes, in the order made.
-        var attributes: [AttributeWrite] { firstWrite.map { [$0] + moreWrites } ?? [] }
-        var isEmpty: Bool { states.isEmpty && firstWrite == nil }
+        var attributes: [AttributeWrite] {
+            switch storage {
+            case .write(let write): [write]
+            case .many(let many): many.writes
+            case .empty, .state: []
+            }
+        }
+        var isEmpty: Bool {
+            if case .empty = storage { return true }
+            return false
+        }
+        /// The whole states, by object.
+        var states: [ObjectID: ObjectState?] {
+            switch storage {
+            case .state(let id, let state): [id: state]
+            case .many(let many): many.states
+            case .empty, .write: [:]
+            }
+        }
         /// Every object the group touched.
         var ids: Set<ObjectID> { Set(states.keys).union(attributes.map(\.id)) }
 
+        /// Whether the group has a whole state of `id`.
+        func hasState(_ id: ObjectID) -> Bool {
+            switch storage {
+            case .state(let stateID, _): stateID == id
+            // (An empty dictionary still hashes the key it is asked for.)
+            case .many(let many): !many.states.isEmpty && many.states.keys.contains(id)
+            case .empty, .write: false
+            }
+        }
+
+        /// Records `id`'s whole state (the caller checked it has none yet).
+        mutating func setState(_ id: ObjectID, _ state: ObjectState?) {
+            switch storage {
+            case .empty: storage = .state(id, state)
+            case .write(let write): storage = .many(Many(states: [id: state], writes: [write]))
+            case .state(let other, let otherState): storage = .many(Many(states: [other: otherState, id: state]))
+            case .many(let many): many.states[id] = .some(state)
+            }
+        }
+
         /// Whether the group has an attribute write of `id`.
         func wrote(_ id: ObjectID) -> Bool {
-            guard let firstWrite else { return false }
-            return firstWrite.id == id || moreWrites.contains { $0.id == id }
+            switch storage {
+            case .write(let write): write.id == id
+            case .many(let many): many.writes.contains { $0.id == id }
+            case .empty, .state: false
+            }
         }
 
         mutating func append(_ write: AttributeWrite) {
-            if firstWrite == nil { firstWrite = write } else { moreWrites.append(write) }
+            switch storage {
+            case .empty: storage = .write(write)
+            case .write(let first): storage = .many(Many(writes: [first, write]))
+            case .state(let id, let state): storage = .many(Many(states: [id: state], writes: [write]))
+            case .many(let many): many.writes.append(write)
+            }
         }
     }
 
@@ -81,20 +143,19 @@ final class UndoStack {
     /// Records the state `id` had before the group (the first record wins; attribute writes recorded before it
     /// are folded back into it).
     func record(_ id: ObjectID, _ state: ObjectState?) {
-        guard !isSuspended, current != nil, !current!.states.keys.contains(id) else { return }
+        guard !isSuspended, current != nil, !current!.hasState(id) else { return }
         var before = state
         if let state, var values = state.values, current!.wrote(id) {
             for write in current!.attributes.reversed() where write.id == id { values[write.index] = write.old }
             before = state.with(values: values)
         }
-        current!.states[id] = .some(before)
+        current!.setState(id, before)
     }
 
     /// Records that attribute `index` of `id` had the value `old` before a write.
     func recordAttribute(_ id: ObjectID, _ index: Int, _ old: Value) {
         guard !isSuspended, current != nil else { return }
-        // (An empty dictionary still hashes the key it is asked for.)
-        if !current!.states.isEmpty && current!.states.keys.contains(id) { return }
+        if current!.hasState(id) { return }
         current!.append(AttributeWrite(id: id, index: index, old: old))
     }
 
@@ -147,9 +208,10 @@ extension ObjectContext {
             throw EntityStoreError(.nothingToUndo, "there is no change to undo")
         }
         undo.redoGroups.append(currentStates(of: group))
-        restore(group.states)
+        let states = group.states
+        restore(states)
         // Attribute writes in reverse order, for the objects without a whole state in the group.
-        for write in group.attributes.reversed() where group.states[write.id] == nil {
+        for write in group.attributes.reversed() where states[write.id] == nil {
             guard let object = registered[write.id], object.values != nil else { continue }
             recordPending(write.id)
             object.values?[write.index] = write.old
@@ -169,7 +231,7 @@ extension ObjectContext {
 
     private func currentStates(of group: UndoStack.Group) -> UndoStack.Group {
         var states = UndoStack.Group()
-        for id in group.ids { states.states[id] = .some(registered[id].map(ObjectState.init)) }
+        for id in group.ids { states.setState(id, registered[id].map(ObjectState.init)) }
         return states
     }
 }
