@@ -17,7 +17,9 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// The object's identity, permanent from insertion.
     public let objectID: ObjectID
     /// The object's entity.
-    public let entity: Entity
+    public var entity: Entity { entityBox.entity }
+    /// The entity, shared with the other objects of it.
+    let entityBox: EntityBox
     /// The context the object is registered in; `nil` once it is deleted and saved, or the context is reset.
     @exclusivity(unchecked) public internal(set) weak var context: ObjectContext?
 
@@ -94,9 +96,9 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// For a recording instance of a model (key paths, schemas): where the keys read are recorded.
     @usableFromInline let recorder: KeyRecorder?
 
-    init(objectID: ObjectID, entity: Entity, context: ObjectContext) {
+    init(objectID: ObjectID, entity: EntityBox, context: ObjectContext) {
         self.objectID = objectID
-        self.entity = entity
+        self.entityBox = entity
         self.context = context
         self.recorder = nil
     }
@@ -104,7 +106,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// An object of no context that records the keys read through its model.
     init(recordingFor entityName: String, recorder: KeyRecorder) {
         self.objectID = ObjectID(entityName: entityName, primaryKey: 0)
-        self.entity = Entity(entityName)
+        self.entityBox = EntityBox(Entity(entityName))
         self.context = nil
         self.recorder = recorder
     }

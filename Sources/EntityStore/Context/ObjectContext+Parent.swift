@@ -186,7 +186,7 @@ extension ObjectContext {
     /// Registers a copy of a child's inserted object as inserted here, under the same ID.
     func adoptInserted(_ child: ManagedObject) {
         willChange(child.objectID)
-        let object = ManagedObject(objectID: child.objectID, entity: child.entity, context: self)
+        let object = ManagedObject(objectID: child.objectID, entity: child.entityBox, context: self)
         object.values = child.values
         object.transientValues = child.transientValues
         object.isInserted = true

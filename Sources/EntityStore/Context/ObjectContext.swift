@@ -173,7 +173,7 @@ public final class ObjectContext {
             recordPending(id, nil)
             undo.record(id, nil)
             snapshotForSave(id, nil)
-            let object = ManagedObject(objectID: id, entity: storage.entity, context: self)
+            let object = ManagedObject(objectID: id, entity: storage.entityBox, context: self)
             object.values = storage.entity.attributes.map(\.defaultValue)
             object.isInserted = true
             for relationship in storage.entity.relationships {
@@ -195,7 +195,7 @@ public final class ObjectContext {
             if let object { return .success(object) }
             do {
                 let made = ManagedObject(
-                    objectID: id, entity: try lastStorage(for: id.entityName).entity, context: self)
+                    objectID: id, entity: try lastStorage(for: id.entityName).entityBox, context: self)
                 object = made
                 return .success(made)
             } catch {
@@ -206,7 +206,7 @@ public final class ObjectContext {
     }
 
     /// The object for `id` of `entity`: registered, or a new fault, with one dictionary access.
-    func registered(_ id: ObjectID, entity: Entity) -> ManagedObject {
+    func registered(_ id: ObjectID, entity: EntityBox) -> ManagedObject {
         { object in
             if let object { return object }
             let made = ManagedObject(objectID: id, entity: entity, context: self)
@@ -218,7 +218,7 @@ public final class ObjectContext {
     /// The object for an ID of an entity the store has (a controller's or a fetch's): registered, or a new fault.
     func registeredObject(for id: ObjectID) -> ManagedObject {
         if let object = registered[id] { return object }
-        let entity = store.storages[id.entityName]?.entity ?? store.schema.entity(id.entityName)!
+        let entity = store.storages[id.entityName]?.entityBox ?? EntityBox(store.schema.entity(id.entityName)!)
         let object = ManagedObject(objectID: id, entity: entity, context: self)
         registered[id] = object
         return object

@@ -470,11 +470,11 @@ extension ObjectContext {
         objects.reserveCapacity(candidates.count)
         var batch: FaultBatch?
         // Candidates are of the request's entity, or of its sub-entities: resolved once per run of one entity.
-        var entity = try store.storage(for: request.entity).entity
+        var entity = try store.storage(for: request.entity).entityBox
         registered.reserveCapacity(registered.count + candidates.count)
         for (position, candidate) in candidates.enumerated() {
-            if candidate.id.entityName != entity.name {
-                entity = try store.storage(for: candidate.id.entityName).entity
+            if candidate.id.entityName != entity.entity.name {
+                entity = try store.storage(for: candidate.id.entityName).entityBox
             }
             let object = registered(candidate.id, entity: entity)
             let loadNow = batchSize == 0 || position < batchSize

@@ -252,8 +252,9 @@ extension PersistentStore {
                     let ids = keys.map { ObjectID(entityName: entity.name, primaryKey: $0) }
                     // Uniqueness is checked on objects (within the batch and against the store): made only here.
                     let carrier = ObjectContext(store: self, name: "batch insert")
+                    let box = EntityBox(entity)
                     let objects = zip(ids, rows).map { id, values in
-                        let object = ManagedObject(objectID: id, entity: entity, context: carrier)
+                        let object = ManagedObject(objectID: id, entity: box, context: carrier)
                         object.values = values
                         object.isInserted = true
                         return object

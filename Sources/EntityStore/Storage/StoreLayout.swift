@@ -36,6 +36,8 @@ enum StoreNames {
 /// field).
 final class EntityStorage: Sendable {
     let entity: Entity
+    /// The entity, shared by reference with every managed object of it.
+    let entityBox: EntityBox
     let records: Database
     /// Index databases by attribute position.
     let indexes: [Int: Database]
@@ -51,6 +53,7 @@ final class EntityStorage: Sendable {
         attributeNames: [String]
     ) {
         self.entity = entity
+        entityBox = EntityBox(entity)
         self.records = records
         self.indexes = indexes
         self.relationships = relationships
@@ -85,4 +88,11 @@ final class EntityStorage: Sendable {
             relationships: relationships.mapValues(environment.published),
             attributeNames: attributeNames)
     }
+}
+
+/// An entity held by reference: every managed object of a store's entity shares one (a copy per object was several
+/// reference counts to take at each object's creation and to drop at its release, and most of the object's size).
+final class EntityBox: Sendable {
+    let entity: Entity
+    init(_ entity: Entity) { self.entity = entity }
 }
