@@ -132,7 +132,9 @@ func s1(_ report: Report, _ n: Int) throws {
 
         path = temporaryDirectory("s1-typed")
         start = now()
+        if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "typed" { entitystore_profile_toggle() }
         _ = try typedStore(path, items)
+        if ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "typed" { entitystore_profile_toggle() }
         report.record(name, "EntityStore typed models", "s/op", (now() - start) / Double(n))
         try? FileManager.default.removeItem(atPath: path)
 
