@@ -40,7 +40,16 @@ final class ContextObservers {
     var batchDepth = 0
     /// The ``ObjectContext/changes`` streams, by ID: a stream leaves (from any thread) as soon as its consumer
     /// stops or cancels.
-    let streams = Locked<[Int: AsyncStream<ChangeRecord>.Continuation]>([:])
+    var streams: Locked<[Int: AsyncStream<ChangeRecord>.Continuation]> {
+        if let streamsIfAny { return streamsIfAny }
+        let streams = Locked<[Int: AsyncStream<ChangeRecord>.Continuation]>([:])
+        streamsIfAny = streams
+        return streams
+    }
+    /// Made for the first stream: most contexts have none, and making the lock (a generic class of another module,
+    /// its type metadata looked up at run time) was paid by every context made for one small fetch. The property is
+    /// touched from the context's isolation only; the lock itself from anywhere.
+    private(set) var streamsIfAny: Locked<[Int: AsyncStream<ChangeRecord>.Continuation]>?
 }
 
 extension ObjectContext {
@@ -103,7 +112,9 @@ extension ObjectContext {
     func deliver(_ record: ChangeRecord) {
         guard !record.isEmpty else { return }
         for (_, handler) in observers.handlers.sorted(by: { $0.key < $1.key }) { handler(record) }
-        for (_, stream) in observers.streams.withLock({ $0 }).sorted(by: { $0.key < $1.key }) { stream.yield(record) }
+        if let streams = observers.streamsIfAny {
+            for (_, stream) in streams.withLock({ $0 }).sorted(by: { $0.key < $1.key }) { stream.yield(record) }
+        }
         NotificationCenter.default.post(
             name: record.kind == .didSave ? .entityStoreDidSave : .entityStoreObjectsDidChange, object: self,
             userInfo: ["record": record])
