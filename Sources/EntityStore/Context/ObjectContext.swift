@@ -39,7 +39,14 @@ public final class ObjectContext {
     /// When set, the state of every object before its first change, for restoring after a failed save.
     @exclusivity(unchecked) var saveSnapshot: [ObjectID: ObjectState?]?
     /// Undo and redo of unsaved changes.
-    let undo = UndoStack()
+    var undo: UndoStack {
+        if let undoIfAny { return undoIfAny }
+        let undo = UndoStack()
+        undoIfAny = undo
+        return undo
+    }
+    /// Made at the first change, like the observers below: a context made for one fetch makes neither.
+    @exclusivity(unchecked) private var undoIfAny: UndoStack?
     /// Faults from a batched fetch: faulting one loads its whole batch.
     @exclusivity(unchecked) var faultBatches: [ObjectID: FaultBatch] = [:]
     /// The storage a fault read last: faults come in runs of one entity, and comparing a name costs less than
@@ -69,7 +76,14 @@ public final class ObjectContext {
     /// Whether each unsaved object's processed changes were all user-driven, for the save's record.
     @exclusivity(unchecked) var unsavedUserDriven: [ObjectID: Bool] = [:]
     /// Who is told about changes.
-    let observers = ContextObservers()
+    var observers: ContextObservers {
+        if let observersIfAny { return observersIfAny }
+        let observers = ContextObservers()
+        observersIfAny = observers
+        return observers
+    }
+    /// Made for the first observer, stream or batch.
+    @exclusivity(unchecked) private(set) var observersIfAny: ContextObservers?
     /// Store changes waiting to be merged (automatic merging).
     var inbox: ChangeInbox {
         if let inboxIfAny { return inboxIfAny }

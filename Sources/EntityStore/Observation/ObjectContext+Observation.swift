@@ -111,8 +111,8 @@ extension ObjectContext {
 
     func deliver(_ record: ChangeRecord) {
         guard !record.isEmpty else { return }
-        for (_, handler) in observers.handlers.sorted(by: { $0.key < $1.key }) { handler(record) }
-        if let streams = observers.streamsIfAny {
+        for (_, handler) in (observersIfAny?.handlers ?? [:]).sorted(by: { $0.key < $1.key }) { handler(record) }
+        if let streams = observersIfAny?.streamsIfAny {
             for (_, stream) in streams.withLock({ $0 }).sorted(by: { $0.key < $1.key }) { stream.yield(record) }
         }
         NotificationCenter.default.post(
