@@ -471,9 +471,14 @@ extension ObjectContext {
         var batch: FaultBatch?
         // Candidates are of the request's entity, or of its sub-entities: resolved once per run of one entity.
         var entity = try store.storage(for: request.entity).entityBox
-        // Only for many: `reserveCapacity` runs unspecialized in the standard library and looks up the table's type
-        // metadata every call (~1,000 instructions, a twentieth of a one-hit fetch); the inserts grow a table anyway.
-        if candidates.count > 64 { registered.reserveCapacity(registered.count + candidates.count) }
+        // Room for the hits, made without growing the table hit by hit. A fresh context's empty table is replaced by
+        // one of the right size (specialized here); `reserveCapacity` runs unspecialized in the standard library and
+        // looks up the table's type metadata every call (~1,000 instructions), worth it only for many hits.
+        if registered.isEmpty && candidates.count > 1 {
+            registered = Dictionary(minimumCapacity: candidates.count)
+        } else if candidates.count > 64 {
+            registered.reserveCapacity(registered.count + candidates.count)
+        }
         for (position, candidate) in candidates.enumerated() {
             if candidate.id.entityName != entity.entity.name {
                 entity = try store.storage(for: candidate.id.entityName).entityBox
