@@ -197,6 +197,27 @@ import Testing
         }
     }
 
+    /// A write after its object left the unsaved set (a refresh discarding its changes, a save) is unsaved again:
+    /// the context skips the set insert only for the object it inserted last while it is still there.
+    @Test func aWriteAfterARefreshOrASaveIsUnsavedAgain() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let tag = try context.insert("Tag")
+            try tag.setValue("a", forKey: "name")
+            try context.save()
+            try tag.setValue("b", forKey: "name")
+            try context.refresh(tag, mergeChanges: false)
+            #expect(!context.hasChanges)
+            try tag.setValue("c", forKey: "name")
+            #expect(context.hasChanges && context.updatedObjects == [tag])
+            try context.save()
+            try tag.setValue("d", forKey: "name")
+            #expect(context.updatedObjects == [tag])
+            try context.save()
+            #expect(try ObjectContext(store: store).existingObject(with: tag.objectID)["name"] == "d")
+        }
+    }
+
     @Test func refreshWithMergeKeepsUnsavedChangesOverFreshValues() throws {
         try withStore { store, _ in
             let context = ObjectContext(store: store)

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 import TestSupport
 import Testing
 
@@ -42,6 +43,45 @@ extension FetchRequest {
             #expect(try titles(context, limited) == ["A Wizard of Earthsea"])
             #expect(try context.fetchObjectIDs(short).count == 3)
             #expect(store.preparedFetches.count == before + 3)
+        }
+    }
+
+    /// Threads fetching one new request at once from two stores race to keep its prepared form: each fetch gets
+    /// its own store's answer, whichever store's form the request keeps.
+    @Test func threadsRacingToKeepARequestsPreparedFormEachGetTheirStoresAnswer() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            // The other store's books keep their attributes in another order, without an index: a form prepared
+            // for one store reads the wrong fields and the wrong index in the other.
+            let otherSchema = try Schema(version: 1) {
+                Entity("Book") {
+                    Attribute("pages", .int64, optional: true)
+                    Attribute("title", .string)
+                }
+            }
+            try withStore(schema: otherSchema) { other, _ in
+                // The other store has one short book and one long one.
+                let context = ObjectContext(store: other)
+                for (title, pages) in [("Short", 10), ("Long", 900)] {
+                    let book = try context.insert("Book")
+                    try book.setValue(.string(title), forKey: "title")
+                    try book.setValue(.int(Int64(pages)), forKey: "pages")
+                }
+                try context.save()
+                let stores = [store, other]
+                let wrong = Locked(0)
+                for round in 0..<20 {
+                    let request = FetchRequest(
+                        entity: "Book", predicate: try FetchPredicate("pages < \(200 + round)"),
+                        sortKeys: [SortKey("title")])
+                    DispatchQueue.concurrentPerform(iterations: 8) { i in
+                        let fetched = Result { try ObjectContext(store: stores[i % 2]).fetch(request).count }
+                        if case .success(i % 2 == 0 ? 3 : 1) = fetched { return }
+                        wrong.withLock { $0 += 1 }
+                    }
+                }
+                #expect(wrong.withLock { $0 } == 0)
+            }
         }
     }
 

@@ -39,12 +39,7 @@ public final class ObjectContext {
     /// When set, the state of every object before its first change, for restoring after a failed save.
     @exclusivity(unchecked) var saveSnapshot: [ObjectID: ObjectState?]?
     /// Undo and redo of unsaved changes.
-    var undo: UndoStack {
-        if let undoIfAny { return undoIfAny }
-        let undo = UndoStack()
-        undoIfAny = undo
-        return undo
-    }
+    var undo: UndoStack { madeOnFirstUse(&undoIfAny, UndoStack.init) }
     /// Made at the first change, like the observers below: a context made for one fetch makes neither.
     @exclusivity(unchecked) private var undoIfAny: UndoStack?
     /// Faults from a batched fetch: faulting one loads its whole batch.
@@ -76,31 +71,16 @@ public final class ObjectContext {
     /// Whether each unsaved object's processed changes were all user-driven, for the save's record.
     @exclusivity(unchecked) var unsavedUserDriven: [ObjectID: Bool] = [:]
     /// Who is told about changes.
-    var observers: ContextObservers {
-        if let observersIfAny { return observersIfAny }
-        let observers = ContextObservers()
-        observersIfAny = observers
-        return observers
-    }
+    var observers: ContextObservers { madeOnFirstUse(&observersIfAny, ContextObservers.init) }
     /// Made for the first observer, stream or batch.
     @exclusivity(unchecked) private(set) var observersIfAny: ContextObservers?
     /// Store changes waiting to be merged (automatic merging).
-    var inbox: ChangeInbox {
-        if let inboxIfAny { return inboxIfAny }
-        let inbox = ChangeInbox()
-        inboxIfAny = inbox
-        return inbox
-    }
+    var inbox: ChangeInbox { madeOnFirstUse(&inboxIfAny, ChangeInbox.init) }
     /// Made when the context first merges or fails to: most contexts never merge, and an inbox is four locks to make
     /// and tear down (a fifth of a small fetch in a context made for it).
     @exclusivity(unchecked) var inboxIfAny: ChangeInbox?
     /// Observation registrars of released models, for the next models to read (see `Model.deinit`).
-    var registrarPool: RegistrarPool {
-        if let registrarPoolIfAny { return registrarPoolIfAny }
-        let pool = RegistrarPool()
-        registrarPoolIfAny = pool
-        return pool
-    }
+    var registrarPool: RegistrarPool { madeOnFirstUse(&registrarPoolIfAny, RegistrarPool.init) }
     /// Made when the context first wraps an object in a model.
     @exclusivity(unchecked) private var registrarPoolIfAny: RegistrarPool?
     /// The model classes already checked against the store's schema.
@@ -548,4 +528,14 @@ final class ObjectState {
 @inline(__always)
 func fillIfAbsent<Value>(_ entry: inout Value?, _ make: () -> Value) {
     if case .none = entry { entry = .some(make()) }
+}
+
+/// The object in `slot`, made by `make` and kept there on first use: the lazily made parts of contexts (an undo
+/// stack, observers, a merge inbox, a registrar pool, a stream lock), which most contexts never need.
+@inline(__always)
+func madeOnFirstUse<Object: AnyObject>(_ slot: inout Object?, _ make: () -> Object) -> Object {
+    if let object = slot { return object }
+    let object = make()
+    slot = object
+    return object
 }

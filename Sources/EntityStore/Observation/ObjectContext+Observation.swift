@@ -40,12 +40,7 @@ final class ContextObservers {
     var batchDepth = 0
     /// The ``ObjectContext/changes`` streams, by ID: a stream leaves (from any thread) as soon as its consumer
     /// stops or cancels.
-    var streams: Locked<[Int: AsyncStream<ChangeRecord>.Continuation]> {
-        if let streamsIfAny { return streamsIfAny }
-        let streams = Locked<[Int: AsyncStream<ChangeRecord>.Continuation]>([:])
-        streamsIfAny = streams
-        return streams
-    }
+    var streams: Locked<[Int: AsyncStream<ChangeRecord>.Continuation]> { madeOnFirstUse(&streamsIfAny) { Locked([:]) } }
     /// Made for the first stream: most contexts have none, and making the lock (a generic class of another module,
     /// its type metadata looked up at run time) was paid by every context made for one small fetch. The property is
     /// touched from the context's isolation only; the lock itself from anywhere.
