@@ -39,9 +39,10 @@ public final class ObjectContext {
     /// When set, the state of every object before its first change, for restoring after a failed save.
     @exclusivity(unchecked) var saveSnapshot: [ObjectID: ObjectState?]?
     /// Undo and redo of unsaved changes.
-    var undo: UndoStack { madeOnFirstUse(&undoIfAny, UndoStack.init) }
-    /// Made at the first change, like the observers below: a context made for one fetch makes neither.
-    @exclusivity(unchecked) private var undoIfAny: UndoStack?
+    ///
+    /// Made with the context, unlike its observers: every change reaches it several times, and a lazily made one
+    /// (an optional, its reference counted per access) cost a value set ~180 instructions.
+    let undo = UndoStack()
     /// Faults from a batched fetch: faulting one loads its whole batch.
     @exclusivity(unchecked) var faultBatches: [ObjectID: FaultBatch] = [:]
     /// The storage a fault read last: faults come in runs of one entity, and comparing a name costs less than
@@ -72,7 +73,7 @@ public final class ObjectContext {
     @exclusivity(unchecked) var unsavedUserDriven: [ObjectID: Bool] = [:]
     /// Who is told about changes.
     var observers: ContextObservers { madeOnFirstUse(&observersIfAny, ContextObservers.init) }
-    /// Made for the first observer, stream or batch.
+    /// Made for the first observer, stream or batch: a context made for one fetch makes none.
     @exclusivity(unchecked) private(set) var observersIfAny: ContextObservers?
     /// Store changes waiting to be merged (automatic merging).
     var inbox: ChangeInbox { madeOnFirstUse(&inboxIfAny, ChangeInbox.init) }
@@ -530,8 +531,8 @@ func fillIfAbsent<Value>(_ entry: inout Value?, _ make: () -> Value) {
     if case .none = entry { entry = .some(make()) }
 }
 
-/// The object in `slot`, made by `make` and kept there on first use: the lazily made parts of contexts (an undo
-/// stack, observers, a merge inbox, a registrar pool, a stream lock), which most contexts never need.
+/// The object in `slot`, made by `make` and kept there on first use: the lazily made parts of contexts (observers,
+/// a merge inbox, a registrar pool, a stream lock), which most contexts never need.
 @inline(__always)
 func madeOnFirstUse<Object: AnyObject>(_ slot: inout Object?, _ make: () -> Object) -> Object {
     if let object = slot { return object }
