@@ -98,15 +98,15 @@ import Testing
                 // Mostly from the first two chunks, so that they thin out and merge.
                 let span = min(reference.count, 2048)
                 let position = Int.random(in: 0..<span, using: &g)
-                #expect(order.remove(at: position) == reference.remove(at: position))
+                #expect(order.remove(at: position).pk == reference.remove(at: position))
             } else {
                 let bound = reference.isEmpty ? 0 : reference[min(reference.count - 1, 1023)]
                 let key = UInt64.random(in: bound.saturatingSubtract(30)...(bound + 30), using: &g)
                 guard !reference.contains(key) else { continue }
-                let position = order.partitionPoint { $0 < key }
+                let position = order.partitionPoint { $0.pk < key }
                 let expected = reference.firstIndex { $0 > key } ?? reference.count
                 #expect(position == expected, "round \(round): key \(key) belongs at \(expected), found \(position)")
-                order.insert(key, at: position)
+                order.insert(RowSlot(pk: key), at: position)
                 reference.insert(key, at: expected)
             }
             order._checkInvariants()
@@ -136,6 +136,54 @@ import Testing
         Self.check(merged, expected)
         for (row, position) in zip(shuffled, positions) { #expect(expected[position].pk == row.pk) }
         Self.check(oneByOne, expected)
+    }
+
+    /// Batches that empty whole chunks, thin others out, and pour thousands of rows into one chunk's range: the
+    /// merge rebuilds only the chunks it touches, so it must join thin ones, split full ones and keep the fences.
+    @Test func mergesThatThinAndOverfillChunksKeepTheOrder() {
+        var g = SeededGenerator(seed: 23)
+        var reference = Self.sorted((1...12_000).map { Reference(pk: UInt64($0), keys: Self.randomKeys(&g)) })
+        var store = RowStore(sortKeys: Self.sortKeys, types: Self.types)
+        store.replaceAll(with: reference.map { ($0.pk, $0.keys) })
+        var nextPK: UInt64 = 20_000
+        for round in 0..<12 {
+            var removed = Set<Int>()
+            switch round % 3 {
+            case 0:  // most rows of a stretch of chunks
+                let start = Int.random(in: 0..<max(1, reference.count - 4000), using: &g)
+                for position in start..<min(reference.count, start + 4000) where Int.random(in: 0..<10, using: &g) > 0 {
+                    removed.insert(position)
+                }
+            case 1:  // a few rows anywhere
+                for _ in 0..<min(50, reference.count) { removed.insert(Int.random(in: 0..<reference.count, using: &g)) }
+            default:  // nothing removed
+                break
+            }
+            // New rows sharing one key prefix land in one stretch of the order; others anywhere.
+            let group = Value.int(Int64.random(in: -3...3, using: &g))
+            let added = (0..<(round % 3 == 2 ? 5000 : 300)).map { i -> Reference in
+                var keys = Self.randomKeys(&g)
+                if i % 4 != 0 { keys[0] = group }
+                nextPK += 1
+                return Reference(pk: nextPK, keys: keys)
+            }
+            let positions = store.merge(removing: removed.sorted(), inserting: added.map { ($0.pk, $0.keys) })
+            reference = Self.sorted(
+                reference.enumerated().filter { !removed.contains($0.offset) }.map(\.element) + added)
+            store.order._checkInvariants()
+            #expect(store.order.keys(in: 0..<store.count) == reference.map(\.pk), "round \(round)")
+            for (row, position) in zip(added, positions) { #expect(reference[position].pk == row.pk) }
+        }
+        Self.check(store, reference)
+        // Everything removed in one batch, then rows into the empty order.
+        store.merge(removing: Array(0..<store.count), inserting: [])
+        #expect(store.count == 0 && store.order.chunks.isEmpty)
+        let fresh = (1...3000).map { Reference(pk: UInt64($0), keys: Self.randomKeys(&g)) }
+        let positions = store.merge(removing: [], inserting: fresh.map { ($0.pk, $0.keys) })
+        store.order._checkInvariants()
+        let expected = Self.sorted(fresh)
+        Self.check(store, expected)
+        for (row, position) in zip(fresh, positions) { #expect(expected[position].pk == row.pk) }
     }
 
     @Test func valuesOfAnotherTypeAndColumnsBeyondTheEighthAreKept() {

@@ -56,8 +56,8 @@ extension FetchedResultsController {
         sectionStarts = []
         var position = 0
         rows.order.forEachChunk { chunk in
-            for pk in chunk {
-                let key = rows.key(0, of: pk)
+            for slot in chunk {
+                let key = rows.key(0, of: slot.pk)
                 if sectionStarts.last?.key != key { sectionStarts.append((key, position)) }
                 position += 1
             }

@@ -1,21 +1,26 @@
 import Foundation
 
-/// The rows of a fetched-results controller, kept small: the primary keys in result order, in chunks, and each
-/// row's sort keys packed into a hash table by primary key.
+/// The rows of a fetched-results controller, kept small: the rows in result order, in chunks, and each row's sort
+/// keys packed into a hash table by primary key.
 ///
-/// A row costs about 60 bytes with two scalar keys (8 for its place in the order, the rest its table bucket, at most
-/// 70% full); a string or other variable key adds its `Value`. Finding, inserting or removing a row costs O(log n) key
-/// comparisons plus one chunk's memmove, so a batch of k changes on a million rows does not move the million.
+/// A row costs about 80 bytes with two scalar keys (24 for its place in the order: its primary key and its first
+/// two keys as order-preserving words; the rest its table bucket, at most 70% full); a string or other variable key
+/// adds its `Value`. Finding, inserting or removing a row costs O(log n) comparisons of words held in the chunk it
+/// searches (the table is read only on ties past the second key, or for keys without a word) plus one chunk's
+/// memmove, so a batch of k changes on a million rows does not move the million.
 struct RowStore {
     var order = RowOrder()
     var table: RowKeyTable
     let sortKeys: [SortKey]
+    /// How many leading keys have words in the order's slots (at most two).
+    let inlineKeys: Int
 
     /// A store for rows sorted by `sortKeys`, whose key columns have the attribute types `types` (`nil` for a
     /// column that may hold any value).
     init(sortKeys: [SortKey], types: [AttributeType?]) {
         self.sortKeys = sortKeys
         table = RowKeyTable(types: types)
+        inlineKeys = min(2, sortKeys.count)
     }
 
     var count: Int { order.count }
@@ -34,34 +39,62 @@ struct RowStore {
 
     func contains(_ pk: UInt64) -> Bool { table.bucket(of: pk) != nil }
 
-    /// Whether the stored row `pk` comes before the row with `keys` and `other`.
-    func precedes(stored pk: UInt64, _ keys: [Value], _ other: UInt64) -> Bool {
-        guard let bucket = table.bucket(of: pk) else { return false }
-        for column in sortKeys.indices {
-            let order = table.compare(column, at: bucket, with: keys[column], sortKeys[column])
-            if order != .orderedSame { return order == .orderedAscending }
+    /// The order's slot for a row with `keys`.
+    func slot(_ pk: UInt64, _ keys: [Value]) -> RowSlot {
+        RowSlot(
+            pk: pk, lead: inlineKeys > 0 ? word(0, keys[0]) : RowSlot.opaque,
+            second: inlineKeys > 1 ? word(1, keys[1]) : RowSlot.opaque)
+    }
+
+    /// The order's slot for the stored row in `bucket`, read from the table's words.
+    func slot(ofStored pk: UInt64, at bucket: Int) -> RowSlot {
+        func stored(_ column: Int) -> UInt64 {
+            guard column < inlineKeys, let word = table.orderWord(column, at: bucket) else { return RowSlot.opaque }
+            return sortKeys[column].ascending ? word : ~word
         }
-        return pk < other
+        return RowSlot(pk: pk, lead: stored(0), second: stored(1))
+    }
+
+    /// Key `column`'s order-preserving word in its sort direction, or ``RowSlot/opaque``.
+    private func word(_ column: Int, _ key: Value) -> UInt64 {
+        guard let word = table.orderWord(column, key) else { return RowSlot.opaque }
+        return sortKeys[column].ascending ? word : ~word
+    }
+
+    /// Whether the row in `slot` comes before `target`, whose keys (when the words do not decide) are `keyAt`'s.
+    @inline(__always)
+    private func precedes(_ slot: RowSlot, _ target: RowSlot, _ keyAt: (Int) -> Value) -> Bool {
+        var column = 0
+        if inlineKeys > 0 && slot.lead != RowSlot.opaque && target.lead != RowSlot.opaque {
+            if slot.lead != target.lead { return slot.lead < target.lead }
+            column = 1
+            if inlineKeys > 1 && slot.second != RowSlot.opaque && target.second != RowSlot.opaque {
+                if slot.second != target.second { return slot.second < target.second }
+                column = 2
+            }
+        }
+        if column == sortKeys.count { return slot.pk < target.pk }
+        guard let bucket = table.bucket(of: slot.pk) else { return false }
+        while column < sortKeys.count {
+            let order = table.compare(column, at: bucket, with: keyAt(column), sortKeys[column])
+            if order != .orderedSame { return order == .orderedAscending }
+            column += 1
+        }
+        return slot.pk < target.pk
     }
 
     /// The position where a row with `keys` and `pk` belongs.
     func insertionIndex(_ keys: [Value], _ pk: UInt64) -> Int {
-        order.partitionPoint { precedes(stored: $0, keys, pk) }
+        let target = slot(pk, keys)
+        return order.partitionPoint { precedes($0, target) { keys[$0] } }
     }
 
     /// The position of the row `pk`, or `nil` when there is none.
     func position(of pk: UInt64) -> Int? {
-        guard let target = table.bucket(of: pk) else { return nil }
-        // The chunk by its last keys, then a scan for the key itself: cheaper than comparing keys in the chunk.
-        let chunk = order.chunkIndex { other in
-            guard let bucket = table.bucket(of: other) else { return false }
-            for (column, key) in sortKeys.enumerated() {
-                let order = key.order(table.value(column, at: bucket), table.value(column, at: target))
-                if order != .orderedSame { return order == .orderedAscending }
-            }
-            return other < pk
-        }
-        if let index = order.firstIndex(of: pk, inChunk: chunk) { return index }
+        guard let bucket = table.bucket(of: pk) else { return nil }
+        let target = slot(ofStored: pk, at: bucket)
+        let index = order.partitionPoint { precedes($0, target) { table.value($0, at: bucket) } }
+        if index < order.count && order[index] == pk { return index }
         // Unreachable while the order is consistent with the keys; a linear search keeps the answer right.
         return order.firstIndex(of: pk)
     }
@@ -70,7 +103,7 @@ struct RowStore {
     mutating func replaceAll(with rows: [(pk: UInt64, keys: [Value])]) {
         table = RowKeyTable(types: table.types, minimumCapacity: rows.count)
         for row in rows { table.set(row.pk, row.keys) }
-        order = RowOrder(rows.lazy.map(\.pk))
+        order = RowOrder(rows.map { slot($0.pk, $0.keys) })
     }
 
     /// Inserts a row at its place; returns the position.
@@ -78,18 +111,18 @@ struct RowStore {
     mutating func insert(_ pk: UInt64, _ keys: [Value]) -> Int {
         let index = insertionIndex(keys, pk)
         table.set(pk, keys)
-        order.insert(pk, at: index)
+        order.insert(slot(pk, keys), at: index)
         return index
     }
 
     /// Removes the row at `position`.
     mutating func remove(at position: Int) {
-        let pk = order.remove(at: position)
-        table.remove(pk)
+        let slot = order.remove(at: position)
+        table.remove(slot.pk)
     }
 
-    /// Removes the rows at `removed` (ascending positions) and inserts `inserted` (in any order) in one pass over
-    /// the order: for batches large against the number of rows. Returns the new position of each inserted row.
+    /// Removes the rows at `removed` (ascending positions) and inserts `inserted` (in any order) in one pass that
+    /// rebuilds only the chunks the batch touches. Returns the new position of each inserted row.
     @discardableResult
     mutating func merge(removing removed: [Int], inserting inserted: [(pk: UInt64, keys: [Value])]) -> [Int] {
         // Insertion points in the old order, found while the removed rows still have their keys; rows with the
@@ -100,33 +133,11 @@ struct RowStore {
             return precedes(inserted[a].keys, inserted[a].pk, before: inserted[b].keys, inserted[b].pk)
         }
         for position in removed { table.remove(order[position]) }
-        let old = order.keys(in: 0..<order.count)
-        var merged: [UInt64] = []
-        merged.reserveCapacity(old.count - removed.count + inserted.count)
-        var positions = Array(repeating: 0, count: inserted.count)
-        // Copy the slices between removals and insertion points.
-        var copied = 0
-        var nextRemoved = 0
-        func copy(upTo end: Int) {
-            while copied < end {
-                if nextRemoved < removed.count && removed[nextRemoved] < end {
-                    merged += old[copied..<removed[nextRemoved]]
-                    copied = removed[nextRemoved] + 1
-                    nextRemoved += 1
-                } else {
-                    merged += old[copied..<end]
-                    copied = end
-                }
-            }
-        }
-        for index in byPoint {
-            copy(upTo: points[index])
-            positions[index] = merged.count
-            merged.append(inserted[index].pk)
-        }
-        copy(upTo: old.count)
+        let placed = order.apply(
+            removing: removed, inserting: byPoint.map { (points[$0], slot(inserted[$0].pk, inserted[$0].keys)) })
         for row in inserted { table.set(row.pk, row.keys) }
-        order = RowOrder(merged)
+        var positions = Array(repeating: 0, count: inserted.count)
+        for (rank, index) in byPoint.enumerated() { positions[index] = placed[rank] }
         return positions
     }
 
@@ -137,203 +148,6 @@ struct RowStore {
             if order != .orderedSame { return order == .orderedAscending }
         }
         return pk < other
-    }
-}
-
-/// Primary keys in order, in chunks of at most `maximumChunk`: an insert or removal moves one chunk's tail and
-/// updates the chunks' start positions.
-struct RowOrder: Sendable {
-    static let fillChunk = 1024
-    static let maximumChunk = 2048
-
-    private(set) var chunks: [[UInt64]] = []
-    /// The position of each chunk's first key.
-    private(set) var starts: [Int] = []
-    /// Each chunk's last key, so that finding a chunk does not visit the chunks.
-    private(set) var lasts: [UInt64] = []
-    private(set) var count = 0
-
-    init() {}
-
-    /// Chunks of `keys`, each copied in one piece.
-    init(_ keys: [UInt64]) {
-        var start = 0
-        while start < keys.count {
-            let end = min(keys.count, start + Self.fillChunk)
-            starts.append(start)
-            chunks.append(Array(keys[start..<end]))
-            lasts.append(keys[end - 1])
-            start = end
-        }
-        count = keys.count
-    }
-
-    init<S: Sequence>(_ keys: S) where S.Element == UInt64 {
-        var chunk: [UInt64] = []
-        chunk.reserveCapacity(Self.fillChunk)
-        for key in keys {
-            chunk.append(key)
-            if chunk.count == Self.fillChunk {
-                starts.append(count)
-                lasts.append(key)
-                chunks.append(chunk)
-                count += chunk.count
-                chunk = []
-                chunk.reserveCapacity(Self.fillChunk)
-            }
-        }
-        if let last = chunk.last {
-            starts.append(count)
-            lasts.append(last)
-            chunks.append(chunk)
-            count += chunk.count
-        }
-    }
-
-    /// The chunk holding `position` (which must be in range, or `count` for the end).
-    func locate(_ position: Int) -> (chunk: Int, offset: Int) {
-        var low = 0
-        var high = starts.count - 1
-        while low < high {
-            let mid = (low + high + 1) / 2
-            if starts[mid] <= position { low = mid } else { high = mid - 1 }
-        }
-        return (low, position - (starts.isEmpty ? 0 : starts[low]))
-    }
-
-    subscript(position: Int) -> UInt64 {
-        let (chunk, offset) = locate(position)
-        return chunks[chunk][offset]
-    }
-
-    /// The first position whose key does not satisfy `isBefore`, which must hold for a prefix of the order.
-    func partitionPoint(_ isBefore: (UInt64) -> Bool) -> Int {
-        // The first chunk whose last key is not before, then within it.
-        let low = chunkIndex(isBefore)
-        guard low < chunks.count else { return count }
-        let chunk = chunks[low]
-        var first = 0
-        var last = chunk.count
-        while first < last {
-            let mid = (first + last) / 2
-            if isBefore(chunk[mid]) { first = mid + 1 } else { last = mid }
-        }
-        return starts[low] + first
-    }
-
-    /// The first chunk whose last key does not satisfy `isBefore` (which must hold for a prefix of the order).
-    func chunkIndex(_ isBefore: (UInt64) -> Bool) -> Int {
-        var low = 0
-        var high = chunks.count
-        while low < high {
-            let mid = (low + high) / 2
-            if isBefore(lasts[mid]) { low = mid + 1 } else { high = mid }
-        }
-        return low
-    }
-
-    /// The position of `key` if chunk `chunk` holds it.
-    func firstIndex(of key: UInt64, inChunk chunk: Int) -> Int? {
-        guard chunks.indices.contains(chunk) else { return nil }
-        return chunks[chunk].withUnsafeBufferPointer { buffer in
-            for offset in buffer.indices where buffer[offset] == key { return starts[chunk] + offset }
-            return nil
-        }
-    }
-
-    func firstIndex(of key: UInt64) -> Int? {
-        for (i, chunk) in chunks.enumerated() {
-            if let offset = chunk.firstIndex(of: key) { return starts[i] + offset }
-        }
-        return nil
-    }
-
-    mutating func insert(_ key: UInt64, at position: Int) {
-        guard !chunks.isEmpty else {
-            chunks = [[key]]
-            starts = [0]
-            lasts = [key]
-            count = 1
-            return
-        }
-        var (chunk, offset) = locate(position)
-        if offset > chunks[chunk].count {
-            // The end of the last chunk.
-            chunk = chunks.count - 1
-            offset = chunks[chunk].count
-        }
-        chunks[chunk].insert(key, at: offset)
-        count += 1
-        for later in (chunk + 1)..<starts.count { starts[later] += 1 }
-        lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
-        if chunks[chunk].count > Self.maximumChunk {
-            let tail = Array(chunks[chunk][Self.fillChunk...])
-            chunks[chunk].removeSubrange(Self.fillChunk...)
-            chunks.insert(tail, at: chunk + 1)
-            starts.insert(starts[chunk] + Self.fillChunk, at: chunk + 1)
-            lasts.insert(lasts[chunk], at: chunk + 1)
-            lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
-        }
-    }
-
-    @discardableResult
-    mutating func remove(at position: Int) -> UInt64 {
-        let (chunk, offset) = locate(position)
-        let key = chunks[chunk].remove(at: offset)
-        count -= 1
-        for later in (chunk + 1)..<starts.count { starts[later] -= 1 }
-        if chunks[chunk].isEmpty {
-            chunks.remove(at: chunk)
-            starts.remove(at: chunk)
-            lasts.remove(at: chunk)
-        } else if chunk + 1 < chunks.count, chunks[chunk].count + chunks[chunk + 1].count <= Self.fillChunk {
-            // Keep chunks from thinning out after many removals. The merged chunk ends where the next one did.
-            chunks[chunk] += chunks[chunk + 1]
-            chunks.remove(at: chunk + 1)
-            starts.remove(at: chunk + 1)
-            lasts.remove(at: chunk + 1)
-            lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
-        } else {
-            lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
-        }
-        return key
-    }
-
-    #if DEBUG
-    /// Checks the bookkeeping: chunk starts are the running counts, each fence is its chunk's last key, no chunk
-    /// is empty or over the maximum, and the count adds up.
-    func _checkInvariants() {
-        precondition(chunks.count == starts.count && chunks.count == lasts.count, "chunk tables disagree")
-        var position = 0
-        for (i, chunk) in chunks.enumerated() {
-            precondition(!chunk.isEmpty, "chunk \(i) is empty")
-            precondition(chunk.count <= Self.maximumChunk, "chunk \(i) holds \(chunk.count) keys")
-            precondition(starts[i] == position, "chunk \(i) starts at \(starts[i]), expected \(position)")
-            precondition(lasts[i] == chunk[chunk.count - 1], "chunk \(i)'s fence is not its last key")
-            position += chunk.count
-        }
-        precondition(position == count, "the chunks hold \(position) keys, count says \(count)")
-    }
-    #endif
-
-    /// Calls `body` with each chunk in order.
-    func forEachChunk(_ body: ([UInt64]) -> Void) {
-        for chunk in chunks { body(chunk) }
-    }
-
-    /// The keys at `range`, in order.
-    func keys(in range: Range<Int>) -> [UInt64] {
-        var result: [UInt64] = []
-        result.reserveCapacity(range.count)
-        guard !range.isEmpty else { return result }
-        var (chunk, offset) = locate(range.lowerBound)
-        while result.count < range.count {
-            let take = min(chunks[chunk].count - offset, range.count - result.count)
-            result += chunks[chunk][offset..<(offset + take)]
-            chunk += 1
-            offset = 0
-        }
-        return result
     }
 }
 
@@ -427,6 +241,30 @@ struct RowKeyTable {
         }
         guard !key.ascending else { return base }
         return base == .orderedAscending ? .orderedDescending : base == .orderedDescending ? .orderedAscending : base
+    }
+
+    /// `key`'s word for ordering in column `column` (ascending): the word's unsigned order is the keys' order.
+    /// `nil` for a key with none (nil, a pooled value, a value not of the column's type).
+    func orderWord(_ column: Int, _ key: Value) -> UInt64? {
+        switch (columns[column], key) {
+        case (.bool, .bool(let v)): v ? 1 : 0
+        case (.int, .int(let v)): UInt64(bitPattern: v) ^ (1 << 63)
+        case (.double, .double(let v)): IndexKey.orderedBits(v)
+        case (.date, .date(let v)): IndexKey.orderedBits(v.timeIntervalSinceReferenceDate)
+        default: nil
+        }
+    }
+
+    /// ``orderWord(_:_:)`` of key `column` of `bucket`, from the stored word.
+    func orderWord(_ column: Int, at bucket: Int) -> UInt64? {
+        guard column < 8, flags(bucket) >> column & 0x101 == 0 else { return nil }
+        let word = slots[bucket * stride + 2 + column]
+        switch columns[column] {
+        case .bool: return word
+        case .int: return word ^ (1 << 63)
+        case .double, .date: return IndexKey.orderedBits(Double(bitPattern: word))
+        case .pooled: return nil
+        }
     }
 
     /// Stores `keys` for `pk`, replacing what it had.
