@@ -59,8 +59,10 @@ package struct WeightedRuns<Member> {
     @usableFromInline package var keys: [Int] = []
     /// Each run's weight.
     @usableFromInline package var weights: [Int] = []
-    /// Each run's members.
-    @usableFromInline package var members: [[Member]] = []
+    /// Every run's members, run after run (one array: an array per run was an allocation per run).
+    @usableFromInline package var members: [Member] = []
+    /// Where each run's members start in `members`.
+    @usableFromInline package var starts: [Int] = []
     @usableFromInline var previous = -2
     @usableFromInline let itemCount: Int
 
@@ -74,12 +76,12 @@ package struct WeightedRuns<Member> {
         let weight = count * itemCount + unchanged
         if rank == previous + 1, !members.isEmpty {
             weights[weights.count - 1] += weight
-            members[members.count - 1].append(member)
         } else {
             keys.append(rank)
             weights.append(weight)
-            members.append([member])
+            starts.append(members.count)
         }
+        members.append(member)
         previous = rank + count - 1
     }
 
@@ -87,6 +89,10 @@ package struct WeightedRuns<Member> {
     @inlinable
     package func movedMembers() -> [Member] {
         let kept = heaviestIncreasingSubsequence(keys: keys, weights: weights)
-        return members.indices.filter { !kept[$0] }.flatMap { members[$0] }
+        var moved: [Member] = []
+        for run in starts.indices where !kept[run] {
+            moved += members[starts[run]..<(run + 1 < starts.count ? starts[run + 1] : members.count)]
+        }
+        return moved
     }
 }

@@ -147,6 +147,28 @@ extension FetchedResultsController {
         return (oldIndex, newIndex)
     }
 
+    /// `ids` split into the rows to recompute and the rows updated in place (with their positions, ascending): rows
+    /// in the results whose changes name only keys the plan does not read. Such a change cannot move the row or put
+    /// it in or out of the results; a row outside them stays outside, unreported.
+    func splitInPlace(
+        _ ids: Set<ObjectID>, _ affected: [ObjectID: AffectedRow], _ plan: Plan
+    ) -> (moving: Set<ObjectID>, inPlace: [(id: ObjectID, old: Int)]) {
+        guard let readKeys = plan.readKeys else { return (ids, []) }
+        var moving = Set<ObjectID>()
+        var inPlace: [(id: ObjectID, old: Int)] = []
+        for id in ids {
+            guard let row = affected[id], !row.isStructural, !row.keys.isEmpty,
+                row.keys.allSatisfy({ !$0.utf8.contains(UInt8(ascii: ".")) && !readKeys.contains($0) })
+            else {
+                moving.insert(id)
+                continue
+            }
+            if let index = rowIndex(of: id, plan) { inPlace.append((id, index)) }
+        }
+        inPlace.sort { $0.old < $1.old }
+        return (moving, inPlace)
+    }
+
     /// Applies the changes of `ids` and computes the batch incrementally.
     func applyIncrementally(
         _ ids: Set<ObjectID>, _ affected: [ObjectID: AffectedRow], _ plan: Plan
@@ -155,7 +177,15 @@ extension FetchedResultsController {
     {
         let oldStarts = sectionStarts
         let oldCount = rows.count
-        let (oldIndex, newIndex) = try updateRows(ids, plan)
+        // Rows whose changes name no key the plan reads keep their place among the unaffected rows: they are not
+        // read, removed or re-inserted, only reported (an update, or a move when their run of rows moves).
+        let (moving, inPlace) = splitInPlace(ids, affected, plan)
+        let (oldIndex, newIndex) = moving.isEmpty ? ([:], [:]) : try updateRows(moving, plan)
+        /// How many rows updated in place the old positions `range` hold.
+        func inPlaceCount(_ range: Range<Int>) -> Int {
+            inPlace.partitionPoint { $0.old < range.upperBound } - inPlace.partitionPoint { $0.old < range.lowerBound }
+        }
+        var movedInPlace = Set<Int>()
 
         let itemCount = oldCount + rows.count + 1
         var oldSectionOf: [Value: Int] = [:]
@@ -270,8 +300,9 @@ extension FetchedResultsController {
             var runs = WeightedRuns<Element>(itemCount: itemCount)
             for element in elements {
                 switch element {
-                case .unaffected(let r, _, _, let length):
-                    runs.append(rank: r, count: length, unchanged: length, member: element)
+                case .unaffected(let r, let oldPosition, _, let length):
+                    let unchanged = length - (inPlace.isEmpty ? 0 : inPlaceCount(oldPosition..<(oldPosition + length)))
+                    runs.append(rank: r, count: length, unchanged: unchanged, member: element)
                 case .stayer(let id, let r):
                     runs.append(rank: r, unchanged: affected[id]?.keys.isEmpty ?? true ? 1 : 0, member: element)
                 }
@@ -280,6 +311,13 @@ extension FetchedResultsController {
                 switch element {
                 case .stayer(let id, _): moved.insert(id)
                 case .unaffected(_, let oldPosition, let newPosition, let length):
+                    if !inPlace.isEmpty {
+                        let range = oldPosition..<(oldPosition + length)
+                        let first = inPlace.partitionPoint { $0.old < range.lowerBound }
+                        for row in inPlace[first...].prefix(while: { range.contains($0.old) }) {
+                            movedInPlace.insert(row.old)
+                        }
+                    }
                     for offset in 0..<length {
                         movedUnaffected.append(
                             (
@@ -316,6 +354,11 @@ extension FetchedResultsController {
             } else if !(affected[id]?.keys.isEmpty ?? true) && oldSurvives && newSurvives {
                 batch.updates.append((id, from, to))
             }
+        }
+        for row in inPlace where !movedInPlace.contains(row.old) {
+            guard let index = rows.position(of: row.id.primaryKey) else { continue }
+            batch.updates.append(
+                (row.id, path(ofRowAt: row.old, in: oldStarts), path(ofRowAt: index, in: sectionStarts)))
         }
         batch.moves += movedUnaffected
         batch.deletes.sort { $0.1 > $1.1 }
@@ -355,5 +398,18 @@ extension FetchedResultsController {
             }
             receiver.controllerDidChangeContent(self)
         }
+    }
+}
+
+extension RandomAccessCollection where Index == Int {
+    /// The first index whose element does not satisfy `isBefore`, which must hold for a prefix of the collection.
+    func partitionPoint(_ isBefore: (Element) -> Bool) -> Int {
+        var low = startIndex
+        var high = endIndex
+        while low < high {
+            let mid = low + (high - low) / 2
+            if isBefore(self[mid]) { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 }

@@ -8,6 +8,9 @@ extension FetchedResultsController {
         var keys: [String]
         /// Whether every change to it was user-driven.
         var isUserDriven: Bool
+        /// Whether it was inserted or deleted (or changed without named keys): its membership may have changed,
+        /// whatever keys later changes name.
+        var isStructural: Bool
     }
 
     /// Applies a processed change record: user-driven changes first (silently, unless the delegate asks for
@@ -19,7 +22,9 @@ extension FetchedResultsController {
             guard !affected.isEmpty else { return }
             if context.isInBatch {
                 // One batch for the whole save: rows are read when it ends.
-                for (id, row) in affected { pendingBatch.note(id, row.keys, row.isUserDriven) }
+                for (id, row) in affected {
+                    pendingBatch.note(id, row.keys, row.isUserDriven, structural: row.isStructural)
+                }
             } else {
                 try apply(affected, plan)
             }
@@ -63,11 +68,12 @@ extension FetchedResultsController {
         for change in record.changes {
             let flag = change.isUserDriven && record.kind != .merged
             if plan.holds(change.objectID.entityName) {
-                affected.note(change.objectID, change.kind == .update ? change.changedKeys : [], flag)
+                let structural = change.kind != .update || change.changedKeys.isEmpty
+                affected.note(change.objectID, structural ? [] : change.changedKeys, flag, structural: structural)
             }
             if !plan.dependencies.isEmpty {
                 for (dependent, keyPath) in try dependents(of: change, plan) {
-                    affected.note(dependent, [keyPath], flag)
+                    affected.note(dependent, [keyPath], flag, structural: false)
                 }
             }
         }
@@ -159,7 +165,13 @@ extension FetchedResultsController {
             for id in ids.sortedIDs() {
                 guard let subject = try reader.subject(for: id) else { continue }
                 if let predicate = plan.predicate, try !predicate.evaluate(subject) { continue }
-                let keys = try plan.keyPaths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null }
+                let keys = try plan.keyPaths.map { path in
+                    // The object's own attribute read directly (the general walk returns an array per key).
+                    if path.steps.isEmpty, case .attribute(let index, _) = path.terminal {
+                        return try subject.attribute(index)
+                    }
+                    return try CompiledPredicate.values(of: path, subject).first ?? .null
+                }
                 result.append(Row(id: id, keys: keys))
             }
             return result
@@ -217,13 +229,16 @@ extension FetchedResultsController {
 }
 
 extension [ObjectID: FetchedResultsController.AffectedRow] {
-    /// Adds `keys` to `id`'s entry; the row stays user-driven only if every change to it was.
-    mutating func note(_ id: ObjectID, _ keys: [String], _ userDriven: Bool) {
+    /// Adds `keys` to `id`'s entry; the row stays user-driven only if every change to it was, and is structural if
+    /// any change to it was.
+    mutating func note(_ id: ObjectID, _ keys: [String], _ userDriven: Bool, structural: Bool) {
         if let index = index(forKey: id) {
             values[index].keys += keys
             values[index].isUserDriven = values[index].isUserDriven && userDriven
+            values[index].isStructural = values[index].isStructural || structural
         } else {
-            self[id] = FetchedResultsController.AffectedRow(keys: keys, isUserDriven: userDriven)
+            self[id] = FetchedResultsController.AffectedRow(
+                keys: keys, isUserDriven: userDriven, isStructural: structural)
         }
     }
 }

@@ -50,6 +50,10 @@ public final class FetchedResultsController {
         var dependencies: [Dependency]
         /// For an entity with sub-entities (fetched with them): the entities whose objects are rows.
         var family: Set<String>?
+        /// The keys of a row's own object that the predicate, sort and section keys read (a relationship for a key
+        /// path through it); `nil` when a derived attribute is among them (its value changes at a save without
+        /// its own key being named). A change naming none of them cannot move a row, or put it in or out.
+        var readKeys: Set<String>?
 
         /// Whether objects of `entityName` can be rows.
         func holds(_ entityName: String) -> Bool {
@@ -336,9 +340,12 @@ public final class FetchedResultsController {
             }
         }
         let family = context.entities(of: fetchRequest)
+        var readKeys = Set(sortKeys.compactMap { $0.keyPath.split(separator: ".").first.map(String.init) })
+        for path in fetchRequest.predicate?.keyPaths ?? [] { if let first = path.first { readKeys.insert(first) } }
+        let readsDerived = readKeys.contains { entity.attribute($0)?.derivation != nil }
         return Plan(
             entity: entity, predicate: predicate, keyPaths: keyPaths, sortKeys: sortKeys, dependencies: dependencies,
-            family: family == [entity.name] ? nil : Set(family))
+            family: family == [entity.name] ? nil : Set(family), readKeys: readsDerived ? nil : readKeys)
     }
 
     /// Groups the window of rows into the displayed sections.
