@@ -268,7 +268,7 @@ extension ObjectContext {
     {
         var changes: [ObjectChange] = []
         for object in objects {
-            let names = attributeNames(of: object.entity)
+            let names = object.entityBox.attributeNames
             let userDriven = unsavedUserDriven[object.objectID] ?? false
             if object.isDeleted {
                 // An inserted-then-deleted object never reached the store; one deleted elsewhere is not deleted twice.

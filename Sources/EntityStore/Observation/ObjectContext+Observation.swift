@@ -175,17 +175,12 @@ extension ObjectContext {
         lastPending = (id, userDriven)
     }
 
-    /// The attributes' names of `entity`, shared from the store's layout.
-    func attributeNames(of entity: Entity) -> [String] {
-        store.storages[entity.name]?.attributeNames ?? entity.attributes.map(\.name)
-    }
-
     /// The change between an object's recorded state and its state now; `nil` when nothing changed.
     func difference(_ id: ObjectID, _ before: ObjectState?) -> ObjectChange? {
         let object = registered[id] ?? before?.object
         let wasAlive = before.map { !$0.isDeleted } ?? false
         let isAlive = object.map { !$0.isDeleted && $0.context === self } ?? false
-        let names = object.map { attributeNames(of: $0.entity) } ?? []
+        let names = object?.entityBox.attributeNames ?? []
         switch (wasAlive, isAlive) {
         case (false, true):
             return ObjectChange(

@@ -94,5 +94,11 @@ final class EntityStorage: Sendable {
 /// reference counts to take at each object's creation and to drop at its release, and most of the object's size).
 final class EntityBox: Sendable {
     let entity: Entity
-    init(_ entity: Entity) { self.entity = entity }
+    /// The attributes' names in record order, shared by the change records of the entity's objects.
+    let attributeNames: [String]
+
+    init(_ entity: Entity) {
+        self.entity = entity
+        attributeNames = entity.attributes.map(\.name)
+    }
 }
