@@ -182,3 +182,83 @@ final class InsertCounter: FetchedResultsControllerDelegate {
         if type == .insert { inserts += 1 }
     }
 }
+
+/// Many new objects write each index's entries sorted (key bytes, then primary key): keys that share their first
+/// eight bytes and differ after them or in length, negative numbers, nil, and a save that also moves and removes
+/// entries of stored objects. Every entry must be found by its value afterwards.
+@Suite struct SortedIndexWriteTests {
+    static func schema() throws -> Schema {
+        try Schema(version: 1) {
+            Entity("Entry") {
+                Attribute("code", .string, indexed: true)
+                Attribute("amount", .double, indexed: true)
+                Attribute("rank", .int64, optional: true, indexed: true)
+            }
+        }
+    }
+
+    /// Row `i`'s values: codes with a long shared prefix (some a prefix of others), amounts around zero.
+    static func values(_ i: Int) -> [String: Value] {
+        let code = "shared-prefix-" + String(repeating: "z", count: i % 5) + "\(i % 37)"
+        return [
+            "code": .string(code), "amount": .double(Double(i % 11) - 5.5),
+            "rank": i % 6 == 0 ? .null : .int(Int64(i % 13) - 6),
+        ]
+    }
+
+    static func expectFound(_ context: ObjectContext, _ expected: [ObjectID: [String: Value]]) throws {
+        for (id, values) in expected {
+            for (key, value) in values {
+                let predicate =
+                    value.isNull
+                    ? try FetchPredicate("\(key) == nil") : try FetchPredicate("\(key) == %@", value)
+                let found = try context.fetch(FetchRequest(entity: "Entry", predicate: predicate)).map(\.objectID)
+                #expect(found.contains(id), "\(id) by \(key) == \(value)")
+                #expect(found.count == expected.values.filter { $0[key] == value }.count, "\(key) == \(value)")
+            }
+        }
+    }
+
+    @Test func aBatchInsertOfManyRowsFindsEveryRowThroughEachIndex() throws {
+        try withStore(schema: try Self.schema()) { store, _ throws in
+            let rows = (0..<300).map(Self.values)
+            let ids = try store.batchInsert(into: "Entry", objects: rows)
+            try Self.expectFound(ObjectContext(store: store), Dictionary(uniqueKeysWithValues: zip(ids, rows)))
+            #expect(try store.checkIntegrity().findings.isEmpty)
+        }
+    }
+
+    @Test func aSaveOfManyNewObjectsWithUpdatesAndDeletesKeepsEveryIndexRight() throws {
+        try withStore(schema: try Self.schema()) { store, _ throws in
+            let context = ObjectContext(store: store)
+            var expected: [ObjectID: [String: Value]] = [:]
+            for i in 0..<100 {
+                let entry = try context.insert("Entry")
+                for (key, value) in Self.values(i) { try entry.setValue(value, forKey: key) }
+                expected[entry.objectID] = Self.values(i)
+            }
+            try context.save()
+            // One save: 200 new objects, stored ones moved to other keys, and some deleted.
+            let stored = Array(expected.keys).sorted()
+            for (n, id) in stored.prefix(30).enumerated() {
+                let object = try context.object(with: id)
+                if n % 3 == 0 {
+                    try context.delete(object)
+                    expected[id] = nil
+                } else {
+                    let moved = Self.values(1000 + n)
+                    for (key, value) in moved { try object.setValue(value, forKey: key) }
+                    expected[id] = moved
+                }
+            }
+            for i in 100..<300 {
+                let entry = try context.insert("Entry")
+                for (key, value) in Self.values(i) { try entry.setValue(value, forKey: key) }
+                expected[entry.objectID] = Self.values(i)
+            }
+            try context.save()
+            try Self.expectFound(ObjectContext(store: store), expected)
+            #expect(try store.checkIntegrity().findings.isEmpty)
+        }
+    }
+}

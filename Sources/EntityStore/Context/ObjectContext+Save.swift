@@ -238,6 +238,7 @@ extension ObjectContext {
                         if let resolution { resolutions[object.objectID] = resolution }
                     }
                 }
+                try writer.writeInsertedIndexes()
                 if !keptByStore.isEmpty && failures.isEmpty && conflicts.isEmpty {
                     throw DeletesKeptByStore(ids: keptByStore)
                 }

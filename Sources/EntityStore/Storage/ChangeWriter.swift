@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 
 /// Writes a save's changes inside one write transaction: records, index entries and both directions of every
@@ -10,6 +11,9 @@ struct ChangeWriter {
     /// Entities whose inserts in this save go in ascending key order above every stored key so far: LMDB appends
     /// them (a save writes its objects in ID order, and a context's keys come from its own ascending blocks).
     var appendable: Set<String> = []
+    /// The index entries of the objects inserted so far, by entity storage, written by ``writeInsertedIndexes()``:
+    /// a save of many new objects puts each index's entries in the index's order.
+    private var insertedIndexes: [ObjectIdentifier: (storage: EntityStorage, rows: [[Value]], keys: [UInt64])] = [:]
 
     init(store: PersistentStore, txn: WriteTransaction) {
         self.store = store
@@ -100,16 +104,80 @@ struct ChangeWriter {
             appendable.remove(object.entity.name)
             try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .noOverwrite) }
         }
-        try putIndexes(values, pk, storage)
+        if !storage.indexList.isEmpty {
+            func add(_ inserted: inout (storage: EntityStorage, rows: [[Value]], keys: [UInt64])) {
+                inserted.rows.append(values)
+                inserted.keys.append(pk)
+            }
+            add(&insertedIndexes[ObjectIdentifier(storage), default: (storage, [], [])])
+        }
         try writeRelationships(of: object, storage)
     }
 
-    /// Writes a new record and its index entries, for an object with no relationships set and a fresh key above
-    /// every stored one (a batch insert): appended.
-    mutating func insertAppending(_ values: [Value], key pk: UInt64, _ storage: EntityStorage) throws {
-        RecordCodec.encode(values, rowVersion: 1, into: &buffer)
-        try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .append) }
-        try putIndexes(values, pk, storage)
+    /// Writes the index entries of the objects ``insert(_:appending:)`` wrote (it must be called before the
+    /// transaction commits): each index's in key order when there are many.
+    mutating func writeInsertedIndexes() throws {
+        for (_, inserted) in insertedIndexes { try putIndexes(inserted.rows, keys: inserted.keys, inserted.storage) }
+        insertedIndexes = [:]
+    }
+
+    /// Writes new records and their index entries, for objects with no relationships set and fresh keys above
+    /// every stored one (a batch insert): the records appended, then each index's entries in key order.
+    mutating func insertAppending(_ rows: [[Value]], keys: [UInt64], _ storage: EntityStorage) throws {
+        for (pk, values) in zip(keys, rows) {
+            RecordCodec.encode(values, rowVersion: 1, into: &buffer)
+            try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .append) }
+        }
+        try putIndexes(rows, keys: keys, storage)
+    }
+
+    /// Puts the index entries of `rows` (primary keys `keys`): each index's sorted when there are many.
+    private mutating func putIndexes(_ rows: [[Value]], keys: [UInt64], _ storage: EntityStorage) throws {
+        guard rows.count >= Self.sortedIndexBatch else {
+            for (pk, values) in zip(keys, rows) { try putIndexes(values, pk, storage) }
+            return
+        }
+        for index in storage.indexList { try putSorted(index, rows, keys) }
+    }
+
+    /// From this many rows a batch insert writes each index's entries sorted: in the order of the index, each put
+    /// lands next to the one before (a page already in cache and dirty) instead of anywhere in the tree.
+    static let sortedIndexBatch = 64
+
+    /// Puts the entries of one index for `rows` (keys `keys`) in the index's order: key bytes, then primary key.
+    private mutating func putSorted(
+        _ index: (position: Int, database: Database, caseInsensitive: Bool), _ rows: [[Value]], _ keys: [UInt64]
+    ) throws {
+        var bytes: [UInt8] = []
+        // Each entry: the key's first eight bytes as a big-endian integer (most comparisons end there), where the
+        // key's bytes are in `bytes`, and the primary key.
+        var entries: [(prefix: UInt64, start: Int, count: Int, pk: UInt64)] = []
+        entries.reserveCapacity(rows.count)
+        for (pk, values) in zip(keys, rows) {
+            IndexKey.encode(values[index.position], caseInsensitive: index.caseInsensitive, into: &keyBuffer)
+            var prefix: UInt64 = 0
+            for i in 0..<8 { prefix = prefix << 8 | UInt64(i < keyBuffer.count ? keyBuffer[i] : 0) }
+            entries.append((prefix, bytes.count, keyBuffer.count, pk))
+            bytes += keyBuffer
+        }
+        bytes.withUnsafeBufferPointer { all in
+            entries.sort { a, b in
+                if a.prefix != b.prefix { return a.prefix < b.prefix }
+                let common = min(a.count, b.count)
+                if common > 8 {
+                    let order = memcmp(all.baseAddress! + a.start + 8, all.baseAddress! + b.start + 8, common - 8)
+                    if order != 0 { return order < 0 }
+                }
+                if a.count != b.count { return a.count < b.count }
+                return a.pk < b.pk
+            }
+        }
+        try bytes.withUnsafeBytes { all in
+            for entry in entries {
+                let key = UnsafeRawBufferPointer(rebasing: all[entry.start..<(entry.start + entry.count)])
+                try withUnsafeBytes(of: entry.pk.bigEndian) { try txn.put(key, $0, in: index.database) }
+            }
+        }
     }
 
     private mutating func putIndexes(_ values: [Value], _ pk: UInt64, _ storage: EntityStorage) throws {

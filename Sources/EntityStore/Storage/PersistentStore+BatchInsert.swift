@@ -263,9 +263,7 @@ extension PersistentStore {
                     if !duplicates.isEmpty { throw Self.batchFailure(duplicates) }
                 }
                 // Fresh keys above every stored one: LMDB appends the records.
-                for (key, values) in zip(keys, rows) {
-                    try writer.insertAppending(values, key: key, storage)
-                }
+                try writer.insertAppending(rows, keys: keys, storage)
                 // One insert per object, written straight (no ObjectChange made per object).
                 let header = ChangeRecord(kind: .didSave, changes: [], author: author)
                 _ = try appendHistory(txn) {
