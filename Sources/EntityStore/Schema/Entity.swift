@@ -76,6 +76,11 @@ public struct Entity: Codable, Sendable, Equatable {
         // Through the buffer: each attribute's name is compared in place (no copy of the attribute per step; this
         // runs on every dynamic read and write by key).
         attributes.withUnsafeBufferPointer { buffer in
+            // Names of the same length first: comparing the lengths is a few instructions, and a string comparison
+            // that fails costs a call into the runtime. Then every name, for a canonically equivalent spelling of
+            // another length ("e\u{301}" for "é").
+            let length = name.utf8.count
+            for i in buffer.indices where buffer[i].name.utf8.count == length && buffer[i].name == name { return i }
             for i in buffer.indices where buffer[i].name == name { return i }
             return nil
         }

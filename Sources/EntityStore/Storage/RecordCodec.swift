@@ -46,64 +46,38 @@ enum RecordCodec {
             buffer.append(contentsOf: repeatElement(0, count: size - buffer.count))
         }
         buffer.withUnsafeMutableBytes { out in
-            var o = 0
-            func put(_ byte: UInt8) {
-                out[o] = byte
-                o += 1
-            }
-            func varint(_ value: UInt64) {
-                var rest = value
-                while rest >= 0x80 {
-                    put(UInt8(truncatingIfNeeded: rest) | 0x80)
-                    rest >>= 7
-                }
-                put(UInt8(rest))
-            }
-            func fixed64(_ value: UInt64) {
-                out.storeBytes(of: value.littleEndian, toByteOffset: o, as: UInt64.self)
-                o += 8
-            }
-            func bytes(_ source: UnsafeRawBufferPointer) {
-                if let base = source.baseAddress, !source.isEmpty {
-                    (out.baseAddress! + o).copyMemory(from: base, byteCount: source.count)
-                }
-                o += source.count
-            }
-            func text(_ string: String) {
-                var string = string
-                string.withUTF8 { utf8 in
-                    varint(UInt64(utf8.count))
-                    bytes(UnsafeRawBufferPointer(utf8))
-                }
-            }
-            put(formatVersion)
-            varint(rowVersion)
-            varint(UInt64(values.count))
-            let bitmapStart = o
-            for _ in 0..<bitmapBytes { put(0) }
+            // A writer value rather than nested functions over a captured offset: passed as closures, those made
+            // the offset a boxed variable checked for exclusive access at run time on every byte.
+            var w = RecordWriter(out: out)
+            w.put(formatVersion)
+            w.varint(rowVersion)
+            w.varint(UInt64(values.count))
+            let bitmapStart = w.o
+            for _ in 0..<bitmapBytes { w.put(0) }
             var decimal = 0
             for (i, value) in values.enumerated() {
                 guard let type = value.type else {
                     out[bitmapStart + i / 8] |= 1 << UInt8(i % 8)
                     continue
                 }
-                put(tag(of: type))
+                w.put(tag(of: type))
                 switch value {
                 case .null: break
-                case .bool(let v): put(v ? 1 : 0)
-                case .int(let v): varint(zigzag(v))
-                case .double(let v): fixed64(v.bitPattern)
-                case .date(let v): fixed64(v.timeIntervalSinceReferenceDate.bitPattern)
-                case .string(let v): text(v)
+                case .bool(let v): w.put(v ? 1 : 0)
+                case .int(let v): w.varint(zigzag(v))
+                case .double(let v): w.fixed64(v.bitPattern)
+                case .date(let v): w.fixed64(v.timeIntervalSinceReferenceDate.bitPattern)
+                case .string(let v): w.text(v)
                 case .data(let v):
-                    varint(UInt64(v.count))
-                    v.withUnsafeBytes(bytes)
-                case .uuid(let v): withUnsafeBytes(of: v.uuid, bytes)
+                    w.varint(UInt64(v.count))
+                    v.withUnsafeBytes { w.bytes($0) }
+                case .uuid(let v): withUnsafeBytes(of: v.uuid) { w.bytes($0) }
                 case .decimal:
-                    text(decimals[decimal])
+                    w.text(decimals[decimal])
                     decimal += 1
                 }
             }
+            let o = w.o
             assert(o == size, "the record's size was worked out as \(size), \(o) bytes were written")
         }
     }
@@ -474,6 +448,48 @@ struct ByteReader {
             guard ByteReader.isPlainDecimal(raw), let text = ByteReader.text(raw), let decimal = Decimal(string: text)
             else { throw corrupt("decimal '\(name())' does not parse") }
             return .decimal(decimal)
+        }
+    }
+}
+
+/// Writes a record's bytes into space sized for them.
+private struct RecordWriter {
+    let out: UnsafeMutableRawBufferPointer
+    var o = 0
+
+    init(out: UnsafeMutableRawBufferPointer) { self.out = out }
+
+    mutating func put(_ byte: UInt8) {
+        out[o] = byte
+        o += 1
+    }
+
+    mutating func varint(_ value: UInt64) {
+        var rest = value
+        while rest >= 0x80 {
+            put(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        put(UInt8(rest))
+    }
+
+    mutating func fixed64(_ value: UInt64) {
+        out.storeBytes(of: value.littleEndian, toByteOffset: o, as: UInt64.self)
+        o += 8
+    }
+
+    mutating func bytes(_ source: UnsafeRawBufferPointer) {
+        if let base = source.baseAddress, !source.isEmpty {
+            (out.baseAddress! + o).copyMemory(from: base, byteCount: source.count)
+        }
+        o += source.count
+    }
+
+    mutating func text(_ string: String) {
+        var string = string
+        string.withUTF8 { utf8 in
+            varint(UInt64(utf8.count))
+            bytes(UnsafeRawBufferPointer(utf8))
         }
     }
 }
