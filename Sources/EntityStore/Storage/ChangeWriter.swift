@@ -149,23 +149,26 @@ struct ChangeWriter {
         _ index: (position: Int, database: Database, caseInsensitive: Bool), _ rows: [[Value]], _ keys: [UInt64]
     ) throws {
         var bytes: [UInt8] = []
-        // Each entry: the key's first eight bytes as a big-endian integer (most comparisons end there), where the
-        // key's bytes are in `bytes`, and the primary key.
-        var entries: [(prefix: UInt64, start: Int, count: Int, pk: UInt64)] = []
+        // Each entry: the key's first sixteen bytes as two big-endian integers (numbers, dates and short strings
+        // are decided there), where the key's bytes are in `bytes`, and the primary key.
+        var entries: [(head: UInt64, next: UInt64, start: Int, count: Int, pk: UInt64)] = []
         entries.reserveCapacity(rows.count)
         for (pk, values) in zip(keys, rows) {
             IndexKey.encode(values[index.position], caseInsensitive: index.caseInsensitive, into: &keyBuffer)
-            var prefix: UInt64 = 0
-            for i in 0..<8 { prefix = prefix << 8 | UInt64(i < keyBuffer.count ? keyBuffer[i] : 0) }
-            entries.append((prefix, bytes.count, keyBuffer.count, pk))
+            var head: UInt64 = 0
+            var next: UInt64 = 0
+            for i in 0..<8 { head = head << 8 | UInt64(i < keyBuffer.count ? keyBuffer[i] : 0) }
+            for i in 8..<16 { next = next << 8 | UInt64(i < keyBuffer.count ? keyBuffer[i] : 0) }
+            entries.append((head, next, bytes.count, keyBuffer.count, pk))
             bytes += keyBuffer
         }
         bytes.withUnsafeBufferPointer { all in
             entries.sort { a, b in
-                if a.prefix != b.prefix { return a.prefix < b.prefix }
+                if a.head != b.head { return a.head < b.head }
+                if a.next != b.next { return a.next < b.next }
                 let common = min(a.count, b.count)
-                if common > 8 {
-                    let order = memcmp(all.baseAddress! + a.start + 8, all.baseAddress! + b.start + 8, common - 8)
+                if common > 16 {
+                    let order = memcmp(all.baseAddress! + a.start + 16, all.baseAddress! + b.start + 16, common - 16)
                     if order != 0 { return order < 0 }
                 }
                 if a.count != b.count { return a.count < b.count }

@@ -39,6 +39,9 @@ extension PersistentStore {
         let defaults = entity.attributes.map(\.defaultValue)
         let types = entity.attributes.map(\.type)
         let rules = entity.attributes.map(\.validation)
+        // Per attribute, found once: reading them per key copied the attribute.
+        let derived = entity.attributes.map { $0.derivation != nil }
+        let required = entity.attributes.indices.filter { !entity.attributes[$0].isOptional }
         for (position, object) in objects.enumerated() {
             var values = defaults
             var mistyped = Set<Int>()  // reported once, as a wrong type
@@ -47,7 +50,7 @@ extension PersistentStore {
                     failures.append(Self.notAnAttribute(key, of: entity, position: "object \(position)"))
                     continue
                 }
-                if entity.attributes[index].derivation != nil {
+                if derived[index] {
                     failures.append(Self.derivedKey(key, of: entity, position: "object \(position)"))
                     continue
                 }
@@ -60,7 +63,9 @@ extension PersistentStore {
                 }
                 values[index] = value
             }
-            Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
+            if required.contains(where: { values[$0].isNull }) {
+                Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
+            }
             rows.append(values)
         }
         if !failures.isEmpty { throw Self.batchFailure(failures) }
