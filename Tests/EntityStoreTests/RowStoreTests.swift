@@ -23,7 +23,8 @@ import Testing
         func maybeNil(_ value: Value) -> Value { Int.random(in: 0..<10, using: &g) == 0 ? .null : value }
         return [
             maybeNil(.int(Int64.random(in: -3...3, using: &g))),
-            maybeNil(.double([-0.5, 0, 1.5, .infinity][Int.random(in: 0..<4, using: &g)])),
+            // Both zeros and NaN: the order's words must order them as the keys do (one zero, NaN last).
+            maybeNil(.double([-0.5, 0, -0.0, 1.5, .infinity, .nan][Int.random(in: 0..<6, using: &g)])),
             maybeNil(
                 .string(["a", "B", "b", "Ça", "long title that does not fit inline"][Int.random(in: 0..<5, using: &g)])),
             maybeNil(.date(Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0..<3, using: &g))))),

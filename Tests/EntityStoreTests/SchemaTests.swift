@@ -3,6 +3,21 @@ import TestSupport
 import Testing
 
 @Suite struct SchemaTests {
+    /// An attribute is found by name whichever spelling of the name: names of the key's length are compared first,
+    /// then every name, so a canonically equivalent spelling of another length ("e" and a combining accent for
+    /// "é") still finds it.
+    @Test func anAttributeIsFoundByAnyCanonicallyEquivalentSpellingOfItsName() {
+        let entity = Entity("Menu") {
+            Attribute("title", .string)
+            Attribute("caf\u{E9}", .string)
+            Attribute("price", .double)
+        }
+        #expect(entity.attributeIndex("price") == 2)
+        #expect(entity.attributeIndex("caf\u{E9}") == 1)
+        #expect(entity.attributeIndex("cafe\u{301}") == 1)
+        #expect(entity.attributeIndex("pric") == nil && entity.attributeIndex("prices") == nil)
+    }
+
     @Test func theFixtureSchemaDeclaresEntitiesAttributesAndRelationships() throws {
         let schema = try Fixtures.librarySchema()
         #expect(schema.entities.map(\.name) == ["Author", "Book", "Chapter", "Note", "Tag", "Publisher"])

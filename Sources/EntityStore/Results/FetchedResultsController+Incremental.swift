@@ -27,13 +27,7 @@ extension FetchedResultsController {
 
     /// The section holding the row at `index` in `starts`.
     func section(ofRowAt index: Int, in starts: [(key: Value, start: Int)]) -> Int {
-        var low = 0
-        var high = starts.count - 1
-        while low < high {
-            let mid = (low + high + 1) / 2
-            if starts[mid].start <= index { low = mid } else { high = mid - 1 }
-        }
-        return low
+        max(0, starts.partitionPoint { $0.start <= index } - 1)
     }
 
     func path(ofRowAt index: Int, in starts: [(key: Value, start: Int)]) -> ItemPath {
@@ -77,13 +71,7 @@ extension FetchedResultsController {
     /// with that section key belongs (always 0 without sections).
     func sectionIndex(for key: Value, among count: Int, _ plan: Plan, keyAt: (Int) -> Value) -> Int {
         guard sectionNameKeyPath != nil else { return 0 }
-        var low = 0
-        var high = count
-        while low < high {
-            let mid = (low + high) / 2
-            if plan.sortKeys[0].order(keyAt(mid), key) == .orderedAscending { low = mid + 1 } else { high = mid }
-        }
-        return low
+        return (0..<count).partitionPoint { plan.sortKeys[0].order(keyAt($0), key) == .orderedAscending }
     }
 
     func insertRow(_ row: Row, _ plan: Plan) {
@@ -203,16 +191,12 @@ extension FetchedResultsController {
         func slice(
             _ sorted: [(key: ObjectID, value: Int)], _ range: Range<Int>
         ) -> ArraySlice<(key: ObjectID, value: Int)> {
-            func first(_ position: Int) -> Int {
-                var low = 0
-                var high = sorted.count
-                while low < high {
-                    let mid = (low + high) / 2
-                    if sorted[mid].value < position { low = mid + 1 } else { high = mid }
-                }
-                return low
-            }
-            return sorted[first(range.lowerBound)..<first(range.upperBound)]
+            sorted[
+                sorted.partitionPoint {
+                    $0.value < range.lowerBound
+                }..<sorted.partitionPoint {
+                    $0.value < range.upperBound
+                }]
         }
         var batch = IncrementalBatch()
         for (i, entry) in oldStarts.enumerated() where newSectionOf[entry.key] == nil {
@@ -398,18 +382,5 @@ extension FetchedResultsController {
             }
             receiver.controllerDidChangeContent(self)
         }
-    }
-}
-
-extension RandomAccessCollection where Index == Int {
-    /// The first index whose element does not satisfy `isBefore`, which must hold for a prefix of the collection.
-    func partitionPoint(_ isBefore: (Element) -> Bool) -> Int {
-        var low = startIndex
-        var high = endIndex
-        while low < high {
-            let mid = low + (high - low) / 2
-            if isBefore(self[mid]) { low = mid + 1 } else { high = mid }
-        }
-        return low
     }
 }

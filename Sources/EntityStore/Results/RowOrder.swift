@@ -53,13 +53,8 @@ struct RowOrder: Sendable {
 
     /// The chunk holding `position` (which must be in range, or `count` for the end).
     func locate(_ position: Int) -> (chunk: Int, offset: Int) {
-        var low = 0
-        var high = starts.count - 1
-        while low < high {
-            let mid = (low + high + 1) / 2
-            if starts[mid] <= position { low = mid } else { high = mid - 1 }
-        }
-        return (low, position - (starts.isEmpty ? 0 : starts[low]))
+        let chunk = max(0, starts.partitionPoint { $0 <= position } - 1)
+        return (chunk, position - (starts.isEmpty ? 0 : starts[chunk]))
     }
 
     /// The primary key at `position`.
@@ -75,27 +70,11 @@ struct RowOrder: Sendable {
         // The first chunk whose last row is not before, then within it.
         let low = chunkIndex(isBefore)
         guard low < chunks.count else { return count }
-        return chunks[low].withUnsafeBufferPointer { chunk in
-            var first = 0
-            var last = chunk.count
-            while first < last {
-                let mid = (first + last) / 2
-                if isBefore(chunk[mid]) { first = mid + 1 } else { last = mid }
-            }
-            return starts[low] + first
-        }
+        return starts[low] + chunks[low].withUnsafeBufferPointer { $0.partitionPoint(isBefore) }
     }
 
     /// The first chunk whose last row does not satisfy `isBefore` (which must hold for a prefix of the order).
-    func chunkIndex(_ isBefore: (RowSlot) -> Bool) -> Int {
-        var low = 0
-        var high = chunks.count
-        while low < high {
-            let mid = (low + high) / 2
-            if isBefore(lasts[mid]) { low = mid + 1 } else { high = mid }
-        }
-        return low
-    }
+    func chunkIndex(_ isBefore: (RowSlot) -> Bool) -> Int { lasts.partitionPoint(isBefore) }
 
     /// The position of `pk`, by a scan of every chunk: the fallback when the order and the keys disagree.
     func firstIndex(of pk: UInt64) -> Int? {
@@ -277,5 +256,18 @@ struct RowOrder: Sendable {
             offset = 0
         }
         return result
+    }
+}
+
+extension RandomAccessCollection where Index == Int {
+    /// The first index whose element does not satisfy `isBefore`, which must hold for a prefix of the collection.
+    func partitionPoint(_ isBefore: (Element) -> Bool) -> Int {
+        var low = startIndex
+        var high = endIndex
+        while low < high {
+            let mid = low + (high - low) / 2
+            if isBefore(self[mid]) { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 }
