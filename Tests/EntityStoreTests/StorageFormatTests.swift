@@ -66,11 +66,8 @@ import Testing
         }
     }
 
-    @Test func theRecordFormatIsPinnedAndAReusedBufferWritesWhatAFreshOneDoes() throws {
-        // version 1, row version 7, 5 values, bitmap (index 1 is nil), then tag + payload per value.
-        var buffer: [UInt8] = []
-        RecordCodec.encode([.string("ab"), .null, .int(-1), .bool(true), .double(1)], rowVersion: 7, into: &buffer)
-        #expect(buffer == [1, 7, 5, 0b10, 4, 2, 97, 98, 2, 1, 1, 1, 3, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F])
+    /// (The format's bytes are pinned in RecordFormatTests.)
+    @Test func aReusedBufferWritesWhatAFreshOneDoes() throws {
         var generator = SeededGenerator(seed: 0xC0DEC)
         var reused: [UInt8] = []
         for _ in 0..<300 {

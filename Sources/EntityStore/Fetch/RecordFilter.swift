@@ -5,74 +5,88 @@ import Foundation
 /// allocation per record. A scan asks it first; only the records it accepts go through the full evaluator.
 ///
 /// Its answers are those of ``CompiledPredicate`` (the tests compare both on random records): nil matches only
-/// `!=`, doubles and dates compare as `<` and `>` do (so NaN is "the same" as anything, as the evaluator has it),
-/// booleans order false before true.
+/// `!=`, doubles and dates are ordered as ``ValueSemantics`` orders them (one zero, NaN equal to NaN and after every
+/// number), booleans order false before true.
 final class RecordFilter {
-    enum Scalar: Equatable {
-        case int(Int64)
-        case double(Double)  // doubles and dates
-        case bool(Bool)
+    /// One test on one attribute's value, held as bits so that a record's value is compared without building a
+    /// `Value`: int64 and bool constants (false 0, true 1) as `Int64`, doubles and dates as `Double`.
+    struct Test {
+        enum Op: UInt8 { case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual, between, oneOf }
+        var op: Op
+        /// The constant, or `between`'s lower bound.
+        var low: UInt64
+        /// `between`'s upper bound; `oneOf`'s list in `lists`.
+        var high: UInt64
     }
 
-    /// One test: no references, so that reading it per record retains nothing (`oneOf` points into `lists`).
-    enum Test {
-        case compare(FetchPredicate.Operator, Scalar)
-        case between(Scalar, Scalar)
-        case oneOf(Int)
-    }
-
-    /// How the scan reads attribute `i` (up to the last tested one) and which tests it runs on it.
+    /// How the scan reads one attribute's field (skipping it, or reading it and running its tests).
     struct Step {
         enum Kind: UInt8 { case bool, int, double, uuid, bytes }
         var kind: Kind
         var tag: UInt8
-        var firstTest: Int
-        var endTest: Int
+        var attribute: Int32
+        var firstTest: Int32
+        var endTest: Int32
     }
 
     /// The entity's attribute count (a record holds them all).
     let attributeCount: Int
-    /// The last attribute a test reads: the scan stops there.
-    let last: Int
-    /// The scan's plan and tests, in memory of their own: trivial values only, read per record without retaining
-    /// anything or checking bounds.
-    private let steps: UnsafeMutableBufferPointer<Step>
+    /// The scan's walks through a record, in memory of their own: trivial values only, read per record without
+    /// retaining anything or checking bounds. `scalarWalk` is format 2's: the fixed-size attributes up to the last
+    /// tested one (the tested types are all fixed-size, and come first); `schemaWalk` is format 1's: every attribute
+    /// up to the last tested one.
+    private let scalarWalk: UnsafeMutableBufferPointer<Step>
+    private let schemaWalk: UnsafeMutableBufferPointer<Step>
     private let tests: UnsafeMutableBufferPointer<Test>
-    private let lists: [[Scalar]]
+    /// `oneOf`'s values, as bits like `Test.low`.
+    private let lists: [[UInt64]]
 
     /// A filter for `predicate` on `entity`, or `nil` when the predicate has another shape.
     init?(_ predicate: FetchPredicate, entity: Entity) {
         let parts: [FetchPredicate]
         if case .and(let conjuncts) = predicate { parts = conjuncts } else { parts = [predicate] }
         var tests: [(attribute: Int, test: Test)] = []
-        var lists: [[Scalar]] = []
+        var lists: [[UInt64]] = []
         for part in parts {
             guard case .comparison(let c) = part, c.quantifier == nil, c.options.isEmpty, c.keyPath.count == 1,
                 let index = entity.attributeIndex(c.keyPath[0])
             else { return nil }
             let type = entity.attributes[index].type
-            func scalar(_ value: Value) -> Scalar? {
+            func bits(_ value: Value) -> UInt64? {
                 switch (type, value) {
-                case (.int64, .int(let v)): .int(v)
-                case (.double, .double(let v)): .double(v)
-                case (.date, .date(let v)): .double(v.timeIntervalSinceReferenceDate)
-                case (.bool, .bool(let v)): .bool(v)
+                case (.int64, .int(let v)): UInt64(bitPattern: v)
+                case (.double, .double(let v)): v.bitPattern
+                case (.date, .date(let v)): v.timeIntervalSinceReferenceDate.bitPattern
+                case (.bool, .bool(let v)): v ? 1 : 0
                 default: nil
                 }
             }
-            switch (c.op, c.operand) {
-            case (.equal, .value(let v)), (.notEqual, .value(let v)), (.less, .value(let v)),
-                (.lessOrEqual, .value(let v)), (.greater, .value(let v)), (.greaterOrEqual, .value(let v)):
-                guard let s = scalar(v) else { return nil }
-                tests.append((index, .compare(c.op, s)))
-            case (.in, .list(let values)):
-                let scalars = values.compactMap(scalar)
-                guard scalars.count == values.count else { return nil }
-                tests.append((index, .oneOf(lists.count)))
-                lists.append(scalars)
+            let op: Test.Op
+            switch c.op {
+            case .equal: op = .equal
+            case .notEqual: op = .notEqual
+            case .less: op = .less
+            case .lessOrEqual: op = .lessOrEqual
+            case .greater: op = .greater
+            case .greaterOrEqual: op = .greaterOrEqual
+            case .in: op = .oneOf
+            case .between: op = .between
+            default: return nil
+            }
+            switch (op, c.operand) {
+            case (.oneOf, .list(let values)):
+                let list = values.compactMap(bits)
+                guard list.count == values.count else { return nil }
+                tests.append((index, Test(op: .oneOf, low: 0, high: UInt64(lists.count))))
+                lists.append(list)
             case (.between, .list(let values)) where values.count == 2:
-                guard let low = scalar(values[0]), let high = scalar(values[1]) else { return nil }
-                tests.append((index, .between(low, high)))
+                guard let low = bits(values[0]), let high = bits(values[1]) else { return nil }
+                tests.append((index, Test(op: .between, low: low, high: high)))
+            case (.oneOf, _), (.between, _):
+                return nil
+            case (_, .value(let v)):
+                guard let constant = bits(v) else { return nil }
+                tests.append((index, Test(op: op, low: constant, high: 0)))
             default:
                 return nil
             }
@@ -80,11 +94,11 @@ final class RecordFilter {
         guard !tests.isEmpty else { return nil }
         tests.sort { $0.attribute < $1.attribute }
         attributeCount = entity.attributes.count
-        last = tests.last!.attribute
+        let last = tests.last!.attribute
         self.lists = lists
         self.tests = .allocate(capacity: tests.count)
         for (position, test) in tests.enumerated() { self.tests[position] = test.test }
-        steps = .allocate(capacity: last + 1)
+        var steps: [Step] = []
         var next = 0
         for i in 0...last {
             let first = next
@@ -98,80 +112,125 @@ final class RecordFilter {
                 case .uuid: .uuid
                 case .string, .binary, .decimal: .bytes
                 }
-            steps[i] = Step(kind: kind, tag: RecordCodec.tag(of: type), firstTest: first, endTest: next)
+            steps.append(
+                Step(
+                    kind: kind, tag: RecordCodec.tag(of: type), attribute: Int32(i), firstTest: Int32(first),
+                    endTest: Int32(next)))
         }
+        schemaWalk = .allocate(capacity: steps.count)
+        _ = schemaWalk.initialize(from: steps)
+        let scalars = steps.filter { $0.kind != .bytes }
+        scalarWalk = .allocate(capacity: scalars.count)
+        _ = scalarWalk.initialize(from: scalars)
     }
 
     deinit {
-        steps.deallocate()
+        scalarWalk.deallocate()
+        schemaWalk.deallocate()
         tests.deallocate()
     }
 
     /// Whether the record matches; `nil` when the bytes are not what the entity's records look like (the caller
     /// then takes the full path, which reports the damage).
+    ///
+    /// A record of format 2 is walked through its fixed-size fields only, which come first; one of format 1
+    /// through every field up to the last tested one. One function's own frame, values compared as the integers
+    /// or doubles they are: a closure over the offset would make the compiler check its exclusivity at run time on
+    /// every byte, and a value wrapped in an enum per attribute cost more than reading the record.
     func matches(_ bytes: UnsafeRawBufferPointer) -> Bool? {
         guard let base = bytes.baseAddress else { return nil }
         let count = bytes.count
-        var offset = 0
-        guard count > 0, base.load(as: UInt8.self) == RecordCodec.formatVersion else { return nil }
-        offset = 1
+        guard count > 0 else { return nil }
+        let version = base.load(as: UInt8.self)
+        guard version == RecordCodec.formatVersion || version == RecordCodec.formatInSchemaOrder else { return nil }
+        var offset = 1
         guard Self.varint(base, count, &offset) != nil, let attributes = Self.varint(base, count, &offset),
             attributes == UInt64(attributeCount)
         else { return nil }
-        let bitmapStart = offset
-        offset += (attributeCount + 7) / 8
+        let bitmap = offset
+        offset &+= (attributeCount &+ 7) &>> 3
         guard offset <= count else { return nil }
-        // One loop in this function's own frame (a closure over `offset` would make the compiler check its
-        // exclusivity at run time on every byte).
-        let steps = UnsafeBufferPointer(self.steps)
-        for i in 0...last {
-            let step = steps[i]
-            let isNull = base.load(fromByteOffset: bitmapStart &+ i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0
-            var value: Scalar?
-            if !isNull {
-                guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == step.tag else {
+        let walk = UnsafeBufferPointer(version == RecordCodec.formatVersion ? scalarWalk : schemaWalk)
+        let tests = UnsafeBufferPointer(self.tests)
+        for step in walk {
+            let i = Int(step.attribute)
+            let first = Int(step.firstTest)
+            let end = Int(step.endTest)
+            if base.load(fromByteOffset: bitmap &+ i &>> 3, as: UInt8.self) & UInt8(truncatingIfNeeded: 1 &<< (i & 7))
+                != 0
+            {
+                // nil passes only `!=`.
+                for t in first..<end where tests[t].op != .notEqual { return false }
+                continue
+            }
+            guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == step.tag else { return nil }
+            offset &+= 1
+            switch step.kind {
+            case .int:
+                guard let raw = Self.varint(base, count, &offset) else { return nil }
+                let value = Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+                for t in first..<end where !passes(value, tests[t]) { return false }
+            case .double:
+                guard count &- offset >= 8 else { return nil }
+                let value = Double(bitPattern: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian)
+                offset &+= 8
+                for t in first..<end where !passes(value, tests[t]) { return false }
+            case .bool:
+                guard offset < count else { return nil }
+                let raw = base.load(fromByteOffset: offset, as: UInt8.self)
+                offset &+= 1
+                guard raw <= 1 else { return nil }
+                for t in first..<end where !passes(Int64(raw), tests[t]) { return false }
+            case .uuid:
+                guard count &- offset >= 16 else { return nil }
+                offset &+= 16
+            case .bytes:
+                guard let length = Self.varint(base, count, &offset), length <= UInt64(count &- offset) else {
                     return nil
                 }
-                offset += 1
-                switch step.kind {
-                case .bool:
-                    guard offset < count else { return nil }
-                    let raw = base.load(fromByteOffset: offset, as: UInt8.self)
-                    offset += 1
-                    guard raw <= 1 else { return nil }
-                    value = .bool(raw == 1)
-                case .int:
-                    guard let raw = Self.varint(base, count, &offset) else { return nil }
-                    value = .int(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
-                case .double:
-                    guard offset + 8 <= count else { return nil }
-                    let raw = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian
-                    offset += 8
-                    value = .double(Double(bitPattern: raw))
-                case .uuid:
-                    offset += 16
-                case .bytes:
-                    guard let length = Self.varint(base, count, &offset), length <= UInt64(count - offset)
-                    else { return nil }
-                    offset += Int(length)
-                }
-                guard offset <= count else { return nil }
-            }
-            var test = step.firstTest
-            while test < step.endTest {
-                if !passes(value, tests[test]) { return false }
-                test += 1
+                offset &+= Int(length)
             }
         }
         return true
     }
 
+    /// Whether an integer (or a boolean as 0 and 1) passes `test`.
     @inline(__always)
-    private func passes(_ value: Scalar?, _ test: Test) -> Bool {
-        switch test {
-        case .compare(let op, let constant): Self.passes(Self.order(value, constant), op)
-        case .between(let low, let high): Self.between(value, low, high)
-        case .oneOf(let list): lists[list].contains { Self.order(value, $0) == .orderedSame }
+    private func passes(_ value: Int64, _ test: Test) -> Bool {
+        let constant = Int64(bitPattern: test.low)
+        switch test.op {
+        case .equal: return value == constant
+        case .notEqual: return value != constant
+        case .less: return value < constant
+        case .lessOrEqual: return value <= constant
+        case .greater: return value > constant
+        case .greaterOrEqual: return value >= constant
+        case .between: return value >= constant && value <= Int64(bitPattern: test.high)
+        case .oneOf: return lists[Int(test.high)].contains { Int64(bitPattern: $0) == value }
+        }
+    }
+
+    /// Whether a double passes `test`, ordered as ``ValueSemantics`` orders doubles (one zero; NaN equal to NaN
+    /// and after every number).
+    @inline(__always)
+    private func passes(_ value: Double, _ test: Test) -> Bool {
+        let constant = Double(bitPattern: test.low)
+        switch test.op {
+        case .between:
+            return ValueSemantics.order(value, constant) != .orderedAscending
+                && ValueSemantics.order(value, Double(bitPattern: test.high)) != .orderedDescending
+        case .oneOf:
+            return lists[Int(test.high)].contains { ValueSemantics.same(Double(bitPattern: $0), value) }
+        default:
+            let order = ValueSemantics.order(value, constant)
+            switch test.op {
+            case .equal: return order == .orderedSame
+            case .notEqual: return order != .orderedSame
+            case .less: return order == .orderedAscending
+            case .lessOrEqual: return order != .orderedDescending
+            case .greater: return order == .orderedDescending
+            default: return order != .orderedAscending
+            }
         }
     }
 
@@ -180,6 +239,14 @@ final class RecordFilter {
     /// statically instead of at run time on every byte.
     @inline(__always)
     static func varint(_ base: UnsafeRawPointer, _ count: Int, _ offset: inout Int) -> UInt64? {
+        // Most varints of a record (small numbers, lengths, the attribute count) are one byte.
+        if offset < count {
+            let first = base.load(fromByteOffset: offset, as: UInt8.self)
+            if first < 0x80 {
+                offset &+= 1
+                return UInt64(first)
+            }
+        }
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while shift < 64, offset < count {
@@ -190,35 +257,5 @@ final class RecordFilter {
             shift += 7
         }
         return nil
-    }
-
-    /// The order of two scalars of one type, as the evaluator orders them (`nil` for nil).
-    static func order(_ a: Scalar?, _ b: Scalar) -> ComparisonResult? {
-        switch (a, b) {
-        case (.int(let x)?, .int(let y)): x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
-        case (.double(let x)?, .double(let y)): ValueSemantics.order(x, y)
-        case (.bool(let x)?, .bool(let y)): x == y ? .orderedSame : (!x ? .orderedAscending : .orderedDescending)
-        default: nil
-        }
-    }
-
-    /// Whether a comparison whose order is `order` passes `op`.
-    @inline(__always)
-    static func passes(_ order: ComparisonResult?, _ op: FetchPredicate.Operator) -> Bool {
-        switch op {
-        case .equal: order == .orderedSame
-        case .notEqual: order != .orderedSame
-        case .less: order == .orderedAscending
-        case .lessOrEqual: order != nil && order != .orderedDescending
-        case .greater: order == .orderedDescending
-        case .greaterOrEqual: order != nil && order != .orderedAscending
-        default: false
-        }
-    }
-
-    @inline(__always)
-    static func between(_ value: Scalar?, _ low: Scalar, _ high: Scalar) -> Bool {
-        guard let lower = order(value, low), let upper = order(value, high) else { return false }
-        return lower != .orderedAscending && upper != .orderedDescending
     }
 }

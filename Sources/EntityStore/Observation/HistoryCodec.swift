@@ -173,15 +173,11 @@ enum HistoryCodec {
     }
 
     static func appendValue(_ value: Value, _ out: inout [UInt8]) {
-        guard let type = value.type else {
+        guard value.type != nil else {
             out.append(0)
             return
         }
-        var record: [UInt8] = []
-        RecordCodec.encode([value], rowVersion: 0, into: &record)
-        // The one-attribute record is: version, row version 0, count 1, bitmap 0, tag, payload.
-        out.append(RecordCodec.tag(of: type))
-        out.append(contentsOf: record.dropFirst(5))
+        RecordCodec.appendField(value, to: &out)
     }
 }
 

@@ -13,8 +13,11 @@ import Synchronization
 /// let context = ObjectContext(store: store)
 /// ```
 public final class PersistentStore: Sendable {
-    /// The store format this version of EntityStore writes and reads.
-    public static let formatVersion: UInt32 = 1
+    /// The store format this version of EntityStore writes and reads: 2 since records hold their fixed-size
+    /// attributes first. Stores of format 1 are read as they are and marked format 2 when opened for writing (their
+    /// records are rewritten as they are saved), so that an older EntityStore refuses them instead of misreading
+    /// them.
+    public static let formatVersion: UInt32 = 2
 
     /// Options for opening a store.
     public struct Options: Sendable {
@@ -132,6 +135,11 @@ public final class PersistentStore: Sendable {
                     )
                     try txn.put(StoreNames.MetaKey.storeID, withUnsafeBytes(of: storeID.uuid, Array.init), in: meta)
                     try writeSchema(schema, history: [schema], txn, meta: meta)
+                }
+                if try checkFormat(txn, meta: meta) < formatVersion {
+                    try txn.put(
+                        StoreNames.MetaKey.format, withUnsafeBytes(of: formatVersion.littleEndian, Array.init), in: meta
+                    )
                 }
                 // Stores written before the stamp existed get it now.
                 let stamp = Array(schema.fingerprint.utf8)
@@ -317,8 +325,10 @@ extension PersistentStore {
         return meta
     }
 
-    static func checkFormat(_ txn: ReadTransaction, meta: Database) throws {
-        guard let bytes = try txn.get(StoreNames.MetaKey.format, in: meta) else { return }
+    /// Checks that this EntityStore reads the store's format, and returns it (the current one for a new store).
+    @discardableResult
+    static func checkFormat(_ txn: ReadTransaction, meta: Database) throws -> UInt32 {
+        guard let bytes = try txn.get(StoreNames.MetaKey.format, in: meta) else { return formatVersion }
         guard bytes.count == 4 else { throw EntityStoreError(.corruptData, "the store's format version is corrupt") }
         let format = UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self))
         if format > formatVersion {
@@ -326,6 +336,7 @@ extension PersistentStore {
                 .storeFormatTooNew,
                 "the store has format version \(format); this EntityStore reads up to \(formatVersion)")
         }
+        return format
     }
 
     static func readSchema(_ txn: ReadTransaction, meta: Database) throws -> Schema? {

@@ -1,0 +1,265 @@
+import Foundation
+import LMDB
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// Format 2 records (fixed-size attributes first) and the format 1 records of older stores (schema order).
+@Suite struct RecordFormatTests {
+    let book: Entity
+
+    init() throws {
+        book = try #require(try Fixtures.librarySchema().entity("Book"))
+    }
+
+    var sample: [Value] {
+        [
+            .string("Dune"), .int(-412), .decimal(Decimal(string: "12.95")!),
+            .uuid(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!), .data([0, 255, 7]), .double(-0.5),
+            .bool(false),
+        ]
+    }
+
+    func encoded(_ values: [Value], rowVersion: UInt64 = 1) -> [UInt8] {
+        var buffer: [UInt8] = []
+        RecordCodec.encode(values, rowVersion: rowVersion, into: &buffer)
+        return buffer
+    }
+
+    /// The format-1 form of `values`: every field in schema order.
+    func inSchemaOrder(_ values: [Value], rowVersion: UInt64 = 1) -> [UInt8] {
+        var bytes: [UInt8] = [RecordCodec.formatInSchemaOrder]
+        RecordCodec.appendVarint(rowVersion, &bytes)
+        RecordCodec.appendVarint(UInt64(values.count), &bytes)
+        var bitmap = [UInt8](repeating: 0, count: (values.count + 7) / 8)
+        for (i, value) in values.enumerated() where value == .null { bitmap[i / 8] |= 1 << UInt8(i % 8) }
+        bytes += bitmap
+        for value in values where value != .null { RecordCodec.appendField(value, to: &bytes) }
+        return bytes
+    }
+
+    @Test func theFormatIsPinned() throws {
+        // version 2, row version 7, 5 values, bitmap (index 1 is nil), then tag + payload per value: the int, bool
+        // and double first, then the string.
+        let record = encoded([.string("ab"), .null, .int(-1), .bool(true), .double(1)], rowVersion: 7)
+        #expect(record == [2, 7, 5, 0b10, 2, 1, 1, 1, 3, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F, 4, 2, 97, 98])
+        #expect(record.count == inSchemaOrder([.string("ab"), .null, .int(-1), .bool(true), .double(1)]).count)
+    }
+
+    @Test func formatOneRecordsStillDecodeAndValidate() throws {
+        // A record as EntityStore wrote it before scalars came first (the pinned bytes of that format).
+        let old: [UInt8] = [1, 7, 5, 0b10, 4, 2, 97, 98, 2, 1, 1, 1, 3, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F]
+        var entity = Entity("R")
+        entity.attributes = [
+            Attribute("s", .string), Attribute("n", .int64, optional: true), Attribute("i", .int64),
+            Attribute("b", .bool), Attribute("d", .double),
+        ]
+        let (values, rowVersion) = try old.withUnsafeBytes { try RecordCodec.decode($0, entity: entity) }
+        #expect(values == [.string("ab"), .null, .int(-1), .bool(true), .double(1)])
+        #expect(rowVersion == 7)
+        #expect(try old.withUnsafeBytes { try RecordCodec.validate($0, entity: entity) } == 7)
+        #expect(try old.withUnsafeBytes { try RecordCodec.rowVersion($0, entity: "R") } == 7)
+        #expect(inSchemaOrder(values, rowVersion: 7) == old)
+        // Both formats of every sample decode alike, with and without decimals as text, and partially.
+        for values in [sample, sample.map { $0.type == .string ? .null : $0 }, sample.map { _ in Value.null }] {
+            for bytes in [encoded(values), inSchemaOrder(values)] {
+                #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, entity: book).values } == values)
+                let needed = book.attributes.indices.map { $0 % 2 == 0 }
+                let partial = try bytes.withUnsafeBytes { try RecordCodec.decode($0, entity: book, needed: needed) }
+                #expect(partial == values.indices.map { needed[$0] ? values[$0] : .null })
+            }
+        }
+    }
+
+    @Test func fieldsOutOfTheirPassAreCorrupt() throws {
+        func error(_ bytes: [UInt8]) -> EntityStoreError? {
+            entityStoreError { _ = try bytes.withUnsafeBytes { try RecordCodec.decode($0, entity: book) } }
+        }
+        // Format 2's tag for a schema-order record: the string where the int should be.
+        var relabeled = inSchemaOrder(sample)
+        relabeled[0] = RecordCodec.formatVersion
+        #expect(error(relabeled)?.code == .corruptData)
+        #expect(error(relabeled)?.message.contains("type tag 4 for 'pages'") == true)
+        var unlabeled = encoded(sample)
+        unlabeled[0] = RecordCodec.formatInSchemaOrder
+        #expect(error(unlabeled)?.code == .corruptData)
+        #expect(error([3] + encoded(sample).dropFirst())?.message.contains("record format version 3") == true)
+        for length in 0..<encoded(sample).count {
+            #expect(error(Array(encoded(sample).prefix(length)))?.code == .corruptData, "length \(length)")
+        }
+    }
+
+    /// Entities of more than 64 attributes: strings, data and decimals on both sides of the 64th, nil among them,
+    /// round trip in both formats, and the filter reads a scalar declared after all of them.
+    @Test func manyAttributesRoundTripInEitherFormat() throws {
+        let types: [AttributeType] = [.string, .int64, .decimal, .double, .binary, .bool, .date, .uuid]
+        var entity = Entity("Wide")
+        entity.attributes = (0..<75).map { Attribute("a\($0)", types[$0 % types.count], optional: true) }
+        var g = SeededGenerator(seed: 64)
+        let filter = try #require(RecordFilter(try FetchPredicate("a73 > 0"), entity: entity))
+        for round in 0..<40 {
+            let values: [Value] = entity.attributes.indices.map { i in
+                if Int.random(in: 0..<4, using: &g) == 0 { return .null }
+                switch types[i % types.count] {
+                case .string: return .string("s\(i)-\(round)")
+                case .int64: return .int(Int64.random(in: -5...5, using: &g))
+                case .decimal: return .decimal(Decimal(i) / 4)
+                case .double: return .double(Double(i) - 40)
+                case .binary: return .data([UInt8](repeating: UInt8(i), count: i % 9))
+                case .bool: return .bool(i % 3 == 0)
+                case .date: return .date(Date(timeIntervalSinceReferenceDate: Double(i)))
+                case .uuid: return .uuid(UUID())
+                }
+            }
+            for bytes in [encoded(values), inSchemaOrder(values)] {
+                #expect(try bytes.withUnsafeBytes { try RecordCodec.decode($0, entity: entity).values } == values)
+                #expect(try bytes.withUnsafeBytes { try RecordCodec.validate($0, entity: entity) } == 1)
+                let expected: Bool = if case .int(let n) = values[73] { n > 0 } else { false }
+                #expect(bytes.withUnsafeBytes { filter.matches($0) } == expected)
+            }
+        }
+    }
+
+    /// A scan finds the scalars a filter tests after a 70,000-byte string in schema order, in both formats.
+    @Test func theFilterReadsScalarsDeclaredAfterLargeValues() throws {
+        var values = sample
+        values[4] = .data([UInt8](repeating: 3, count: 70_000))
+        values[0] = .string(String(repeating: "é", count: 35_000))
+        let record = encoded(values)
+        // The scalars are in the first bytes: the cover and the title after them.
+        #expect(record.count > 140_000)
+        #expect(record[4] == RecordCodec.tag(of: .int64))
+        for (format, expected) in [
+            ("score < 0.0 AND inPrint == NO", true), ("score > 0.0", false), ("pages == -412", true),
+        ] {
+            let filter = try #require(RecordFilter(try FetchPredicate(format), entity: book), "\(format)")
+            for bytes in [record, inSchemaOrder(values)] {
+                #expect(bytes.withUnsafeBytes { filter.matches($0) } == expected, "\(format)")
+            }
+        }
+    }
+
+    /// The record filter gives one answer for a record whatever its format: random values, nil included, and
+    /// random conjunctions. (FetchTests compares its answers with the evaluator's.)
+    @Test func theRecordFilterReadsEveryFormatAlike() throws {
+        var entity = Entity("Sample")
+        entity.attributes = [
+            Attribute("label", .string, optional: true), Attribute("count", .int64, optional: true),
+            Attribute("blob", .binary, optional: true), Attribute("ratio", .double, optional: true),
+            Attribute("id", .uuid, optional: true), Attribute("flag", .bool, optional: true),
+        ]
+        var g = SeededGenerator(seed: 11)
+        let formats = [
+            "count == 1", "count != 1", "ratio >= 0.0", "flag == YES", "count BETWEEN {-1, 2}", "count IN {0, 3}",
+            "ratio < 2.0 AND flag == NO", "count > 0 AND ratio <= 0.0", "count != 3", "ratio != 0.0",
+        ]
+        let filters = try formats.map { try #require(RecordFilter(try FetchPredicate($0), entity: entity)) }
+        var answers: Set<Bool?> = []
+        for i in 0..<400 {
+            func maybe(_ value: Value) -> Value { Int.random(in: 0..<5, using: &g) == 0 ? .null : value }
+            let values: [Value] = [
+                maybe(.string(String(repeating: "x", count: i % 7))),
+                maybe(.int(Int64.random(in: -3...3, using: &g) << (i % 3 == 0 ? 40 : 0))),
+                maybe(.data([UInt8](repeating: 1, count: i % 150))),
+                maybe(.double([-1.5, -0.0, 0, 2, .nan, .infinity].randomElement(using: &g)!)),
+                maybe(.uuid(UUID())), maybe(.bool(Bool.random(using: &g))),
+            ]
+            let forms = [
+                encoded(values, rowVersion: UInt64(i) << 20), inSchemaOrder(values, rowVersion: UInt64(i) << 20),
+            ]
+            for (filter, format) in zip(filters, formats) {
+                let results = forms.map { bytes in bytes.withUnsafeBytes { filter.matches($0) } }
+                #expect(Set(results).count == 1, "\(format) on \(values)")
+                #expect(results[0] != nil)
+                answers.insert(results[0])
+            }
+        }
+        #expect(answers == [true, false])
+    }
+
+    /// A store written before scalars came first (format 1 in its meta database, format 1 records) opens, reads and filters
+    /// as before; opened for writing it is marked format 2, and each record is rewritten in format 2 when saved.
+    @Test func aFormatOneStoreIsReadAndUpgradedAsItIsSaved() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("old.store")
+        let schema = try Fixtures.librarySchema()
+        func storedFormat(_ store: PersistentStore) throws -> UInt32 {
+            let meta = try store.environment.openDatabase("meta", create: false)
+            return try store.environment.read { txn in
+                try #require(try txn.get(Array("format".utf8), in: meta)).loadUnaligned(as: UInt32.self)
+            }
+        }
+        func firstBytes(_ store: PersistentStore) throws -> [UInt64: UInt8] {
+            let records = try store.environment.openDatabase("records.Book", create: false)
+            var firsts: [UInt64: UInt8] = [:]
+            try store.environment.read { txn in
+                try txn.forEach(in: records) { key, value in
+                    firsts[UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))] = value[0]
+                    return .continue
+                }
+            }
+            return firsts
+        }
+        var expected: [ObjectID: [Value]] = [:]
+        do {
+            let store = try PersistentStore.open(path: path, schema: schema, options: .init(sync: .noSync))
+            let context = ObjectContext(store: store)
+            for i in 0..<60 {
+                let book = try context.insert("Book")
+                try book.setValue(.string("book \(i)"), forKey: "title")
+                try book.setValue(i % 4 == 0 ? .null : .int(Int64(i * 10)), forKey: "pages")
+                try book.setValue(.double(Double(i % 9) - 4), forKey: "score")
+                try book.setValue(.bool(i % 3 == 0), forKey: "inPrint")
+                if i % 5 == 0 { try book.setValue(.data([UInt8](repeating: 9, count: i)), forKey: "cover") }
+            }
+            try context.save()
+            for book in try context.fetch(FetchRequest(entity: "Book")) {
+                expected[book.objectID] = try book.entity.attributes.map { try book.value(forKey: $0.name) }
+            }
+            // Turned into a store of the old format: its records in schema order, its meta saying format 1.
+            let records = try store.environment.openDatabase("records.Book", create: false)
+            let meta = try store.environment.openDatabase("meta", create: false)
+            try store.environment.write { txn in
+                var rewritten: [([UInt8], [UInt8])] = []
+                try txn.forEach(in: records) { key, value in
+                    let values = try Array(value).withUnsafeBytes { try RecordCodec.decode($0, entity: book) }
+                    rewritten.append((Array(key), inSchemaOrder(values.values, rowVersion: values.rowVersion)))
+                    return .continue
+                }
+                for (key, value) in rewritten { try txn.put(key, value, in: records) }
+                try txn.put(Array("format".utf8), withUnsafeBytes(of: UInt32(1).littleEndian, Array.init), in: meta)
+            }
+            #expect(Set(try firstBytes(store).values) == [1])
+        }
+        do {
+            let store = try PersistentStore.openReadOnly(path: path)
+            #expect(try storedFormat(store) == 1)
+            #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Book")).count == 60)
+        }
+        let store = try PersistentStore.open(path: path, schema: schema, options: .init(sync: .noSync))
+        #expect(try storedFormat(store) == 2)
+        let context = ObjectContext(store: store)
+        for book in try context.fetch(FetchRequest(entity: "Book")) {
+            #expect(try book.entity.attributes.map { try book.value(forKey: $0.name) } == expected[book.objectID])
+        }
+        for format in ["score >= 0.0", "pages < 300 AND inPrint == YES", "pages == nil", "pages != 40"] {
+            let filtered = try context.fetch(FetchRequest(entity: "Book", predicate: try FetchPredicate(format)))
+            let evaluated = try context.fetch(
+                FetchRequest(entity: "Book", predicate: try FetchPredicate("(\(format)) AND TRUEPREDICATE")))
+            #expect(filtered.map(\.objectID) == evaluated.map(\.objectID), "\(format)")
+            #expect(!filtered.isEmpty)
+        }
+        let changed = try #require(try context.fetch(FetchRequest(entity: "Book")).first)
+        try changed.setValue(.double(100), forKey: "score")
+        try context.save()
+        let firsts = try firstBytes(store)
+        #expect(firsts[changed.objectID.primaryKey] == 2)
+        #expect(firsts.values.filter { $0 == 1 }.count == 59)
+        #expect(try store.checkIntegrity().findings.isEmpty)
+        let filtered = try ObjectContext(store: store).fetch(
+            FetchRequest(entity: "Book", predicate: try FetchPredicate("score > 50.0")))
+        #expect(filtered.map(\.objectID) == [changed.objectID])
+    }
+}
