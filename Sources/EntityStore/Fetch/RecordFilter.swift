@@ -239,12 +239,23 @@ final class RecordFilter {
     /// statically instead of at run time on every byte.
     @inline(__always)
     static func varint(_ base: UnsafeRawPointer, _ count: Int, _ offset: inout Int) -> UInt64? {
-        // Most varints of a record (small numbers, lengths, the attribute count) are one byte.
-        if offset < count {
-            let first = base.load(fromByteOffset: offset, as: UInt8.self)
-            if first < 0x80 {
+        // Most varints of a record (numbers below 2^20, lengths, the attribute count) are one to three bytes: those
+        // without the loop.
+        if count &- offset >= 3 {
+            let b0 = UInt64(base.load(fromByteOffset: offset, as: UInt8.self))
+            if b0 < 0x80 {
                 offset &+= 1
-                return UInt64(first)
+                return b0
+            }
+            let b1 = UInt64(base.load(fromByteOffset: offset &+ 1, as: UInt8.self))
+            if b1 < 0x80 {
+                offset &+= 2
+                return b0 & 0x7F | b1 << 7
+            }
+            let b2 = UInt64(base.load(fromByteOffset: offset &+ 2, as: UInt8.self))
+            if b2 < 0x80 {
+                offset &+= 3
+                return b0 & 0x7F | (b1 & 0x7F) << 7 | b2 << 14
             }
         }
         var result: UInt64 = 0
