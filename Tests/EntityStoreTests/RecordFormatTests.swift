@@ -155,12 +155,24 @@ import Testing
             "ratio < 2.0 AND flag == NO", "count > 0 AND ratio <= 0.0", "count != 3", "ratio != 0.0",
         ]
         let filters = try formats.map { try #require(RecordFilter(try FetchPredicate($0), entity: entity)) }
+        let truthFormats = ["count > 1000", "count <= -64", "count == 2048", "count != -24576"]
+        func truth(_ k: Int, _ n: Int64?) -> Bool {
+            switch k {
+            case 0: if let n { n > 1000 } else { false }
+            case 1: if let n { n <= -64 } else { false }
+            case 2: n == 2048
+            default: n != -24576
+            }
+        }
+        let truthFilters = try truthFormats.map {
+            try #require(RecordFilter(try FetchPredicate($0), entity: entity))
+        }
         var answers: Set<Bool?> = []
         for i in 0..<400 {
             func maybe(_ value: Value) -> Value { Int.random(in: 0..<5, using: &g) == 0 ? .null : value }
             let values: [Value] = [
                 maybe(.string(String(repeating: "x", count: i % 7))),
-                maybe(.int(Int64.random(in: -3...3, using: &g) << (i % 3 == 0 ? 40 : 0))),
+                maybe(.int(Int64.random(in: -3...3, using: &g) << [0, 6, 10, 13, 17, 40][i % 6])),
                 maybe(.data([UInt8](repeating: 1, count: i % 150))),
                 maybe(.double([-1.5, -0.0, 0, 2, .nan, .infinity].randomElement(using: &g)!)),
                 maybe(.uuid(UUID())), maybe(.bool(Bool.random(using: &g))),
@@ -173,6 +185,14 @@ import Testing
                 #expect(Set(results).count == 1, "\(format) on \(values)")
                 #expect(results[0] != nil)
                 answers.insert(results[0])
+            }
+            // Integers of one to seven varint bytes, against the answer worked out here.
+            let count: Int64? = if case .int(let n) = values[1] { n } else { nil }
+            for (k, filter) in truthFilters.enumerated() {
+                for bytes in forms {
+                    #expect(
+                        bytes.withUnsafeBytes { filter.matches($0) } == truth(k, count), "\(truthFormats[k]) \(count)")
+                }
             }
         }
         #expect(answers == [true, false])
