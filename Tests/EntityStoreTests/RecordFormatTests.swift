@@ -39,6 +39,73 @@ import Testing
         return bytes
     }
 
+    /// Turns an open store into one of the old format: `entity`'s records in schema order, the meta saying format 1.
+    func makeFormatOne(_ store: PersistentStore, _ entity: Entity) throws {
+        let records = try store.environment.openDatabase("records.\(entity.name)", create: false)
+        let meta = try store.environment.openDatabase("meta", create: false)
+        try store.environment.write { txn in
+            var rewritten: [([UInt8], [UInt8])] = []
+            try txn.forEach(in: records) { key, value in
+                let values = try Array(value).withUnsafeBytes { try RecordCodec.decode($0, entity: entity) }
+                rewritten.append((Array(key), inSchemaOrder(values.values, rowVersion: values.rowVersion)))
+                return .continue
+            }
+            for (key, value) in rewritten { try txn.put(key, value, in: records) }
+            try txn.put(Array("format".utf8), withUnsafeBytes(of: UInt32(1).littleEndian, Array.init), in: meta)
+        }
+    }
+
+    /// A format 1 store opened with a new schema version migrates: its records are read in schema order with the
+    /// old entity, written in format 2 with the new one, and an index added by the migration is built from them.
+    @Test func aFormatOneStoreMigratesToANewSchema() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("old.store")
+        let v1 = try Schema(version: 1) {
+            Entity("Item") {
+                Attribute("name", .string)
+                Attribute("count", .int64, default: 0)
+            }
+        }
+        let v2 = try Schema(version: 2) {
+            Entity("Item") {
+                Attribute("label", .string, renamedFrom: "name")
+                Attribute("note", .string, optional: true)
+                Attribute("count", .int64, default: 0, indexed: true)
+                Attribute("weight", .double, default: 1.5)
+            }
+        }
+        do {
+            let store = try PersistentStore.open(path: path, schema: v1, options: .init(sync: .noSync))
+            let context = ObjectContext(store: store)
+            for i in 0..<20 {
+                let item = try context.insert("Item")
+                try item.setValue(.string("item \(i)"), forKey: "name")
+                try item.setValue(.int(Int64(i * 100)), forKey: "count")
+            }
+            try context.save()
+            try makeFormatOne(store, try #require(v1.entity("Item")))
+        }
+        let store = try PersistentStore.open(path: path, schema: v2, options: .init(sync: .noSync))
+        let context = ObjectContext(store: store)
+        let items = try context.fetch(
+            FetchRequest(
+                entity: "Item", predicate: try FetchPredicate("weight > 1.0 AND count >= 1000"),
+                sortKeys: [SortKey("count")]))
+        #expect(try items.map { try $0.value(forKey: "label") } == (10..<20).map { .string("item \($0)") })
+        #expect(try items.allSatisfy { try $0.value(forKey: "note") == .null })
+        let indexed = try context.fetch(FetchRequest(entity: "Item", predicate: try FetchPredicate("count == 700")))
+        #expect(try indexed.map { try $0.value(forKey: "label") } == ["item 7"])
+        let records = try store.environment.openDatabase("records.Item", create: false)
+        try store.environment.read { txn in
+            try txn.forEach(in: records) { _, value in
+                #expect(value[0] == RecordCodec.formatVersion)
+                return .continue
+            }
+        }
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+
     @Test func theFormatIsPinned() throws {
         // version 2, row version 7, 5 values, bitmap (index 1 is nil), then tag + payload per value: the int, bool
         // and double first, then the string.
@@ -238,19 +305,7 @@ import Testing
             for book in try context.fetch(FetchRequest(entity: "Book")) {
                 expected[book.objectID] = try book.entity.attributes.map { try book.value(forKey: $0.name) }
             }
-            // Turned into a store of the old format: its records in schema order, its meta saying format 1.
-            let records = try store.environment.openDatabase("records.Book", create: false)
-            let meta = try store.environment.openDatabase("meta", create: false)
-            try store.environment.write { txn in
-                var rewritten: [([UInt8], [UInt8])] = []
-                try txn.forEach(in: records) { key, value in
-                    let values = try Array(value).withUnsafeBytes { try RecordCodec.decode($0, entity: book) }
-                    rewritten.append((Array(key), inSchemaOrder(values.values, rowVersion: values.rowVersion)))
-                    return .continue
-                }
-                for (key, value) in rewritten { try txn.put(key, value, in: records) }
-                try txn.put(Array("format".utf8), withUnsafeBytes(of: UInt32(1).littleEndian, Array.init), in: meta)
-            }
+            try makeFormatOne(store, book)
             #expect(Set(try firstBytes(store).values) == [1])
         }
         do {
