@@ -159,19 +159,18 @@ enum RecordCodec {
     static func decode(
         _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil, decimalsAsText: Bool = false
     ) throws -> (values: [Value], rowVersion: UInt64) {
-        // Filled by index: the fields are not in schema order.
-        var values = [Value](repeating: .null, count: entity.attributes.count)
+        var values: [Value] = []
+        values.reserveCapacity(entity.attributes.count)
         let rowVersion = try forEachField(bytes, entity, key: key) { i, type, reader, attributes in
-            guard let type else { return }
+            guard let type else { return values.append(.null) }
             if decimalsAsText && type == .decimal {
                 let raw = try reader.bytes(try reader.length("'\(attributes[i].name)'"), "'\(attributes[i].name)'")
                 guard ByteReader.isPlainDecimal(raw) else {
                     throw reader.corrupt("decimal '\(attributes[i].name)' does not parse")
                 }
-                values[i] = .string(String(decoding: raw, as: UTF8.self))
-                return
+                return values.append(.string(String(decoding: raw, as: UTF8.self)))
             }
-            values[i] = try reader.value(of: type, attributes[i].name)
+            values.append(try reader.value(of: type, attributes[i].name))
         }
         return (values, rowVersion)
     }
@@ -196,7 +195,7 @@ enum RecordCodec {
         } else {
             values = [Value](repeating: .null, count: entity.attributes.count)
         }
-        _ = try forEachField(bytes, entity, key: key) { i, type, reader, attributes in
+        _ = try forEachField(bytes, entity, key: key, inSchemaOrder: false) { i, type, reader, attributes in
             guard let type else { return }
             if needed[i] {
                 values[i] = try reader.value(of: type, attributes[i].name)
@@ -211,7 +210,7 @@ enum RecordCodec {
     /// that passes decodes without error.
     /// - Returns: The row version.
     static func validate(_ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil) throws -> UInt64 {
-        try forEachField(bytes, entity, key: key) { i, type, reader, attributes in
+        try forEachField(bytes, entity, key: key, inSchemaOrder: false) { i, type, reader, attributes in
             switch type {
             case nil: return
             case .string?:
@@ -225,16 +224,16 @@ enum RecordCodec {
         }
     }
 
-    /// Walks a record's fields: the header and every type tag checked, `visit` called for each attribute in the
-    /// record's order (format 2: fixed-size types first; nil attributes visited in that order too, with a nil type)
-    /// to read or skip its bytes, and no byte left after the last.
+    /// Walks a record's fields: the header and every type tag checked, `visit` called for each attribute with its
+    /// type (nil when the value is null) to read or skip its bytes, and no byte left after the last. In schema order
+    /// when `inSchemaOrder` (for a visitor that appends), else in the record's order (cheaper for format 2).
     /// `visit` names an attribute through the borrowed `attributes` buffer it is given: reaching the entity from the
     /// closure (even in an error message's autoclosure) copied the whole `Entity` per field.
     /// The one place that knows a record's layout for decoding, partial decoding and validation.
     /// - Returns: The row version.
     @inline(__always)
     private static func forEachField(
-        _ bytes: UnsafeRawBufferPointer, _ entity: Entity, key: UInt64?,
+        _ bytes: UnsafeRawBufferPointer, _ entity: Entity, key: UInt64?, inSchemaOrder: Bool = true,
         _ visit:
             (
                 _ index: Int, _ type: AttributeType?, _ reader: inout ByteReader,
@@ -242,30 +241,69 @@ enum RecordCodec {
             ) throws -> Void
     ) throws -> UInt64 {
         var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
-        let (rowVersion, bitmap, inSchemaOrder) = try readHeader(&reader, entity)
+        let (rowVersion, bitmap, storedInSchemaOrder) = try readHeader(&reader, entity)
         // Through a borrowed buffer: iterating the array would copy every Attribute (and retain its name).
         try entity.attributes.withUnsafeBufferPointer { attributes in
-            // Format 2: a pass over the fixed-size attributes, then one over the variable-size ones.
-            for pass in 0..<(inSchemaOrder ? 1 : 2) {
-                for i in attributes.indices {
-                    let type = attributes[i].type
-                    if !inSchemaOrder && isVariableSize(type) != (pass == 1) { continue }
-                    if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
-                        try visit(i, nil, &reader, attributes)
-                        continue
+            if !storedInSchemaOrder && !inSchemaOrder {
+                // Format 2 in the record's order: the fixed-size attributes, then the variable-size ones.
+                for pass in 0..<2 {
+                    for i in attributes.indices where isVariableSize(attributes[i].type) == (pass == 1) {
+                        if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
+                            try visit(i, nil, &reader, attributes)
+                            continue
+                        }
+                        try readTag(i, &reader, attributes)
+                        try visit(i, attributes[i].type, &reader, attributes)
                     }
-                    let found = try reader.byte("type tag of '\(attributes[i].name)'")
-                    guard found == tag(of: type) else {
-                        throw reader.corrupt("type tag \(found) for '\(attributes[i].name)', \(type.withArticle)")
-                    }
-                    try visit(i, type, &reader, attributes)
                 }
+                return
             }
+            // Format 2 in schema order is read through two cursors: one in the fixed-size fields, one in the
+            // variable-size fields after them (found by skipping the fixed-size ones first). The reader holds the
+            // cursor in use; `other` the other one, swapped in for each variable-size attribute.
+            let twoCursors = !storedInSchemaOrder
+            var other = 0
+            if twoCursors {
+                let fieldsStart = reader.offset
+                for i in attributes.indices where !isVariableSize(attributes[i].type) {
+                    if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 { continue }
+                    try readTag(i, &reader, attributes)
+                    try reader.skip(attributes[i].type, attributes[i].name)
+                }
+                other = reader.offset
+                reader.offset = fieldsStart
+            }
+            for i in attributes.indices {
+                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
+                    try visit(i, nil, &reader, attributes)
+                    continue
+                }
+                let type = attributes[i].type
+                let swaps = twoCursors && isVariableSize(type)
+                if swaps { swap(&reader.offset, &other) }
+                try readTag(i, &reader, attributes)
+                try visit(i, type, &reader, attributes)
+                if swaps { swap(&reader.offset, &other) }
+            }
+            // The fixed-size cursor ends where the variable-size fields begin; the reader ends on the last field.
+            if twoCursors { swap(&reader.offset, &other) }
         }
         guard reader.offset == bytes.count else {
             throw reader.corrupt("\(bytes.count - reader.offset) bytes after the last attribute")
         }
         return rowVersion
+    }
+
+    /// Reads attribute `i`'s type tag and checks it against the attribute's type.
+    @inline(__always)
+    private static func readTag(
+        _ i: Int, _ reader: inout ByteReader, _ attributes: UnsafeBufferPointer<Attribute>
+    ) throws {
+        let found = try reader.byte("type tag of '\(attributes[i].name)'")
+        guard found == tag(of: attributes[i].type) else {
+            throw reader.corrupt(
+                "type tag \(found) for '\(attributes[i].name)', \(attributes[i].type.withArticle)")
+        }
     }
 
     /// Reads a record's header: the format version (checked), the row version, the attribute count (checked against
