@@ -57,43 +57,39 @@ enum RecordCodec {
         } else if buffer.count < size {
             buffer.append(contentsOf: repeatElement(0, count: size - buffer.count))
         }
-        // Values read through a borrowed buffer: subscripting the array would copy (and retain) each string and
-        // blob it hands to the writer.
-        values.withUnsafeBufferPointer { values in
-            buffer.withUnsafeMutableBytes { out in
-                // A writer value rather than nested functions over a captured offset: passed as closures, those made
-                // the offset a boxed variable checked for exclusive access at run time on every byte.
-                var w = RecordWriter(out: out)
-                w.put(formatVersion)
-                w.varint(rowVersion)
-                w.varint(UInt64(values.count))
-                let bitmapStart = w.o
-                for _ in 0..<bitmapBytes { w.put(0) }
-                for i in values.indices {
-                    guard let type = values[i].type else {
-                        out[bitmapStart + i / 8] |= 1 << UInt8(i % 8)
-                        continue
-                    }
-                    if i < 64 ? variable & (1 &<< UInt64(i)) == 0 : !isVariableSize(type) {
-                        w.field(values[i], decimal: nil)
-                    }
+        buffer.withUnsafeMutableBytes { out in
+            // A writer value rather than nested functions over a captured offset: passed as closures, those made
+            // the offset a boxed variable checked for exclusive access at run time on every byte.
+            var w = RecordWriter(out: out)
+            w.put(formatVersion)
+            w.varint(rowVersion)
+            w.varint(UInt64(values.count))
+            let bitmapStart = w.o
+            for _ in 0..<bitmapBytes { w.put(0) }
+            for i in values.indices {
+                guard let type = values[i].type else {
+                    out[bitmapStart + i / 8] |= 1 << UInt8(i % 8)
+                    continue
                 }
-                // Then the strings, data and decimals, in schema order (the decimals' texts were made in that order).
-                var decimal = 0
-                while variable != 0 {
-                    let i = variable.trailingZeroBitCount
-                    variable &= variable &- 1
+                if i < 64 ? variable & (1 &<< UInt64(i)) == 0 : !isVariableSize(type) {
+                    w.field(values[i], decimal: nil)
+                }
+            }
+            // Then the strings, data and decimals, in schema order (the decimals' texts were made in that order).
+            var decimal = 0
+            while variable != 0 {
+                let i = variable.trailingZeroBitCount
+                variable &= variable &- 1
+                w.field(values[i], decimal: decimalText(values[i], decimals, &decimal))
+            }
+            if variableBeyond64 {
+                for i in 64..<values.count {
+                    guard let type = values[i].type, isVariableSize(type) else { continue }
                     w.field(values[i], decimal: decimalText(values[i], decimals, &decimal))
                 }
-                if variableBeyond64 {
-                    for i in 64..<values.count {
-                        guard let type = values[i].type, isVariableSize(type) else { continue }
-                        w.field(values[i], decimal: decimalText(values[i], decimals, &decimal))
-                    }
-                }
-                let o = w.o
-                assert(o == size, "the record's size was worked out as \(size), \(o) bytes were written")
             }
+            let o = w.o
+            assert(o == size, "the record's size was worked out as \(size), \(o) bytes were written")
         }
     }
 
