@@ -7,18 +7,14 @@ import Testing
 
 /// Format 2 records (fixed-size attributes first) and the format 1 records of older stores (schema order).
 @Suite struct RecordFormatTests {
+    /// The Book entity and a record of every type, as the format-1 era's tests have them.
     let book: Entity
+    let sample: [Value]
 
     init() throws {
-        book = try #require(try Fixtures.librarySchema().entity("Book"))
-    }
-
-    var sample: [Value] {
-        [
-            .string("Dune"), .int(-412), .decimal(Decimal(string: "12.95")!),
-            .uuid(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!), .data([0, 255, 7]), .double(-0.5),
-            .bool(false),
-        ]
+        let fixture = try StorageFormatTests()
+        book = fixture.book
+        sample = fixture.sample
     }
 
     func encoded(_ values: [Value], rowVersion: UInt64 = 1) -> [UInt8] {

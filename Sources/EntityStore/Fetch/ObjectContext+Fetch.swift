@@ -226,8 +226,8 @@ extension ObjectContext {
 
                 let hasPending = !pendingIDs.isEmpty
 
-                // A record the record filter has not refused.
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
+                    if recordFilter?.matches(bytes) == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
                     if hasPending && pendingIDs.contains(id) { return }
                     var candidate = Candidate(id: id, sortValues: [])
@@ -264,23 +264,15 @@ extension ObjectContext {
 
                 switch plan.access {
                 case .fullScan:
-                    if let recordFilter {
-                        // The filter first, in the loop's own closure: most records of a scan stop here.
-                        try txn.forEachEntry(in: storage.records) { key, value in
-                            if recordFilter.matches(value) != false { try consider(key, value) }
-                            return .continue
-                        }
-                    } else {
-                        try txn.forEachEntry(in: storage.records) { key, value in
-                            try consider(key, value)
-                            return .continue
-                        }
+                    try txn.forEachEntry(in: storage.records) { key, value in
+                        try consider(key, value)
+                        return .continue
                     }
                 case .indexRanges where plan.rangeInSortOrder:
                     let index = storage.indexes[plan.indexPosition!]!
                     try txn.forEach(in: index, range: plan.ranges[0]) { _, pk in
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
-                        if recordFilter?.matches(bytes) != false { try consider(pk, bytes) }
+                        try consider(pk, bytes)
                         return plan.stopsEarly && scan.candidates.count >= window ? .stop : .continue
                     }
                 case .indexRanges:
@@ -294,14 +286,13 @@ extension ObjectContext {
                     }
                     for pk in keys.sorted() {
                         guard let bytes = try txn.get(pk, in: storage.records) else { continue }
-                        guard recordFilter?.matches(bytes) != false else { continue }
                         try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
                     }
                 case .indexOrder(_, let descending):
                     let index = storage.indexes[plan.indexPosition!]!
                     try txn.forEach(in: index, reverse: descending) { _, pk in
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
-                        if recordFilter?.matches(bytes) != false { try consider(pk, bytes) }
+                        try consider(pk, bytes)
                         return plan.stopsEarly && scan.candidates.count >= window ? .stop : .continue
                     }
                 }

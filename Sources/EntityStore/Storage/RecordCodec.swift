@@ -302,15 +302,21 @@ enum RecordCodec {
         }
     }
 
+    /// Reads a record's format version: 2, or 1 (fields in schema order); anything else is corrupt.
+    private static func readVersion(_ reader: inout ByteReader) throws -> UInt8 {
+        let version = try reader.byte("format version")
+        guard version == formatVersion || version == formatInSchemaOrder else {
+            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
+        }
+        return version
+    }
+
     /// Reads a record's header: the format version (checked), the row version, the attribute count (checked against
     /// the entity) and the null bitmap.
     private static func readHeader(
         _ reader: inout ByteReader, _ entity: Entity
     ) throws -> (rowVersion: UInt64, bitmap: UnsafeRawBufferPointer, inSchemaOrder: Bool) {
-        let version = try reader.byte("format version")
-        guard version == formatVersion || version == formatInSchemaOrder else {
-            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
-        }
+        let version = try readVersion(&reader)
         let rowVersion = try reader.varint("row version")
         let count = try reader.varint("attribute count")
         guard count == UInt64(entity.attributes.count) else {
@@ -323,10 +329,7 @@ enum RecordCodec {
     /// Reads only the row version of a record.
     static func rowVersion(_ bytes: UnsafeRawBufferPointer, entity: String) throws -> UInt64 {
         var reader = ByteReader(bytes: bytes, entity: entity)
-        let version = try reader.byte("format version")
-        guard version == formatVersion || version == formatInSchemaOrder else {
-            throw reader.corrupt("record format version \(version) is not \(formatVersion)")
-        }
+        _ = try readVersion(&reader)
         return try reader.varint("row version")
     }
 
