@@ -68,6 +68,40 @@ final class ProjectWorld {
 }
 
 @Suite struct RelationshipContractTests {
+    /// The first change of b1 (a tag added) records its state before its project is loaded; moving it to Alpha
+    /// afterwards is still a change of "project", reported against the project it was loaded with.
+    @Test func aToOneChangeLoadedAfterTheObjectsFirstChangeIsReportedAndMovesTheRow() throws {
+        let world = try ProjectWorld.standard()
+        defer { world.temporary.remove() }
+        let hot = try world.context.insert("Tag")
+        try hot.setValue(.string("hot"), forKey: "name")
+        try world.context.save()
+
+        let context = ObjectContext(store: world.store, name: "fresh")
+        let request = FetchRequest(entity: "Task", sortKeys: [SortKey("rank")])
+        let controller = FetchedResultsController(
+            fetchRequest: request, context: context, sectionNameKeyPath: "project.name")
+        let delegate = RecordingDelegate()
+        controller.delegate = delegate
+        try controller.performFetch()
+        var records: [ChangeRecord] = []
+        let token = context.addObserver { records.append($0) }
+        defer { token.cancel() }
+
+        let b1 = try context.existingObject(with: world.tasks["b1"]!.objectID)
+        delegate.names[b1.objectID] = "b1"
+        try b1.add(try context.existingObject(with: hot.objectID), toKey: "tags")
+        try b1.setObject(try context.existingObject(with: world.projects["Alpha"]!.objectID), forKey: "project")
+        context.processPendingChanges()
+
+        let change = records.last?.changes.first { $0.objectID == b1.objectID }
+        #expect(change?.changedKeys.sorted() == ["project", "tags"])
+        #expect(change?.oldRelationships["project"] == [world.projects["Beta"]!.objectID])
+        #expect(delegate.calls == ["will", "move b1 [1,0]->[0,3]", "did"])
+        #expect(controller.sections.map(\.name) == ["Alpha", "Beta"])
+        #expect(controller.sections.map(\.objectIDs.count) == [4, 1])
+    }
+
     @Test func deletingATaskAndSavingIsOneBatch() throws {
         let world = try ProjectWorld.standard()
         defer { world.temporary.remove() }

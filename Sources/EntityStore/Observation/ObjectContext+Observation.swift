@@ -217,7 +217,10 @@ extension ObjectContext {
             let changedAttributes = keys
             var oldRelationships: [String: [ObjectID]] = [:]
             for relationship in object.entity.relationships {
-                guard let previous = before.related[relationship.name], let current = object.related[relationship.name],
+                // A relationship loaded after the state was recorded held what the store holds then (it cannot change
+                // before it is loaded): the targets it was loaded with.
+                guard let current = object.related[relationship.name],
+                    let previous = before.related[relationship.name] ?? object.committedRelated[relationship.name],
                     previous != current
                 else { continue }
                 keys.append(relationship.name)
