@@ -189,6 +189,7 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
             case 1: world.context.rollback()
             default: world.context.processPendingChanges()
             }
+            world.context._checkInvariants()
             for (twin, original) in [(0, 0), (1, 2)] {
                 // Before anything builds the display: the lookups answer from the rows by binary search.
                 for (section, ids) in twinDelegates[twin].replica.sections.enumerated() {

@@ -198,6 +198,9 @@ import Testing
                 }
             }
             lastMerged = try store.lastTransaction()
+            // Both contexts' bookkeeping (unsaved objects, pending changes) agrees with their objects after each step.
+            context._checkInvariants()
+            other._checkInvariants()
             other.reset()
             steps[step, default: 0] += 1
             let after = delegates.map(\.batches) + twinDelegates.map(\.batches)

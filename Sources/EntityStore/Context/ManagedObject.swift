@@ -95,6 +95,10 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     }
     /// For a recording instance of a model (key paths, schemas): where the keys read are recorded.
     @usableFromInline let recorder: KeyRecorder?
+    /// The context's bookkeeping of this object (see ``Tracking``): whether it is unsaved, pending processing, and
+    /// how it was touched. Kept on the object so that each change is a bit test rather than a hash of its ID in
+    /// one of the context's sets.
+    @exclusivity(unchecked) var tracking: Tracking = []
 
     init(objectID: ObjectID, entity: EntityBox, context: ObjectContext) {
         self.objectID = objectID
@@ -109,6 +113,27 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
         self.entityBox = EntityBox(Entity(entityName))
         self.context = nil
         self.recorder = recorder
+    }
+
+    /// What the context's bookkeeping records of the object, as bits.
+    ///
+    /// The context keeps each kind of tracked object in a list (``ObjectContext/dirty``, the pending changes);
+    /// these bits say whether the object is a member, so joining, leaving and testing never hash the object's ID.
+    struct Tracking: OptionSet {
+        let rawValue: UInt8
+        /// In the context's unsaved objects.
+        static let unsaved = Tracking(rawValue: 1 << 0)
+        /// In the unsaved objects' list (possibly no longer unsaved: the list drops such objects lazily).
+        static let unsavedListed = Tracking(rawValue: 1 << 1)
+        /// Its state before its first change since the last processing is recorded.
+        static let pending = Tracking(rawValue: 1 << 2)
+        /// Changed inside a user-driven scope since the last processing.
+        static let touchedUserDriven = Tracking(rawValue: 1 << 3)
+        /// Changed outside a user-driven scope since the last processing.
+        static let touchedOther = Tracking(rawValue: 1 << 4)
+        /// Has processed changes not saved yet; ``userDrivenSoFar`` says whether all of them were user-driven.
+        static let processedUnsaved = Tracking(rawValue: 1 << 5)
+        static let userDrivenSoFar = Tracking(rawValue: 1 << 6)
     }
 
     /// Whether the object's values have not been loaded yet.

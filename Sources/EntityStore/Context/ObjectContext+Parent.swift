@@ -27,7 +27,9 @@ extension ObjectContext {
         // The parent's matches in order, each with its sort values (what a controller keeps per row).
         var candidates = try parent.run(unwindowed, shape: .objectIDs)
         let entities = Set(self.entities(of: request))
-        let own = request.includesPendingChanges ? dirty.filter { entities.contains($0.entityName) } : []
+        let own =
+            request.includesPendingChanges
+            ? Set(dirty.lazy.map(\.objectID).filter { entities.contains($0.entityName) }) : []
         let prepared = try store.preparedFetches.prepared(request, store: store)
         return try mappingStorageErrors("fetching \(entity.name)") {
             try store.read { txn in
@@ -87,9 +89,9 @@ extension ObjectContext {
     /// A child's save: its changes handed to the parent as one batch (see ``init(parent:name:isolation:)``).
     func pushToParent(_ parent: ObjectContext) throws {
         processPendingChanges()
-        let objects = dirty.compactMap { registered[$0] }.sorted { $0.objectID < $1.objectID }
+        let objects = dirty.sortedByID()
         guard objects.contains(where: \.hasChanges) else {
-            dirty = []
+            dirty.removeAll()
             return
         }
         // Checked first, so that nothing reaches the parent when something cannot: every object changed or
@@ -179,13 +181,14 @@ extension ObjectContext {
             object.committedRelated = object.related
             if let source = parent.registered[object.objectID] { object.rowVersion = source.rowVersion }
         }
-        dirty = []
+        dirty.removeAll()
         undo.clear()
     }
 
     /// Registers a copy of a child's inserted object as inserted here, under the same ID.
+    ///
+    /// The ID is new to this context: the child reserved it from the store when it inserted the object.
     func adoptInserted(_ child: ManagedObject) {
-        willChange(child.objectID)
         let object = ManagedObject(objectID: child.objectID, entity: child.entityBox, context: self)
         object.values = child.values
         object.transientValues = child.transientValues
@@ -195,6 +198,7 @@ extension ObjectContext {
             object.committedRelated[relationship.name] = []
         }
         registered[child.objectID] = object
-        dirty.insert(child.objectID)
+        willInsert(object)
+        dirty.insert(object)
     }
 }

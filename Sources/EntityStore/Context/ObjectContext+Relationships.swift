@@ -79,12 +79,12 @@ extension ObjectContext {
             // Load the inverse before adding to it: a partial set would stand for all of the target's objects.
             _ = try targets(of: target, inverse)
         }
-        willChange(source.objectID)
-        willChange(target.objectID)
+        willChange(source)
+        willChange(target)
         source.related[relationship.name, default: []].insert(target.objectID)
         target.related[inverse.name, default: []].insert(source.objectID)
-        dirty.insert(source.objectID)
-        dirty.insert(target.objectID)
+        dirty.insert(source)
+        dirty.insert(target)
     }
 
     /// Removes `targetID` from `source`'s relationship and `source` from the inverse.
@@ -93,11 +93,11 @@ extension ObjectContext {
         guard let inverse = target.entity.relationship(relationship.inverse) else { return }
         _ = try targets(of: source, relationship)
         _ = try targets(of: target, inverse)
-        willChange(source.objectID)
-        willChange(targetID)
+        willChange(source)
+        willChange(target)
         source.related[relationship.name]?.remove(targetID)
         target.related[inverse.name]?.remove(source.objectID)
-        dirty.insert(source.objectID)
-        dirty.insert(targetID)
+        dirty.insert(source)
+        dirty.insert(target)
     }
 }

@@ -41,12 +41,12 @@ extension ObjectContext {
         defer { endBatch() }
         processPendingChanges()
         // Transient values are never written; once saved, what they hold is the baseline of `changedValues()`.
-        let transientlyChanged = dirty.compactMap { registered[$0] }.filter { !$0.transientValues.isEmpty }
+        let transientlyChanged = dirty.filter { !$0.transientValues.isEmpty }
         defer {
             if !hasChanges { for object in transientlyChanged { object.committedTransients = object.transientValues } }
         }
         guard hasChanges else {
-            dirty = []
+            dirty.removeAll()
             return
         }
         undo.isSuspended = true
@@ -78,9 +78,7 @@ extension ObjectContext {
                 continue
             } catch {
                 restore(saveSnapshot ?? [:])
-                pendingSnapshot = [:]
-                userDrivenTouched = []
-                otherTouched = []
+                pending.removeAll()
                 throw error
             }
             finishSave(resolutions)
@@ -100,28 +98,30 @@ extension ObjectContext {
     /// Drops the context's changes to `id` (its delete included): it becomes a fault of the stored version.
     func keepStoredVersion(of id: ObjectID) {
         guard let object = registered[id] else { return }
-        willChange(id)
+        willChange(object)
         object.isDeleted = false
         object.values = nil
         object.committed = nil
         object.related = [:]
         object.committedRelated = [:]
-        dirty.remove(id)
+        dirty.remove(object)
+    }
+
+    /// The unsaved objects (registered, in ``dirty``), ordered by ID.
+    func sortedDirtyObjects() -> [ManagedObject] {
+        dirty.sortedByID()
     }
 
     /// Runs the delete rules; returns the deny failures. Objects in `kept` are not cascaded into: their link to the
     /// deleted object is nullified instead (the store's version of them won over a delete).
-    /// The unsaved objects (registered, in ``dirty``), ordered by ID.
-    func sortedDirtyObjects() -> [ManagedObject] {
-        dirty.compactMap { registered[$0] }.sorted { $0.objectID < $1.objectID }
-    }
-
     func propagateDeletes(keeping kept: Set<ObjectID> = []) throws -> [EntityStoreError.Failure] {
-        var pending = dirty.compactMap { registered[$0] }.filter { $0.isDeleted && !$0.isInserted }
-        var deleted = Set(pending.map(\.objectID))
+        var queue = dirty.filter { $0.isDeleted && !$0.isInserted }
+        // Nothing deleted (an import, say): no set of IDs and no pass over the relationships.
+        guard !queue.isEmpty else { return [] }
+        var deleted = Set(queue.map(\.objectID))
         var closure: [ManagedObject] = []
         // Cascade: the closure of deleted objects over cascade relationships.
-        while let doomed = pending.popLast() {
+        while let doomed = queue.popLast() {
             closure.append(doomed)
             for relationship in doomed.entity.relationships where relationship.deleteRule == .cascade {
                 for targetID in try targets(of: doomed, relationship) where !deleted.contains(targetID) {
@@ -130,11 +130,11 @@ extension ObjectContext {
                         continue
                     }
                     let target = try object(with: targetID)
-                    willChange(targetID)
+                    willChange(target)
                     target.isDeleted = true
-                    dirty.insert(targetID)
+                    dirty.insert(target)
                     deleted.insert(targetID)
-                    pending.append(target)
+                    queue.append(target)
                 }
             }
         }
@@ -268,12 +268,15 @@ extension ObjectContext {
     func savedChanges(_ objects: [ManagedObject], _ resolutions: [ObjectID: ChangeWriter.Resolution]) -> [ObjectChange]
     {
         var changes: [ObjectChange] = []
+        changes.reserveCapacity(objects.count)
+        // (An empty dictionary still hashes the key it is asked for.)
+        let resolves = !resolutions.isEmpty
         for object in objects {
             let names = object.entityBox.attributeNames
-            let userDriven = unsavedUserDriven[object.objectID] ?? false
+            let userDriven = isUserDrivenSinceSave(object)
             if object.isDeleted {
                 // An inserted-then-deleted object never reached the store; one deleted elsewhere is not deleted twice.
-                guard !object.isInserted, resolutions[object.objectID] == nil else { continue }
+                guard !object.isInserted, !resolves || resolutions[object.objectID] == nil else { continue }
                 let old = object.committed ?? object.values ?? []
                 changes.append(
                     ObjectChange(
@@ -283,7 +286,7 @@ extension ObjectContext {
                 continue
             }
             var final = object.values
-            switch resolutions[object.objectID] {
+            switch resolves ? resolutions[object.objectID] : nil {
             case .keepStored(let stored, _)?: final = stored
             case .wrote(let written, _)?: final = written
             case .deletedElsewhere?: continue
@@ -326,9 +329,11 @@ extension ObjectContext {
 
     /// After the commit: stored state becomes the committed state.
     func finishSave(_ resolutions: [ObjectID: ChangeWriter.Resolution]) {
-        for id in dirty {
-            guard let object = registered[id] else { continue }
-            switch resolutions[id] {
+        // (An empty dictionary still hashes the key it is asked for.)
+        let resolves = !resolutions.isEmpty
+        for object in dirty {
+            let id = object.objectID
+            switch resolves ? resolutions[id] : nil {
             case .keepStored(let values, let version)?, .wrote(let values, let version)?:
                 object.values = values
                 object.committed = values
@@ -337,7 +342,7 @@ extension ObjectContext {
                 for (name, targets) in object.related { object.committedRelated[name] = targets }
                 continue
             case .deletedElsewhere?:
-                recordPending(id)
+                recordPending(object)
                 object.isDeleted = true
             case nil:
                 break
@@ -354,8 +359,8 @@ extension ObjectContext {
             object.committed = object.values
             for (name, targets) in object.related { object.committedRelated[name] = targets }
         }
-        dirty = []
-        unsavedUserDriven = [:]
+        dirty.removeAll()
+        clearProcessedUnsaved()
         undo.clear()
     }
 }

@@ -24,18 +24,8 @@ public final class ObjectContext {
 
     /// One object per ID (uniquing).
     @exclusivity(unchecked) var registered: [ObjectID: ManagedObject] = [:]
-    /// Objects touched since the last save or rollback (some may have been changed back).
-    @exclusivity(unchecked) var dirty: Set<ObjectID> = [] { didSet { lastDirtied = nil } }
-    /// The ID ``markDirty(_:)`` inserted last, while it is still in ``dirty``: writing several values of one object
-    /// inserts it once.
-    @exclusivity(unchecked) private var lastDirtied: ObjectID?
-
-    /// Inserts `id` into ``dirty``.
-    func markDirty(_ id: ObjectID) {
-        if lastDirtied == id { return }
-        dirty.insert(id)
-        lastDirtied = id
-    }
+    /// Objects touched since the last save or rollback (some may have been changed back), all registered.
+    @exclusivity(unchecked) var dirty = UnsavedObjects()
     /// When set, the state of every object before its first change, for restoring after a failed save.
     @exclusivity(unchecked) var saveSnapshot: [ObjectID: ObjectState?]?
     /// Undo and redo of unsaved changes.
@@ -56,21 +46,21 @@ public final class ObjectContext {
         lastFaultStorage = storage
         return storage
     }
+    /// The storage and key block of the entity inserted last: inserts come in runs of one entity, and comparing a
+    /// name costs less than finding the entity and its key sequence by name (two dictionaries, each hashing it).
+    @exclusivity(unchecked) private var lastInserted: (storage: EntityStorage, keys: KeyBlock)?
     /// The identity of this context instance, recorded with its saves.
     ///
     /// Made when first asked for (by a save, a merge or the app): a random UUID costs a system call, which was half
     /// of making and releasing a context (contexts made per query, as in the benchmarks, paid it every time).
     public private(set) lazy var contextID = UUID()
-    /// States of objects before their first change since the last `processPendingChanges()`.
-    @exclusivity(unchecked) var pendingSnapshot: [ObjectID: ObjectState?] = [:] { didSet { lastPending = nil } }
-    /// The object (and scope) `recordPending` saw last: writing several values of one object records it once.
-    @exclusivity(unchecked) var lastPending: (id: ObjectID, userDriven: Bool)?
-    /// Objects changed inside and outside a user-driven scope since the last processing.
-    @exclusivity(unchecked) var userDrivenTouched: Set<ObjectID> = []
-    @exclusivity(unchecked) var otherTouched: Set<ObjectID> = []
+    /// States of objects before their first change since the last `processPendingChanges()`, and the scopes they
+    /// were changed in.
+    @exclusivity(unchecked) var pending = PendingChanges()
     @exclusivity(unchecked) var userDrivenDepth = 0
-    /// Whether each unsaved object's processed changes were all user-driven, for the save's record.
-    @exclusivity(unchecked) var unsavedUserDriven: [ObjectID: Bool] = [:]
+    /// The objects with processed changes not saved yet; each one's bits say whether all of those changes were
+    /// user-driven, for the save's record.
+    @exclusivity(unchecked) var processedUnsaved: [ManagedObject] = []
     /// Who is told about changes.
     var observers: ContextObservers { madeOnFirstUse(&observersIfAny, ContextObservers.init) }
     /// Made for the first observer, stream or batch: a context made for one fetch makes none.
@@ -140,7 +130,7 @@ public final class ObjectContext {
     // MARK: - State
 
     /// Whether the context has unsaved inserts, updates or deletes.
-    public var hasChanges: Bool { dirty.contains { registered[$0]?.hasChanges ?? false } }
+    public var hasChanges: Bool { dirty.contains { $0.hasChanges } }
 
     /// The inserted, unsaved objects, ordered by ID.
     public var insertedObjects: [ManagedObject] { dirtyObjects { $0.isInserted && !$0.isDeleted } }
@@ -152,7 +142,9 @@ public final class ObjectContext {
     public var registeredObjects: [ManagedObject] { registered.values.sorted { $0.objectID < $1.objectID } }
 
     private func dirtyObjects(_ filter: (ManagedObject) -> Bool) -> [ManagedObject] {
-        dirty.compactMap { registered[$0] }.filter(filter).sorted { $0.objectID < $1.objectID }
+        var objects = dirty.filter(filter)
+        objects.sortByID()
+        return objects
     }
 
     // MARK: - Objects
@@ -161,13 +153,16 @@ public final class ObjectContext {
     ///
     /// Its ``ObjectID`` is permanent at once.
     public func insert(_ entityName: String) throws -> ManagedObject {
-        let storage = try store.insertableStorage(for: entityName)
-        let id = ObjectID(entityName: entityName, primaryKey: try store.newPrimaryKey(for: entityName))
+        let target: (storage: EntityStorage, keys: KeyBlock)
+        if let last = lastInserted, last.storage.entity.name == entityName {
+            target = last
+        } else {
+            target = (try store.insertableStorage(for: entityName), store.keyBlock(for: entityName))
+            lastInserted = target
+        }
+        let storage = target.storage
+        let id = ObjectID(entityName: entityName, primaryKey: try store.newPrimaryKey(from: target.keys))
         return mutation {
-            // `willChange(id)` for an ID no object is registered under yet.
-            recordPending(id, nil)
-            undo.record(id, nil)
-            snapshotForSave(id, nil)
             let object = ManagedObject(objectID: id, entity: storage.entityBox, context: self)
             object.values = storage.entity.attributes.map(\.defaultValue)
             object.isInserted = true
@@ -176,7 +171,8 @@ public final class ObjectContext {
                 object.committedRelated[relationship.name] = []
             }
             registered[id] = object
-            markDirty(id)
+            willInsert(object)
+            dirty.insert(object)
             return object
         }
     }
@@ -223,7 +219,7 @@ public final class ObjectContext {
     /// - Throws: ``EntityStoreError/Code/objectNotFound`` naming entity and ID.
     public func existingObject(with id: ObjectID) throws -> ManagedObject {
         let object = try object(with: id)
-        if object.isDeleted && !dirty.contains(id) {
+        if object.isDeleted && !dirty.contains(object) {
             throw EntityStoreError(
                 .objectNotFound, "\(id) was deleted", entity: id.entityName, objectID: id)
         }
@@ -243,9 +239,9 @@ public final class ObjectContext {
         guard !object.isDeleted else { return }
         if !object.isInserted { _ = try object.loadedValues() }
         try mutation {
-            willChange(object.objectID)
+            willChange(object)
             object.isDeleted = true
-            dirty.insert(object.objectID)
+            dirty.insert(object)
             if object.isInserted {
                 // An unsaved object leaves its relationships at once: nothing of it reaches the store.
                 for relationship in object.entity.relationships {
@@ -291,16 +287,15 @@ public final class ObjectContext {
     /// stored state. The undo history is cleared.
     public func rollback() {
         accessorFailures = []
-        for id in dirty {
-            recordPending(id)
-            registered[id]?.announceChange()
+        for object in dirty {
+            recordPending(object)
+            object.announceChange()
         }
         defer { processPendingChanges() }
-        unsavedUserDriven = [:]
-        for id in dirty {
-            guard let object = registered[id] else { continue }
+        clearProcessedUnsaved()
+        for object in dirty {
             if object.isInserted {
-                registered[id] = nil
+                registered[object.objectID] = nil
                 object.context = nil
                 continue
             }
@@ -309,7 +304,7 @@ public final class ObjectContext {
             object.related = object.committedRelated
             object.transientValues = object.committedTransients
         }
-        dirty = []
+        dirty.removeAll()
         undo.clear()
     }
 
@@ -319,7 +314,7 @@ public final class ObjectContext {
         for object in registered.values { object.context = nil }
         registered = [:]
         faultBatches = [:]
-        dirty = []
+        dirty.removeAll()
         undo.clear()
     }
 
@@ -338,7 +333,7 @@ public final class ObjectContext {
             object.related = [:]
             object.committedRelated = [:]
             object.isDeleted = false
-            dirty.remove(object.objectID)
+            dirty.remove(object)
             return
         }
         let changes = object.changedValues()
@@ -378,27 +373,42 @@ public final class ObjectContext {
         return try body()
     }
 
-    /// Records `id`'s state before its first change, for the undo group and a save in progress.
-    /// A write of attribute `attribute` records only the old value for undo.
-    func willChange(_ id: ObjectID, attribute: Int? = nil) {
-        let object = registered[id]
-        if let object, let attribute, let values = object.values {
+    /// Records the state of the object registered under `id` before its first change, for the undo group and a
+    /// save in progress (see ``willChange(_:)``); for an ID no object is registered under, that it did not exist.
+    func willChange(_ id: ObjectID) {
+        if let object = registered[id] { return willChange(object) }
+        pending.recordUnregistered(id, userDriven: userDrivenDepth > 0)
+        undo.record(id, nil)
+        snapshotForSave(id, nil)
+    }
+
+    /// Records `object`'s state before its first change, for the undo group and a save in progress. A write of
+    /// attribute `attribute` records only the old value for undo.
+    func willChange(_ object: ManagedObject, attribute: Int? = nil) {
+        if let attribute, let values = object.values {
             return willChange(object, attribute: attribute, old: values[attribute])
         }
-        recordPending(id, object)
-        object?.announceChange()
-        undo.record(id, object.map(ObjectState.init))
-        snapshotForSave(id, object)
+        recordPending(object)
+        object.announceChange()
+        undo.record(object.objectID, ObjectState(object))
+        snapshotForSave(object.objectID, object)
+    }
+
+    /// Records that `object`, just registered, did not exist before: for processing, the undo group and a save in
+    /// progress.
+    func willInsert(_ object: ManagedObject) {
+        pending.record(object, userDriven: userDrivenDepth > 0) { nil }
+        undo.record(object.objectID, nil)
+        snapshotForSave(object.objectID, nil)
     }
 
     /// ``willChange(_:attribute:)`` for a registered object's write of attribute `attribute`, whose value is `old`:
     /// the object in hand, so no lookup of it by ID.
     func willChange(_ object: ManagedObject, attribute: Int, old: Value) {
-        let id = object.objectID
-        recordPending(id, object)
+        recordPending(object)
         object.announceChange()
-        undo.recordAttribute(id, attribute, old)
-        snapshotForSave(id, object)
+        undo.recordAttribute(object.objectID, attribute, old)
+        snapshotForSave(object.objectID, object)
     }
 
     /// Records, while a save runs, the state `object` (registered under `id`, or nil) had before the save changed it.
@@ -416,10 +426,10 @@ public final class ObjectContext {
         var current = object.currentTransients
         guard current[index] != value else { return }
         mutation {
-            willChange(object.objectID)
+            willChange(object)
             current[index] = value
             object.transientValues = current
-            dirty.insert(object.objectID)
+            dirty.insert(object)
         }
     }
 
@@ -435,26 +445,34 @@ public final class ObjectContext {
         mutation {
             willChange(object, attribute: index, old: old)
             object.values?[index] = value
-            markDirty(object.objectID)
+            dirty.insert(object)
         }
     }
 
     /// Restores objects to recorded states (undo, redo, a failed save).
     func restore(_ states: [ObjectID: ObjectState?]) {
         for (id, state) in states {
-            recordPending(id)
-            registered[id]?.announceChange()
+            let current = registered[id]
+            if let current {
+                recordPending(current)
+                current.announceChange()
+            } else if let state {
+                // Nothing is registered under the ID: it did not exist before.
+                pending.record(state.object, userDriven: userDrivenDepth > 0) { nil }
+            }
             guard let state else {
-                registered[id]?.context = nil
-                registered[id] = nil
-                dirty.remove(id)
+                if let current {
+                    current.context = nil
+                    registered[id] = nil
+                    dirty.remove(current)
+                }
                 continue
             }
-            let object = registered[id] ?? state.object
+            let object = current ?? state.object
             object.context = self
             registered[id] = object
             state.apply(to: object)
-            dirty.insert(id)
+            dirty.insert(object)
         }
     }
 }

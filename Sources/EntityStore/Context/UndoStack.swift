@@ -141,9 +141,10 @@ final class UndoStack {
     }
 
     /// Records the state `id` had before the group (the first record wins; attribute writes recorded before it
-    /// are folded back into it).
-    func record(_ id: ObjectID, _ state: ObjectState?) {
+    /// are folded back into it). The state is made only when it is recorded.
+    func record(_ id: ObjectID, _ state: @autoclosure () -> ObjectState?) {
         guard !isSuspended, current != nil, !current!.hasState(id) else { return }
+        let state = state()
         var before = state
         if let state, var values = state.values, current!.wrote(id) {
             for write in current!.attributes.reversed() where write.id == id { values[write.index] = write.old }
@@ -213,9 +214,9 @@ extension ObjectContext {
         // Attribute writes in reverse order, for the objects without a whole state in the group.
         for write in group.attributes.reversed() where states[write.id] == nil {
             guard let object = registered[write.id], object.values != nil else { continue }
-            recordPending(write.id)
+            recordPending(object)
             object.values?[write.index] = write.old
-            dirty.insert(write.id)
+            dirty.insert(object)
         }
     }
 

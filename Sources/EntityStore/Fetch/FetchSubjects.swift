@@ -23,7 +23,7 @@ final class FetchReader {
             // count: their unsaved changes are the child's stored state).
             var current: ObjectContext? = context
             while let level = current {
-                if level.dirty.contains(id), let object = level.registered[id] {
+                if !level.dirty.isEmpty, let object = level.registered[id], level.dirty.contains(object) {
                     return object.isDeleted ? nil : ContextSubject(object: object, reader: self)
                 }
                 current = level.parent

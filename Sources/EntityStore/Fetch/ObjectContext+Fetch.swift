@@ -98,7 +98,7 @@ extension ObjectContext {
     }
 
     func hasPendingObjects(of entity: String) -> Bool {
-        dirty.contains { $0.entityName == entity && registered[$0]?.hasChanges == true }
+        dirty.contains { $0.objectID.entityName == entity && $0.hasChanges }
     }
 
     func validateWindow(_ request: FetchRequest) throws {
@@ -213,7 +213,10 @@ extension ObjectContext {
             : dictionaryPaths.allSatisfy { $0.1.steps.isEmpty }
                 ? dictionaryPaths.compactMap { if case .attribute(let i, _) = $0.1.terminal { i } else { nil } } : nil
         let wantsRecords: Bool = if case .objects = shape { true } else { false }
-        let pendingIDs = request.includesPendingChanges ? dirty : []
+        // The keys of the entity's unsaved objects, whose stored records the context's state replaces.
+        let pendingKeys =
+            request.includesPendingChanges && !dirty.isEmpty
+            ? Set(dirty.lazy.filter { $0.objectID.entityName == entity.name }.map(\.objectID.primaryKey)) : []
         let window = request.windowEnd
 
         return try mappingStorageErrors("fetching \(entity.name)") {
@@ -224,12 +227,12 @@ extension ObjectContext {
                 // cost a run-time exclusivity check on every access (per record).
                 let scan = ScanState()
 
-                let hasPending = !pendingIDs.isEmpty
+                let hasPending = !pendingKeys.isEmpty
 
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
                     if recordFilter?.matches(bytes) == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
-                    if hasPending && pendingIDs.contains(id) { return }
+                    if hasPending && pendingKeys.contains(id.primaryKey) { return }
                     var candidate = Candidate(id: id, sortValues: [])
                     if needsSubject {
                         try RecordCodec.decode(
@@ -298,8 +301,8 @@ extension ObjectContext {
                 }
 
                 if request.includesPendingChanges {
-                    for id in dirty where id.entityName == entity.name {
-                        guard let object = registered[id], !object.isDeleted else { continue }
+                    for object in dirty where object.objectID.entityName == entity.name && !object.isDeleted {
+                        let id = object.objectID
                         let subject = ContextSubject(object: object, reader: reader)
                         if let predicate, try !predicate.evaluate(subject) { continue }
                         if let sink {

@@ -68,7 +68,7 @@ extension ObjectContext {
                 if let object = registered[id] {
                     object.announceChange()
                     registered[id] = nil
-                    dirty.remove(id)
+                    dirty.remove(object)
                     object.context = nil
                     object.isDeleted = true
                 }

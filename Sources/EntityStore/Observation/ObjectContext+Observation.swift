@@ -123,17 +123,14 @@ extension ObjectContext {
     /// calls it. Changes that cancel out (a value set and set back, an object inserted and deleted) deliver nothing.
     public func processPendingChanges() {
         mergeInbox()
-        guard !pendingSnapshot.isEmpty else { return }
-        let snapshot = pendingSnapshot
-        let userDriven = userDrivenTouched.subtracting(otherTouched)
-        pendingSnapshot = [:]
-        userDrivenTouched = []
-        otherTouched = []
+        guard !pending.isEmpty else { return }
+        let entries = pending.take { registered[$0] }
         var changes: [ObjectChange] = []
-        for id in snapshot.keys.sortedIDs() {
-            guard let before = snapshot[id], var change = difference(id, before) else { continue }
-            change.isUserDriven = userDriven.contains(id)
-            unsavedUserDriven[id] = (unsavedUserDriven[id] ?? true) && change.isUserDriven
+        changes.reserveCapacity(entries.count)
+        for entry in entries {
+            guard var change = difference(entry.object, entry.before) else { continue }
+            change.isUserDriven = entry.isUserDriven
+            noteProcessed(entry.object, userDriven: change.isUserDriven)
             changes.append(change)
         }
         deliver(ChangeRecord(kind: .objectsDidChange, changes: changes, author: name, contextID: contextID))
@@ -160,39 +157,58 @@ extension ObjectContext {
     /// Whether changes made now are user-driven.
     public var isInUserDrivenScope: Bool { userDrivenDepth > 0 }
 
-    /// Records `id`'s state before its first change since the last processing.
-    func recordPending(_ id: ObjectID) {
-        recordPending(id, nil, lookUp: true)
+    /// Records `object`'s state before its first change since the last processing, and the scope it is changed in.
+    @inline(__always)
+    func recordPending(_ object: ManagedObject) {
+        pending.record(object, userDriven: userDrivenDepth > 0) { ObjectState(object) }
     }
 
-    /// ``recordPending(_:)`` for the object registered under `id` (nil: none is).
-    func recordPending(_ id: ObjectID, _ object: ManagedObject?, lookUp: Bool = false) {
-        let userDriven = userDrivenDepth > 0
-        if let last = lastPending, last.id == id, last.userDriven == userDriven { return }
-        // One access to the dictionary (a test for the key and then an insert hashed the ID twice).
-        fillIfAbsent(&pendingSnapshot[id]) { (lookUp ? registered[id] : object).map(ObjectState.init) }
-        if userDriven { userDrivenTouched.insert(id) } else { otherTouched.insert(id) }
-        lastPending = (id, userDriven)
+    /// ``recordPending(_:)`` for the object registered under `id`; for an ID no object is registered under, that it
+    /// did not exist.
+    func recordPending(_ id: ObjectID) {
+        if let object = registered[id] { return recordPending(object) }
+        pending.recordUnregistered(id, userDriven: userDrivenDepth > 0)
+    }
+
+    /// Notes that `object` has processed changes not saved yet, and whether they were user-driven (all of them must
+    /// be for its save to be).
+    private func noteProcessed(_ object: ManagedObject, userDriven: Bool) {
+        if !object.tracking.contains(.processedUnsaved) {
+            object.tracking.insert([.processedUnsaved, .userDrivenSoFar])
+            processedUnsaved.append(object)
+        }
+        if !userDriven { object.tracking.remove(.userDrivenSoFar) }
+    }
+
+    /// Whether every processed change of `object` since its last save was user-driven (false when it has none).
+    func isUserDrivenSinceSave(_ object: ManagedObject) -> Bool {
+        object.tracking.isSuperset(of: [.processedUnsaved, .userDrivenSoFar])
+    }
+
+    /// Forgets which objects have processed changes (after a save or a rollback).
+    func clearProcessedUnsaved() {
+        for object in processedUnsaved { object.tracking.subtract([.processedUnsaved, .userDrivenSoFar]) }
+        processedUnsaved = []
     }
 
     /// The change between an object's recorded state and its state now; `nil` when nothing changed.
-    func difference(_ id: ObjectID, _ before: ObjectState?) -> ObjectChange? {
-        let object = registered[id] ?? before?.object
+    func difference(_ object: ManagedObject, _ before: ObjectState?) -> ObjectChange? {
+        let id = object.objectID
         let wasAlive = before.map { !$0.isDeleted } ?? false
-        let isAlive = object.map { !$0.isDeleted && $0.context === self } ?? false
-        let names = object?.entityBox.attributeNames ?? []
+        let isAlive = !object.isDeleted && object.context === self
+        let names = object.entityBox.attributeNames
         switch (wasAlive, isAlive) {
         case (false, true):
             return ObjectChange(
                 objectID: id, kind: .insert, changedKeys: names, old: .dictionary([:]),
-                new: .positional(names: names, values: object?.values ?? []))
+                new: .positional(names: names, values: object.values ?? []))
         case (true, false):
             let old = before?.values ?? before?.committed
             return ObjectChange(
                 objectID: id, kind: .delete, changedKeys: names, old: .positional(names: names, values: old ?? []),
                 new: .dictionary([:]), oldRelationships: before?.related.mapValues { $0.sorted() } ?? [:])
         case (true, true):
-            guard let before, let object else { return nil }
+            guard let before else { return nil }
             // The changed attributes' names and values as arrays: the dictionaries are built only when read.
             var keys: [String] = []
             var old: [Value] = []

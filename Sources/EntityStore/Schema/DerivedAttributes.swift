@@ -139,18 +139,18 @@ extension ObjectContext {
         let derivations = try store.derivations()
         guard !derivations.isEmpty else { return }
         var objects: [ObjectID: ManagedObject] = [:]
-        for id in dirty where derivations[id.entityName] != nil {
-            if let object = registered[id], !object.isDeleted { objects[id] = object }
+        for object in dirty where !object.isDeleted && derivations[object.objectID.entityName] != nil {
+            objects[object.objectID] = object
         }
         // Objects whose derivation reads through a relationship whose other end changed.
         for (entityName, list) in derivations {
             for derivation in list {
                 guard let step = derivation.firstStep else { continue }
-                for id in dirty
-                where id.entityName == step.destination || store.schema.isKind(id.entityName, of: step.destination) {
-                    guard let changed = registered[id],
-                        let inverse = changed.entity.relationship(step.inverse)
-                    else { continue }
+                for changed in dirty
+                where changed.objectID.entityName == step.destination
+                    || store.schema.isKind(changed.objectID.entityName, of: step.destination)
+                {
+                    guard let inverse = changed.entity.relationship(step.inverse) else { continue }
                     var owners = changed.isInserted ? [] : changed.committedRelated[inverse.name] ?? []
                     if !changed.isDeleted { owners.formUnion(try targets(of: changed, inverse)) }
                     for owner in owners where owner.entityName == entityName && objects[owner] == nil {
@@ -171,9 +171,9 @@ extension ObjectContext {
                     for derivation in list {
                         let value = try derivation.value(ContextSubject(object: object, reader: reader), now: now)
                         guard value != values[derivation.index] else { continue }
-                        willChange(id, attribute: derivation.index)
+                        willChange(object, attribute: derivation.index)
                         object.values?[derivation.index] = value
-                        dirty.insert(id)
+                        dirty.insert(object)
                     }
                 }
             }

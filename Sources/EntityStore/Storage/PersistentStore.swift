@@ -66,7 +66,8 @@ public final class PersistentStore: Sendable {
     let schemaStamp: [UInt8]?
     /// The newest read snapshot whose schema stamp was checked.
     let verifiedSnapshot = Atomic<Int>(-1)
-    private let keyBlocks = Locked<[String: (next: UInt64, end: UInt64)]>([:])
+    /// The key blocks of the sequences inserts have used, by sequence owner.
+    private let keyBlocks = Locked<[String: KeyBlock]>([:])
     static let keyBlockSize: UInt64 = 256
 
     private init(
@@ -255,28 +256,57 @@ public final class PersistentStore: Sendable {
         return storage
     }
 
-    /// Reserves a new primary key for `entity`; keys are reserved from the store's sequence in blocks, so that
-    /// an insert rarely writes and keys are unique across contexts and processes. The entities of one hierarchy
-    /// share their root's sequence (a key names one object of the hierarchy).
-    func newPrimaryKey(for name: String) throws -> UInt64 {
-        let entity = hierarchies.sequenceOwner(name)
-        if let key = keyBlocks.withLock({ blocks -> UInt64? in
-            guard var block = blocks[entity], block.next < block.end else { return nil }
-            defer { block.next += 1; blocks[entity] = block }
-            return block.next
-        }) {
-            return key
+    /// The key block of `name`'s sequence (its hierarchy's root's): made on first use, then kept, so that a context
+    /// inserting objects of one entity takes keys from it without a lookup by name.
+    func keyBlock(for name: String) -> KeyBlock {
+        let owner = hierarchies.sequenceOwner(name)
+        return keyBlocks.withLock { blocks in
+            if let block = blocks[owner] { return block }
+            let block = KeyBlock(owner: owner)
+            blocks[owner] = block
+            return block
         }
-        let start = try mappingStorageErrors("reserving primary keys for \(entity)") {
+    }
+
+    /// Reserves a new primary key from `block`. Keys are reserved from the store's sequence in blocks, so that an
+    /// insert rarely writes and keys are unique across contexts and processes. The entities of one hierarchy share
+    /// their root's sequence (a key names one object of the hierarchy).
+    func newPrimaryKey(from block: KeyBlock) throws -> UInt64 {
+        if let key = block.take() { return key }
+        let owner = block.owner
+        let start = try mappingStorageErrors("reserving primary keys for \(owner)") {
             try write { txn -> UInt64 in
-                let next = try nextKey(of: entity, txn)
-                try txn.put(
-                    StoreNames.MetaKey.sequence(entity), IndexKey.primaryKey(next + Self.keyBlockSize), in: meta)
+                let next = try nextKey(of: owner, txn)
+                try txn.put(StoreNames.MetaKey.sequence(owner), IndexKey.primaryKey(next + Self.keyBlockSize), in: meta)
                 return next
             }
         }
-        return keyBlocks.withLock { blocks in
-            blocks[entity] = (start + 1, start + Self.keyBlockSize)
+        return block.refill(from: start, count: Self.keyBlockSize)
+    }
+}
+
+/// The primary keys of one sequence (an entity's, or a hierarchy's root's) that this store reserved and has not
+/// handed out yet.
+final class KeyBlock: Sendable {
+    /// The entity whose sequence the keys come from.
+    let owner: String
+    private let range = Mutex<(next: UInt64, end: UInt64)>((0, 0))
+
+    init(owner: String) { self.owner = owner }
+
+    /// The next key of the block, or nil when it is used up.
+    func take() -> UInt64? {
+        range.withLock { range in
+            guard range.next < range.end else { return nil }
+            defer { range.next += 1 }
+            return range.next
+        }
+    }
+
+    /// Replaces the block with the `count` keys from `start`, and takes the first.
+    func refill(from start: UInt64, count: UInt64) -> UInt64 {
+        range.withLock { range in
+            range = (start + 1, start + count)
             return start
         }
     }

@@ -1,0 +1,120 @@
+/// The objects a context changed since it last processed its changes, each with its state before its first change
+/// (nil: it did not exist), and whether each was touched inside or outside a user-driven scope.
+///
+/// Membership and the touches are bits on each object (``ManagedObject/Tracking``): recording a change of an
+/// object already recorded is a bit test, where a dictionary keyed by ID hashed the ID (and at a million new
+/// objects missed the cache) on every first change, and two sets of IDs did again for the touches.
+struct PendingChanges {
+    /// One recorded object.
+    struct Entry {
+        let object: ManagedObject
+        /// The state before the first change since the last processing; nil when the object did not exist then.
+        var before: ObjectState?
+        /// Set by ``take()``: every touch was inside a user-driven scope.
+        var isUserDriven = false
+    }
+
+    private var entries: [Entry] = []
+    /// IDs changed while no object was registered under them, with the scope of the change: resolved against the
+    /// objects registered when the changes are processed (the object may be registered after the change).
+    private var unregistered: [(id: ObjectID, userDriven: Bool)] = []
+
+    var isEmpty: Bool { entries.isEmpty && unregistered.isEmpty }
+
+    /// Records `object`'s state before its first change, unless it is recorded already, and the scope it is
+    /// changed in.
+    @inline(__always)
+    mutating func record(_ object: ManagedObject, userDriven: Bool, before: () -> ObjectState?) {
+        let touch: ManagedObject.Tracking = userDriven ? .touchedUserDriven : .touchedOther
+        if object.tracking.contains(.pending) {
+            object.tracking.insert(touch)
+            return
+        }
+        object.tracking.insert([.pending, touch])
+        entries.append(Entry(object: object, before: before()))
+    }
+
+    /// Records a change of `id`, which has no object registered yet: when processed, the object registered then is
+    /// taken as not existing before.
+    mutating func recordUnregistered(_ id: ObjectID, userDriven: Bool) {
+        unregistered.append((id, userDriven))
+    }
+
+    /// The recorded objects ordered by ID, each ID once, with their scopes; the record is emptied.
+    ///
+    /// An ID recorded for two objects (one detached and another registered under the same ID before processing)
+    /// is one entry: the state first recorded, the object registered now (`registered`), as when the record was
+    /// keyed by ID.
+    mutating func take(registered: (ObjectID) -> ManagedObject?) -> [Entry] {
+        var taken = entries
+        entries = []
+        for (id, userDriven) in unregistered {
+            guard let object = registered(id) else { continue }
+            // First recorded wins: the object did not exist then.
+            object.tracking.insert(userDriven ? .touchedUserDriven : .touchedOther)
+            if object.tracking.contains(.pending), let index = taken.firstIndex(where: { $0.object === object }) {
+                taken[index].before = nil
+            } else {
+                object.tracking.insert(.pending)
+                taken.append(Entry(object: object, before: nil))
+            }
+        }
+        unregistered = []
+        Self.sortByID(&taken)
+        var result: [Entry] = []
+        result.reserveCapacity(taken.count)
+        var index = 0
+        while index < taken.count {
+            var entry = taken[index]
+            var touches = entry.object.tracking
+            entry.object.tracking.subtract([.pending, .touchedUserDriven, .touchedOther])
+            index += 1
+            while index < taken.count && taken[index].object.objectID == entry.object.objectID {
+                let other = taken[index].object
+                touches.formUnion(other.tracking)
+                other.tracking.subtract([.pending, .touchedUserDriven, .touchedOther])
+                if let current = registered(other.objectID), current === other {
+                    entry = Entry(object: other, before: entry.before)
+                }
+                index += 1
+            }
+            entry.isUserDriven = touches.contains(.touchedUserDriven) && !touches.contains(.touchedOther)
+            result.append(entry)
+        }
+        return result
+    }
+
+    /// Forgets every recorded change.
+    mutating func removeAll() {
+        for entry in entries { entry.object.tracking.subtract([.pending, .touchedUserDriven, .touchedOther]) }
+        entries = []
+        unregistered = []
+    }
+
+    /// Entries by ID, in the order recorded among equal IDs; one pass when they are in order already (new
+    /// objects are recorded in the order of their keys).
+    private static func sortByID(_ entries: inout [Entry]) {
+        var index = 1
+        while index < entries.count, !(entries[index].object.objectID < entries[index - 1].object.objectID) {
+            index += 1
+        }
+        guard index < entries.count else { return }
+        let order = entries.indices.sorted { a, b in
+            let left = entries[a].object.objectID
+            let right = entries[b].object.objectID
+            return left == right ? a < b : left < right
+        }
+        entries = order.map { entries[$0] }
+    }
+
+    #if DEBUG
+    /// Checks the bits against the entries: every recorded object marked pending, and no object twice.
+    func _checkInvariants() {
+        var seen = Set<ObjectIdentifier>()
+        for entry in entries {
+            precondition(entry.object.tracking.contains(.pending), "\(entry.object.objectID) is recorded unmarked")
+            precondition(seen.insert(ObjectIdentifier(entry.object)).inserted, "\(entry.object.objectID) twice")
+        }
+    }
+    #endif
+}

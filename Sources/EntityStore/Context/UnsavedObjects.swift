@@ -1,0 +1,109 @@
+/// The objects a context has touched since its last save or rollback (some may have been changed back), in the
+/// order first touched.
+///
+/// Membership is a bit on each object (``ManagedObject/Tracking/unsaved``), so marking an object, testing it and
+/// dropping it cost a bit operation, not a hash of its ID: a context of a million new objects hashed each ID into
+/// this set, and again for every lookup of an ID it yielded, a cache miss each. Dropped objects stay in the list
+/// until it is next compacted (``ManagedObject/Tracking/unsavedListed`` keeps each object in it once); iteration
+/// skips them.
+///
+/// The order is the order of first touch, which for new objects is the order of their keys, so that sorting by ID
+/// (``sortedByID()``) usually only has to confirm the order.
+struct UnsavedObjects: Sequence {
+    private var list: [ManagedObject] = []
+    /// How many objects are unsaved.
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Adds `object`; returns whether it was not a member yet.
+    @discardableResult
+    mutating func insert(_ object: ManagedObject) -> Bool {
+        if object.tracking.contains(.unsaved) { return false }
+        object.tracking.insert(.unsaved)
+        count += 1
+        if !object.tracking.contains(.unsavedListed) {
+            object.tracking.insert(.unsavedListed)
+            list.append(object)
+        }
+        return true
+    }
+
+    /// Drops `object`, if it is a member.
+    mutating func remove(_ object: ManagedObject) {
+        guard object.tracking.contains(.unsaved) else { return }
+        object.tracking.remove(.unsaved)
+        count -= 1
+        // Compacted when most of the list is dropped objects, so that iteration stays proportional to the members.
+        if list.count > 2 * count + 32 { compact() }
+    }
+
+    /// Whether `object` is a member.
+    func contains(_ object: ManagedObject) -> Bool { object.tracking.contains(.unsaved) }
+
+    /// Drops every object.
+    mutating func removeAll() {
+        for object in list { object.tracking.subtract([.unsaved, .unsavedListed]) }
+        list = []
+        count = 0
+    }
+
+    private mutating func compact() {
+        list.removeAll { object in
+            if object.tracking.contains(.unsaved) { return false }
+            object.tracking.remove(.unsavedListed)
+            return true
+        }
+    }
+
+    /// The members, in the order first touched.
+    func makeIterator() -> Iterator { Iterator(base: list.makeIterator()) }
+
+    struct Iterator: IteratorProtocol {
+        var base: IndexingIterator<[ManagedObject]>
+        mutating func next() -> ManagedObject? {
+            while let object = base.next() {
+                if object.tracking.contains(.unsaved) { return object }
+            }
+            return nil
+        }
+    }
+
+    /// The members ordered by ID.
+    func sortedByID() -> [ManagedObject] {
+        var objects = count == list.count ? list : Array(self)
+        objects.sortByID()
+        return objects
+    }
+
+    #if DEBUG
+    /// Checks the list against the bits: every member listed once, the count right, every listed object marked.
+    func _checkInvariants() {
+        var members = 0
+        var seen = Set<ObjectIdentifier>()
+        for object in list {
+            precondition(seen.insert(ObjectIdentifier(object)).inserted, "\(object.objectID) is listed twice")
+            precondition(object.tracking.contains(.unsavedListed), "\(object.objectID) is listed unmarked")
+            if object.tracking.contains(.unsaved) { members += 1 }
+        }
+        precondition(members == count, "\(members) members counted \(count)")
+    }
+    #endif
+}
+
+extension Array where Element == ManagedObject {
+    /// Sorts the objects by ID, after one pass that finds them already in order (new objects of one entity are
+    /// listed in the order of their keys).
+    mutating func sortByID() {
+        var sorted = true
+        var index = 1
+        while index < count {
+            if self[index].objectID < self[index - 1].objectID {
+                sorted = false
+                break
+            }
+            index += 1
+        }
+        if !sorted { sort { $0.objectID < $1.objectID } }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// The context's bookkeeping kept on its objects (the unsaved list, the pending record): against plain sets of IDs
+/// over random steps, and through a context's whole range of operations.
+@Suite struct ContextBookkeepingTests {
+    /// Saved objects of one context: in none of its lists (each object's bits belong to its context's lists, so a
+    /// test's own list takes objects the context does not track).
+    static func objects(_ count: Int) throws -> (TemporaryStore, ObjectContext, [ManagedObject]) {
+        let temporary = try TemporaryStore(schema: try Fixtures.projectSchema())
+        let context = ObjectContext(store: temporary.store)
+        let objects = try (0..<count).map { index in
+            let tag = try context.insert("Tag")
+            try tag.setValue(.string("tag \(index)"), forKey: "name")
+            return tag
+        }
+        try context.save()
+        #expect(objects.allSatisfy { $0.tracking.isEmpty })
+        return (temporary, context, objects)
+    }
+
+    @Test func theUnsavedListAnswersAsASetOfIDsDoesOverRandomSteps() throws {
+        let (temporary, _, objects) = try Self.objects(200)
+        defer { temporary.remove() }
+        var list = UnsavedObjects()
+        var reference = Set<ObjectID>()
+        var g = SeededGenerator(seed: 11)
+        for step in 0..<5_000 {
+            let object = objects.randomElement(using: &g)!
+            switch Int.random(in: 0..<10, using: &g) {
+            case 0..<5:
+                #expect(list.insert(object) == reference.insert(object.objectID).inserted)
+            case 5..<9:
+                list.remove(object)
+                reference.remove(object.objectID)
+            default:
+                if step % 7 == 0 {
+                    list.removeAll()
+                    reference = []
+                }
+            }
+            list._checkInvariants()
+            #expect(list.count == reference.count)
+            #expect(Set(list.map(\.objectID)) == reference)
+            #expect(list.contains(object) == reference.contains(object.objectID))
+        }
+        #expect(list.sortedByID().map(\.objectID) == reference.sorted())
+    }
+
+    @Test func theUnsavedListKeepsTheOrderObjectsWereFirstTouchedIn() throws {
+        let (temporary, _, objects) = try Self.objects(5)
+        defer { temporary.remove() }
+        var list = UnsavedObjects()
+        for index in [3, 1, 4, 0] { list.insert(objects[index]) }
+        list.remove(objects[1])
+        list.insert(objects[1])  // back at its first place: it never left the list
+        #expect(list.map(\.objectID) == [3, 1, 4, 0].map { objects[$0].objectID })
+        #expect(list.sortedByID().map(\.objectID) == [0, 1, 3, 4].map { objects[$0].objectID })
+    }
+
+    @Test func pendingChangesComeOutByIDOnceEachWithTheFirstStateAndTheirScopes() throws {
+        let (temporary, context, objects) = try Self.objects(4)
+        defer { temporary.remove() }
+        var pending = PendingChanges()
+        let first = ObjectState(objects[2])
+        pending.record(objects[2], userDriven: true) { first }
+        pending.record(objects[2], userDriven: true) {
+            Issue.record("a second state was made"); return nil
+        }
+        pending.record(objects[0], userDriven: false) { nil }
+        pending.record(objects[1], userDriven: true) { nil }
+        pending.record(objects[1], userDriven: false) { nil }
+        pending._checkInvariants()
+        let taken = pending.take { context.registered[$0] }
+        #expect(taken.map(\.object.objectID) == [0, 1, 2].map { objects[$0].objectID })
+        #expect(taken.map(\.isUserDriven) == [false, false, true])
+        #expect(taken[2].before === first)
+        #expect(pending.isEmpty)
+        #expect(objects.allSatisfy { !$0.tracking.contains(.pending) })
+    }
+
+    @Test func anIDRecordedWithoutAnObjectIsTheObjectRegisteredWhenProcessed() throws {
+        let (temporary, context, objects) = try Self.objects(2)
+        defer { temporary.remove() }
+        var pending = PendingChanges()
+        pending.record(objects[1], userDriven: false) { ObjectState(objects[1]) }
+        pending.recordUnregistered(objects[1].objectID, userDriven: false)
+        pending.recordUnregistered(ObjectID(entityName: "Tag", primaryKey: 999), userDriven: false)
+        let taken = pending.take { context.registered[$0] }
+        // Recorded as not existing first: its recorded state gives way to none; the unknown ID yields nothing.
+        #expect(taken.map(\.object.objectID) == [objects[1].objectID])
+        #expect(taken[0].before == nil)
+    }
+
+    /// Every operation a context has, at random, with the bookkeeping checked after each; what a fresh context
+    /// reads after each save is what this one holds.
+    @Test func randomContextOperationsKeepTheBookkeepingTrue() throws {
+        let temporary = try TemporaryStore(schema: try Fixtures.projectSchema())
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        var records = 0
+        var saves = 0
+        let token = context.addObserver { _ in records += 1 }
+        defer { token.cancel() }
+        var g = SeededGenerator(seed: 5)
+        for step in 0..<1_500 {
+            let projects = try context.fetch(FetchRequest(entity: "Project"))
+            let tasks = try context.fetch(FetchRequest(entity: "Task"))
+            switch Int.random(in: 0..<16, using: &g) {
+            case 0, 1:
+                let project = try context.insert("Project")
+                try project.setValue(.string("p\(step)"), forKey: "name")
+            case 2, 3:
+                let task = try context.insert("Task")
+                try task.setValue(.string("t\(step)"), forKey: "title")
+                try task.setObject(projects.randomElement(using: &g), forKey: "project")
+            case 4, 5:
+                try tasks.randomElement(using: &g)?.setValue(.int(Int64(step % 9)), forKey: "rank")
+            case 6:
+                if let task = tasks.randomElement(using: &g), let project = projects.randomElement(using: &g) {
+                    try task.setObject(project, forKey: "project")
+                }
+            case 7:
+                if let victim = (projects + tasks).randomElement(using: &g) { try context.delete(victim) }
+            case 8:
+                if context.canUndo { try context.undoLastChange() }
+            case 9:
+                if context.canRedo { try context.redoLastChange() }
+            case 10:
+                context.rollback()
+            case 11:
+                if let object = (projects + tasks).randomElement(using: &g) {
+                    try context.refresh(object, mergeChanges: Bool.random(using: &g))
+                }
+            case 12:
+                let child = ObjectContext(parent: context)
+                if let task = try child.fetch(FetchRequest(entity: "Task")).randomElement(using: &g) {
+                    try task.setValue(.string("child \(step)"), forKey: "notes")
+                }
+                try child.insert("Project").setValue(.string("child p\(step)"), forKey: "name")
+                try child.save()
+            case 13:
+                try context.performUserDrivenChanges {
+                    try tasks.randomElement(using: &g)?.setValue(.int(Int64(step % 5)), forKey: "rank")
+                }
+            default:
+                do {
+                    try context.save()
+                } catch let error as EntityStoreError where error.code == .validationFailed {
+                    // An undone name write leaves a nameless object: refused, and rolled back here.
+                    context.rollback()
+                    break
+                }
+                saves += 1
+                let fresh = ObjectContext(store: temporary.store)
+                let stored = try fresh.fetch(FetchRequest(entity: "Task", sortKeys: [SortKey("title")]))
+                let held = try context.fetch(FetchRequest(entity: "Task", sortKeys: [SortKey("title")]))
+                #expect(stored.map(\.objectID) == held.map(\.objectID), "step \(step)")
+                #expect(try stored.map { try $0["rank"] } == held.map { try $0["rank"] }, "step \(step)")
+                #expect(!context.hasChanges)
+            }
+            if Int.random(in: 0..<3, using: &g) == 0 { context.processPendingChanges() }
+            context._checkInvariants()
+        }
+        #expect(records > 100)
+        #expect(saves > 30)
+    }
+}
