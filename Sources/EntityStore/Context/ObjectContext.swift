@@ -164,7 +164,7 @@ public final class ObjectContext {
         let id = ObjectID(entityName: entityName, primaryKey: try store.newPrimaryKey(from: target.keys))
         return mutation {
             let object = ManagedObject(objectID: id, entity: storage.entityBox, context: self)
-            object.values = storage.entity.attributes.map(\.defaultValue)
+            object.values = storage.entityBox.defaultValues
             object.isInserted = true
             for relationship in storage.entity.relationships {
                 object.related[relationship.name] = []

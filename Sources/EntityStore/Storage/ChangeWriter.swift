@@ -13,7 +13,11 @@ struct ChangeWriter {
     var appendable: Set<String> = []
     /// The index entries of the objects inserted so far, by entity storage, written by ``writeInsertedIndexes()``:
     /// a save of many new objects puts each index's entries in the index's order.
-    private var insertedIndexes: [ObjectIdentifier: (storage: EntityStorage, rows: [[Value]], keys: [UInt64])] = [:]
+    private var insertedIndexes: [(storage: EntityStorage, rows: [[Value]], keys: [UInt64])] = []
+    /// The entity inserted last: its storage, whether its inserts append, and its place in ``insertedIndexes``.
+    /// A save inserts runs of one entity, and comparing a name costs less than hashing it (twice, and the storage's
+    /// identity once more) for every object.
+    private var lastInserted: (storage: EntityStorage, appends: Bool, slot: Int?)?
 
     init(store: PersistentStore, txn: WriteTransaction) {
         self.store = store
@@ -89,11 +93,25 @@ struct ChangeWriter {
     /// Writes a new object; `appending` when its key is above every stored key (a batch insert's fresh keys), which
     /// lets LMDB append the record instead of searching for its place.
     mutating func insert(_ object: ManagedObject, appending: Bool = false) throws {
-        let storage = try store.storage(for: object.entity.name)
-        let values = object.values ?? object.entity.attributes.map(\.defaultValue)
+        let name = object.objectID.entityName
+        if lastInserted == nil || lastInserted!.storage.entity.name != name {
+            let storage = try store.storage(for: name)
+            lastInserted = (
+                storage, appendable.contains(name),
+                storage.indexList.isEmpty
+                    ? nil
+                    : insertedIndexes.firstIndex { $0.storage === storage }
+                        ?? {
+                            insertedIndexes.append((storage, [], []))
+                            return insertedIndexes.count - 1
+                        }()
+            )
+        }
+        let (storage, appends, slot) = lastInserted!
+        let values = object.values ?? storage.entityBox.defaultValues
         RecordCodec.encode(values, rowVersion: 1, into: &buffer)
         let pk = object.objectID.primaryKey
-        let append = appending || appendable.contains(object.entity.name)
+        let append = appending || appends
         do {
             try buffer.withUnsafeBytes {
                 try txn.put(pk, $0, in: storage.records, flags: append ? .append : .noOverwrite)
@@ -101,15 +119,13 @@ struct ChangeWriter {
         } catch let error as LMDBError where error.code == .keyExists && append && !appending {
             // A key below the last stored one (another context's block was saved first): LMDB refused the append
             // without writing anything; put it in its place, and stop appending for this entity in this save.
-            appendable.remove(object.entity.name)
+            appendable.remove(name)
+            lastInserted!.appends = false
             try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .noOverwrite) }
         }
-        if !storage.indexList.isEmpty {
-            func add(_ inserted: inout (storage: EntityStorage, rows: [[Value]], keys: [UInt64])) {
-                inserted.rows.append(values)
-                inserted.keys.append(pk)
-            }
-            add(&insertedIndexes[ObjectIdentifier(storage), default: (storage, [], [])])
+        if let slot {
+            insertedIndexes[slot].rows.append(values)
+            insertedIndexes[slot].keys.append(pk)
         }
         try writeRelationships(of: object, storage)
     }
@@ -117,8 +133,9 @@ struct ChangeWriter {
     /// Writes the index entries of the objects ``insert(_:appending:)`` wrote (it must be called before the
     /// transaction commits): each index's in key order when there are many.
     mutating func writeInsertedIndexes() throws {
-        for (_, inserted) in insertedIndexes { try putIndexes(inserted.rows, keys: inserted.keys, inserted.storage) }
-        insertedIndexes = [:]
+        for inserted in insertedIndexes { try putIndexes(inserted.rows, keys: inserted.keys, inserted.storage) }
+        insertedIndexes = []
+        lastInserted = nil
     }
 
     /// Writes new records and their index entries, for objects with no relationships set and fresh keys above

@@ -96,9 +96,12 @@ final class EntityBox: Sendable {
     let entity: Entity
     /// The attributes' names in record order, shared by the change records of the entity's objects.
     let attributeNames: [String]
+    /// The attributes' default values in record order: a new object's values before any is set.
+    let defaultValues: [Value]
 
     init(_ entity: Entity) {
         self.entity = entity
         attributeNames = entity.attributes.map(\.name)
+        defaultValues = entity.attributes.map(\.defaultValue)
     }
 }
