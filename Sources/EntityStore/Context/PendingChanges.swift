@@ -99,6 +99,14 @@ struct PendingChanges {
             index += 1
         }
         guard index < entries.count else { return }
+        let entity = entries[0].object.objectID.entityName
+        if entries.allSatisfy({ $0.object.objectID.entityName == entity }) {
+            // One entity (the usual case): by key and then place, as pairs of integers, without comparing names.
+            var order = entries.indices.map { (key: entries[$0].object.objectID.primaryKey, place: $0) }
+            order.sort { $0.key != $1.key ? $0.key < $1.key : $0.place < $1.place }
+            entries = order.map { entries[$0.place] }
+            return
+        }
         let order = entries.indices.sorted { a, b in
             let left = entries[a].object.objectID
             let right = entries[b].object.objectID
