@@ -10,8 +10,13 @@ struct PendingChanges {
         let object: ManagedObject
         /// The state before the first change since the last processing; nil when the object did not exist then.
         var before: ObjectState?
-        /// Set by ``take()``: every touch was inside a user-driven scope.
-        var isUserDriven = false
+        /// Its place in the order recorded: entries of one ID keep it when sorted.
+        let place: Int
+        /// Set by ``take(registered:)``: the scopes the object was changed in.
+        var touches: ManagedObject.Tracking = []
+
+        /// Whether every change was made inside a user-driven scope.
+        var isUserDriven: Bool { touches.contains(.touchedUserDriven) && !touches.contains(.touchedOther) }
     }
 
     private var entries: [Entry] = []
@@ -20,6 +25,8 @@ struct PendingChanges {
     private var unregistered: [(id: ObjectID, userDriven: Bool)] = []
 
     var isEmpty: Bool { entries.isEmpty && unregistered.isEmpty }
+
+    private static let marks: ManagedObject.Tracking = [.pending, .touchedUserDriven, .touchedOther]
 
     /// Records `object`'s state before its first change, unless it is recorded already, and the scope it is
     /// changed in.
@@ -31,7 +38,7 @@ struct PendingChanges {
             return
         }
         object.tracking.insert([.pending, touch])
-        entries.append(Entry(object: object, before: before()))
+        entries.append(Entry(object: object, before: before(), place: entries.count))
     }
 
     /// Records a change of `id`, which has no object registered yet: when processed, the object registered then is
@@ -46,8 +53,8 @@ struct PendingChanges {
     /// is one entry: the state first recorded, the object registered now (`registered`), as when the record was
     /// keyed by ID.
     mutating func take(registered: (ObjectID) -> ManagedObject?) -> [Entry] {
-        var taken = entries
-        entries = []
+        var taken: [Entry] = []
+        swap(&taken, &entries)
         for (id, userDriven) in unregistered {
             guard let object = registered(id) else { continue }
             // First recorded wins: the object did not exist then.
@@ -56,43 +63,51 @@ struct PendingChanges {
                 taken[index].before = nil
             } else {
                 object.tracking.insert(.pending)
-                taken.append(Entry(object: object, before: nil))
+                taken.append(Entry(object: object, before: nil, place: taken.count))
             }
         }
         unregistered = []
         Self.sortByID(&taken)
-        var result: [Entry] = []
-        result.reserveCapacity(taken.count)
-        var index = 0
-        while index < taken.count {
-            var entry = taken[index]
-            var touches = entry.object.tracking
-            entry.object.tracking.subtract([.pending, .touchedUserDriven, .touchedOther])
-            index += 1
-            while index < taken.count && taken[index].object.objectID == entry.object.objectID {
-                let other = taken[index].object
-                touches.formUnion(other.tracking)
-                other.tracking.subtract([.pending, .touchedUserDriven, .touchedOther])
-                if let current = registered(other.objectID), current === other {
-                    entry = Entry(object: other, before: entry.before)
-                }
-                index += 1
+        // In place: each entry takes its object's touches, which the object gives up.
+        var repeatsID = false
+        taken.withUnsafeMutableBufferPointer { entries in
+            for index in entries.indices {
+                let object = entries[index].object
+                entries[index].touches = object.tracking.intersection(Self.marks)
+                object.tracking.subtract(Self.marks)
+                if index > 0 && entries[index - 1].object.objectID == object.objectID { repeatsID = true }
             }
-            entry.isUserDriven = touches.contains(.touchedUserDriven) && !touches.contains(.touchedOther)
-            result.append(entry)
+        }
+        return repeatsID ? Self.joiningRepeatedIDs(taken, registered: registered) : taken
+    }
+
+    /// Entries of one ID (sorted, adjacent) as one: the first one's state, the object registered now, every touch.
+    private static func joiningRepeatedIDs(
+        _ taken: [Entry], registered: (ObjectID) -> ManagedObject?
+    ) -> [Entry] {
+        var result: [Entry] = []
+        for entry in taken {
+            guard let last = result.last, last.object.objectID == entry.object.objectID else {
+                result.append(entry)
+                continue
+            }
+            let current = registered(entry.object.objectID) === entry.object ? entry.object : last.object
+            var joined = Entry(object: current, before: last.before, place: last.place)
+            joined.touches = last.touches.union(entry.touches)
+            result[result.count - 1] = joined
         }
         return result
     }
 
     /// Forgets every recorded change.
     mutating func removeAll() {
-        for entry in entries { entry.object.tracking.subtract([.pending, .touchedUserDriven, .touchedOther]) }
+        for entry in entries { entry.object.tracking.subtract(Self.marks) }
         entries = []
         unregistered = []
     }
 
-    /// Entries by ID, in the order recorded among equal IDs; one pass when they are in order already (new
-    /// objects are recorded in the order of their keys).
+    /// Entries by ID, in the order recorded among equal IDs, sorted in place; one pass when they are in order
+    /// already (new objects are recorded in the order of their keys).
     private static func sortByID(_ entries: inout [Entry]) {
         var index = 1
         while index < entries.count, !(entries[index].object.objectID < entries[index - 1].object.objectID) {
@@ -101,18 +116,17 @@ struct PendingChanges {
         guard index < entries.count else { return }
         let entity = entries[0].object.objectID.entityName
         if entries.allSatisfy({ $0.object.objectID.entityName == entity }) {
-            // One entity (the usual case): by key and then place, as pairs of integers, without comparing names.
-            var order = entries.indices.map { (key: entries[$0].object.objectID.primaryKey, place: $0) }
-            order.sort { $0.key != $1.key ? $0.key < $1.key : $0.place < $1.place }
-            entries = order.map { entries[$0.place] }
+            // One entity (the usual case): by key, without comparing names.
+            entries.sort { a, b in
+                let (left, right) = (a.object.objectID.primaryKey, b.object.objectID.primaryKey)
+                return left != right ? left < right : a.place < b.place
+            }
             return
         }
-        let order = entries.indices.sorted { a, b in
-            let left = entries[a].object.objectID
-            let right = entries[b].object.objectID
-            return left == right ? a < b : left < right
+        entries.sort { a, b in
+            let (left, right) = (a.object.objectID, b.object.objectID)
+            return left == right ? a.place < b.place : left < right
         }
-        entries = order.map { entries[$0] }
     }
 
     #if DEBUG
