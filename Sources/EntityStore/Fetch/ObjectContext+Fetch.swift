@@ -380,6 +380,8 @@ extension ObjectContext {
     static func window(_ candidates: [Candidate], _ request: FetchRequest) -> [Candidate] {
         let start = min(request.fetchOffset, candidates.count)
         let end = min(candidates.count, request.windowEnd)
+        // The whole list as it is (a copy retained every candidate's record and values).
+        if start == 0 && end == candidates.count { return candidates }
         return Array(candidates[start..<end])
     }
 
