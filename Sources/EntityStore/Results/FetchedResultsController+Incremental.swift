@@ -84,11 +84,11 @@ extension FetchedResultsController {
         for later in (section + 1)..<sectionStarts.count { sectionStarts[later].start += 1 }
     }
 
-    /// Recomputes the rows of `ids` (membership, section and sort values): a few rows are moved one by one (a
-    /// chunk's memmove each), a batch large against the rows rebuilds the order in one pass. Returns where the
+    /// Recomputes the rows of `ids` (distinct: membership, section and sort values): a few rows are moved one by one
+    /// (a chunk's memmove each), a batch large against the rows rebuilds the order in one pass. Returns where the
     /// rows were before, and where they are now.
     func updateRows(
-        _ ids: Set<ObjectID>, _ plan: Plan
+        _ ids: [ObjectID], _ plan: Plan
     ) throws -> (oldIndex: [ObjectID: Int], newIndex: [ObjectID: Int]) {
         // Read first: when the rows cannot be read, nothing has changed yet.
         let fresh = try newRows(for: ids, plan)
@@ -139,16 +139,16 @@ extension FetchedResultsController {
     /// in the results whose changes name only keys the plan does not read. Such a change cannot move the row or put
     /// it in or out of the results; a row outside them stays outside, unreported.
     func splitInPlace(
-        _ ids: Set<ObjectID>, _ affected: [ObjectID: AffectedRow], _ plan: Plan
-    ) -> (moving: Set<ObjectID>, inPlace: [(id: ObjectID, old: Int)]) {
+        _ ids: [ObjectID], _ affected: [ObjectID: AffectedRow], _ plan: Plan
+    ) -> (moving: [ObjectID], inPlace: [(id: ObjectID, old: Int)]) {
         guard let readKeys = plan.readKeys else { return (ids, []) }
-        var moving = Set<ObjectID>()
+        var moving: [ObjectID] = []
         var inPlace: [(id: ObjectID, old: Int)] = []
         for id in ids {
             guard let row = affected[id], !row.isStructural, !row.keys.isEmpty,
                 row.keys.allSatisfy({ !$0.utf8.contains(UInt8(ascii: ".")) && !readKeys.contains($0) })
             else {
-                moving.insert(id)
+                moving.append(id)
                 continue
             }
             if let index = rowIndex(of: id, plan) { inPlace.append((id, index)) }
@@ -159,7 +159,7 @@ extension FetchedResultsController {
 
     /// Applies the changes of `ids` and computes the batch incrementally.
     func applyIncrementally(
-        _ ids: Set<ObjectID>, _ affected: [ObjectID: AffectedRow], _ plan: Plan
+        _ ids: [ObjectID], _ affected: [ObjectID: AffectedRow], _ plan: Plan
     ) throws
         -> IncrementalBatch
     {

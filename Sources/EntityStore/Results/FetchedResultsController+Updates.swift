@@ -82,10 +82,11 @@ extension FetchedResultsController {
 
     /// Recomputes the affected rows and delivers the batch (two when some changes were user-driven).
     func apply(_ affected: [ObjectID: AffectedRow], _ plan: Plan) throws {
-        var userIDs = Set<ObjectID>()
-        var otherIDs = Set<ObjectID>()
+        // Lists, not sets: the keys of a dictionary are distinct already, and are only walked.
+        var userIDs: [ObjectID] = []
+        var otherIDs: [ObjectID] = []
         for (id, row) in affected {
-            if row.isUserDriven { userIDs.insert(id) } else { otherIDs.insert(id) }
+            if row.isUserDriven { userIDs.append(id) } else { otherIDs.append(id) }
         }
         let receivers = self.receivers
         let wantsUserDriven = receivers.contains { $0.deliversUserDrivenChanges }
@@ -98,7 +99,7 @@ extension FetchedResultsController {
             if !otherIDs.isEmpty { deliver(try applyIncrementally(otherIDs, affected, plan), userDriven: false) }
             return
         }
-        func changedKeys(_ ids: Set<ObjectID>) -> [ObjectID: Set<String>] {
+        func changedKeys(_ ids: [ObjectID]) -> [ObjectID: Set<String>] {
             var result: [ObjectID: Set<String>] = [:]
             for id in ids { result[id] = Set(affected[id]?.keys ?? []) }
             return result
@@ -156,8 +157,8 @@ extension FetchedResultsController {
         return result
     }
 
-    /// The rows `ids` have now: those that exist and match, with their keys.
-    func newRows(for ids: Set<ObjectID>, _ plan: Plan) throws -> [Row] {
+    /// The rows `ids` (distinct) have now: those that exist and match, with their keys.
+    func newRows(for ids: [ObjectID], _ plan: Plan) throws -> [Row] {
         let includesPending = fetchRequest.includesPendingChanges
         return try context.store.read { txn in
             let reader = FetchReader(txn: txn, store: context.store, context: context, includesPending: includesPending)
@@ -232,13 +233,16 @@ extension [ObjectID: FetchedResultsController.AffectedRow] {
     /// Adds `keys` to `id`'s entry; the row stays user-driven only if every change to it was, and is structural if
     /// any change to it was.
     mutating func note(_ id: ObjectID, _ keys: [String], _ userDriven: Bool, structural: Bool) {
-        if let index = index(forKey: id) {
-            values[index].keys += keys
-            values[index].isUserDriven = values[index].isUserDriven && userDriven
-            values[index].isStructural = values[index].isStructural || structural
-        } else {
-            self[id] = FetchedResultsController.AffectedRow(
-                keys: keys, isUserDriven: userDriven, isStructural: structural)
-        }
+        // One access to the entry (a lookup and then an insert hashed the ID twice).
+        { (row: inout FetchedResultsController.AffectedRow?) in
+            guard row != nil else {
+                row = FetchedResultsController.AffectedRow(
+                    keys: keys, isUserDriven: userDriven, isStructural: structural)
+                return
+            }
+            row!.keys += keys
+            row!.isUserDriven = row!.isUserDriven && userDriven
+            row!.isStructural = row!.isStructural || structural
+        }(&self[id])
     }
 }

@@ -52,8 +52,9 @@ public final class FetchedResultsController {
         var family: Set<String>?
         /// The keys of a row's own object that the predicate, sort and section keys read (a relationship for a key
         /// path through it); `nil` when a derived attribute is among them (its value changes at a save without
-        /// its own key being named). A change naming none of them cannot move a row, or put it in or out.
-        var readKeys: Set<String>?
+        /// its own key being named). A change naming none of them cannot move a row, or put it in or out. A few
+        /// names, tested by comparing (a set hashed every changed key with SipHash).
+        var readKeys: [String]?
 
         /// Whether objects of `entityName` can be rows.
         func holds(_ entityName: String) -> Bool {
@@ -345,7 +346,7 @@ public final class FetchedResultsController {
         let readsDerived = readKeys.contains { entity.attribute($0)?.derivation != nil }
         return Plan(
             entity: entity, predicate: predicate, keyPaths: keyPaths, sortKeys: sortKeys, dependencies: dependencies,
-            family: family == [entity.name] ? nil : Set(family), readKeys: readsDerived ? nil : readKeys)
+            family: family == [entity.name] ? nil : Set(family), readKeys: readsDerived ? nil : readKeys.sorted())
     }
 
     /// Groups the window of rows into the displayed sections.
