@@ -299,15 +299,9 @@ extension ObjectContext {
                         new: .positional(names: names, values: final ?? []), isUserDriven: userDriven))
                 continue
             }
-            var keys: [String] = []
-            var old: [Value] = []
-            var new: [Value] = []
+            var (keys, old, new): ([String], [Value], [Value]) = ([], [], [])
             if let final, let committed = object.committed {
-                for i in names.indices where final[i] != committed[i] {
-                    keys.append(names[i])
-                    old.append(committed[i])
-                    new.append(final[i])
-                }
+                (keys, old, new) = ObjectChange.differences(names, from: committed, to: final)
             }
             let changedAttributes = keys
             var oldRelationships: [String: [ObjectID]] = [:]

@@ -59,6 +59,34 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     var oldStorage: ValueStorage
     var newStorage: ValueStorage
 
+    /// The attributes whose values differ between `previous` and `current` (in the order of `names`), with both
+    /// values. Each array is made at its size: grown from empty, a change of one value made three arrays through the
+    /// standard library's slow growth path (most of what building an update's change cost).
+    static func differences(
+        _ names: [String], from previous: [Value], to current: [Value]
+    ) -> (keys: [String], old: [Value], new: [Value]) {
+        var first = -1
+        var count = 0
+        for i in names.indices where previous[i] != current[i] {
+            if count == 0 { first = i }
+            count += 1
+        }
+        if count == 0 { return ([], [], []) }
+        if count == 1 { return ([names[first]], [previous[first]], [current[first]]) }
+        var keys: [String] = []
+        var old: [Value] = []
+        var new: [Value] = []
+        keys.reserveCapacity(count)
+        old.reserveCapacity(count)
+        new.reserveCapacity(count)
+        for i in first..<names.count where previous[i] != current[i] {
+            keys.append(names[i])
+            old.append(previous[i])
+            new.append(current[i])
+        }
+        return (keys, old, new)
+    }
+
     /// Creates a change.
     public init(
         objectID: ObjectID, kind: Kind, changedKeys: [String], oldValues: [String: Value] = [:],

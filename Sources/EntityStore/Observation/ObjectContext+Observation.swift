@@ -210,15 +210,9 @@ extension ObjectContext {
         case (true, true):
             guard let before else { return nil }
             // The changed attributes' names and values as arrays: the dictionaries are built only when read.
-            var keys: [String] = []
-            var old: [Value] = []
-            var new: [Value] = []
+            var (keys, old, new): ([String], [Value], [Value]) = ([], [], [])
             if let previous = before.values ?? before.committed, let current = object.values {
-                for i in names.indices where previous[i] != current[i] {
-                    keys.append(names[i])
-                    old.append(previous[i])
-                    new.append(current[i])
-                }
+                (keys, old, new) = ObjectChange.differences(names, from: previous, to: current)
             }
             if before.transients != object.transientValues {
                 let names = object.entity.transientAttributes.map(\.name)
