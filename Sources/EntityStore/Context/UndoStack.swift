@@ -102,7 +102,11 @@ final class UndoStack {
 
     @exclusivity(unchecked) var undoGroups: [Group] = []
     @exclusivity(unchecked) var redoGroups: [Group] = []
-    @exclusivity(unchecked) private var current: Group?
+    /// The open group, while ``isRecording``; empty otherwise. Not an optional: unwrapping one per write copied and
+    /// destroyed the group around every change (a tenth of a value set's instructions).
+    @exclusivity(unchecked) private var current = Group()
+    /// Whether the open group records (a group is open and undo is enabled).
+    @exclusivity(unchecked) private var isRecording = false
     @exclusivity(unchecked) private var depth = 0
     /// While suspended (during a save), changes are not recorded.
     var isSuspended = false
@@ -110,7 +114,9 @@ final class UndoStack {
     var isEnabled = true {
         didSet {
             guard !isEnabled else { return }
-            current = nil  // a group open now records nothing more
+            // A group open now records nothing more.
+            isRecording = false
+            current = Group()
             clear()
         }
     }
@@ -121,18 +127,22 @@ final class UndoStack {
 
     func open() {
         depth += 1
-        if depth == 1 && isEnabled { current = Group() }
+        if depth == 1 && isEnabled { isRecording = true }
     }
 
     func close() {
         guard depth > 0 else { return }
         depth -= 1
-        // Moved out, not copied: a copy of the group is a retain and a release of everything in it.
-        guard depth == 0, let group = current.take() else { return }
-        if !group.isEmpty {
+        guard depth == 0, isRecording else { return }
+        isRecording = false
+        if !current.isEmpty {
+            // Moved out, not copied: a copy of the group is a retain and a release of everything in it.
+            var group = Group()
+            swap(&group, &current)
             undoGroups.append(group)
-            redoGroups = []
-            trim()
+            // (Assigning an empty array over an empty one still releases it.)
+            if !redoGroups.isEmpty { redoGroups = [] }
+            if limit > 0 { trim() }
         }
     }
 
@@ -143,21 +153,21 @@ final class UndoStack {
     /// Records the state `id` had before the group (the first record wins; attribute writes recorded before it
     /// are folded back into it). The state is made only when it is recorded.
     func record(_ id: ObjectID, _ state: @autoclosure () -> ObjectState?) {
-        guard !isSuspended, current != nil, !current!.hasState(id) else { return }
+        guard !isSuspended, isRecording, !current.hasState(id) else { return }
         let state = state()
         var before = state
-        if let state, var values = state.values, current!.wrote(id) {
-            for write in current!.attributes.reversed() where write.id == id { values[write.index] = write.old }
+        if let state, var values = state.values, current.wrote(id) {
+            for write in current.attributes.reversed() where write.id == id { values[write.index] = write.old }
             before = state.with(values: values)
         }
-        current!.setState(id, before)
+        current.setState(id, before)
     }
 
     /// Records that attribute `index` of `id` had the value `old` before a write.
     func recordAttribute(_ id: ObjectID, _ index: Int, _ old: Value) {
-        guard !isSuspended, current != nil else { return }
-        if current!.hasState(id) { return }
-        current!.append(AttributeWrite(id: id, index: index, old: old))
+        guard !isSuspended, isRecording else { return }
+        if current.hasState(id) { return }
+        current.append(AttributeWrite(id: id, index: index, old: old))
     }
 
     func clear() {
