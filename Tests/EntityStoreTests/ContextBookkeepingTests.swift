@@ -82,17 +82,30 @@ import Testing
         #expect(objects.allSatisfy { !$0.tracking.contains(.pending) })
     }
 
-    @Test func anIDRecordedWithoutAnObjectIsTheObjectRegisteredWhenProcessed() throws {
-        let (temporary, context, objects) = try Self.objects(2)
+    /// An object detached by `reset()` with a pending change, and the object registered under its ID afterwards and
+    /// changed before processing, are one change: against the state first recorded, of the object registered now.
+    @Test func anIDChangedBeforeAndAfterAResetIsOneChange() throws {
+        let temporary = try TemporaryStore(schema: try Fixtures.projectSchema())
         defer { temporary.remove() }
-        var pending = PendingChanges()
-        pending.record(objects[1], userDriven: false) { ObjectState(objects[1]) }
-        pending.recordUnregistered(objects[1].objectID, userDriven: false)
-        pending.recordUnregistered(ObjectID(entityName: "Tag", primaryKey: 999), userDriven: false)
-        let taken = pending.take { context.registered[$0] }
-        // Recorded as not existing first: its recorded state gives way to none; the unknown ID yields nothing.
-        #expect(taken.map(\.object.objectID) == [objects[1].objectID])
-        #expect(taken[0].before == nil)
+        let context = ObjectContext(store: temporary.store)
+        let tag = try context.insert("Tag")
+        try tag.setValue(.string("a"), forKey: "name")
+        try context.save()
+        var records: [ChangeRecord] = []
+        let token = context.addObserver { records.append($0) }
+        defer { token.cancel() }
+        try tag.setValue(.string("b"), forKey: "name")
+        context.reset()
+        let again = try context.existingObject(with: tag.objectID)
+        #expect(again !== tag)
+        try again.setValue(.string("c"), forKey: "name")
+        context.processPendingChanges()
+        let changes = records.last?.changes ?? []
+        #expect(changes.map(\.objectID) == [tag.objectID])
+        #expect(changes.first?.kind == .update)
+        #expect(changes.first?.oldValues == ["name": .string("a")])
+        #expect(changes.first?.newValues == ["name": .string("c")])
+        context._checkInvariants()
     }
 
     /// Every operation a context has, at random, with the bookkeeping checked after each; what a fresh context

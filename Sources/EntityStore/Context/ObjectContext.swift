@@ -373,15 +373,6 @@ public final class ObjectContext {
         return try body()
     }
 
-    /// Records the state of the object registered under `id` before its first change, for the undo group and a
-    /// save in progress (see ``willChange(_:)``); for an ID no object is registered under, that it did not exist.
-    func willChange(_ id: ObjectID) {
-        if let object = registered[id] { return willChange(object) }
-        pending.recordUnregistered(id, userDriven: userDrivenDepth > 0)
-        undo.record(id, nil)
-        snapshotForSave(id, nil)
-    }
-
     /// Records `object`'s state before its first change, for the undo group and a save in progress. A write of
     /// attribute `attribute` records only the old value for undo.
     func willChange(_ object: ManagedObject, attribute: Int? = nil) {

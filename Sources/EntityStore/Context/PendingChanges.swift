@@ -20,11 +20,8 @@ struct PendingChanges {
     }
 
     private var entries: [Entry] = []
-    /// IDs changed while no object was registered under them, with the scope of the change: resolved against the
-    /// objects registered when the changes are processed (the object may be registered after the change).
-    private var unregistered: [(id: ObjectID, userDriven: Bool)] = []
 
-    var isEmpty: Bool { entries.isEmpty && unregistered.isEmpty }
+    var isEmpty: Bool { entries.isEmpty }
 
     private static let marks: ManagedObject.Tracking = [.pending, .touchedUserDriven, .touchedOther]
 
@@ -41,32 +38,14 @@ struct PendingChanges {
         entries.append(Entry(object: object, before: before(), place: entries.count))
     }
 
-    /// Records a change of `id`, which has no object registered yet: when processed, the object registered then is
-    /// taken as not existing before.
-    mutating func recordUnregistered(_ id: ObjectID, userDriven: Bool) {
-        unregistered.append((id, userDriven))
-    }
-
     /// The recorded objects ordered by ID, each ID once, with their scopes; the record is emptied.
     ///
-    /// An ID recorded for two objects (one detached and another registered under the same ID before processing)
-    /// is one entry: the state first recorded, the object registered now (`registered`), as when the record was
-    /// keyed by ID.
+    /// An ID recorded for two objects (one detached by `reset()`, another registered under the same ID and changed
+    /// before processing) is one entry: the state first recorded, the object registered now (`registered`), as when
+    /// the record was keyed by ID.
     mutating func take(registered: (ObjectID) -> ManagedObject?) -> [Entry] {
         var taken: [Entry] = []
         swap(&taken, &entries)
-        for (id, userDriven) in unregistered {
-            guard let object = registered(id) else { continue }
-            // First recorded wins: the object did not exist then.
-            object.tracking.insert(userDriven ? .touchedUserDriven : .touchedOther)
-            if object.tracking.contains(.pending), let index = taken.firstIndex(where: { $0.object === object }) {
-                taken[index].before = nil
-            } else {
-                object.tracking.insert(.pending)
-                taken.append(Entry(object: object, before: nil, place: taken.count))
-            }
-        }
-        unregistered = []
         Self.sortByID(&taken)
         // In place: each entry takes its object's touches, which the object gives up.
         var repeatsID = false
@@ -103,29 +82,23 @@ struct PendingChanges {
     mutating func removeAll() {
         for entry in entries { entry.object.tracking.subtract(Self.marks) }
         entries = []
-        unregistered = []
     }
 
     /// Entries by ID, in the order recorded among equal IDs, sorted in place; one pass when they are in order
     /// already (new objects are recorded in the order of their keys).
     private static func sortByID(_ entries: inout [Entry]) {
-        var index = 1
-        while index < entries.count, !(entries[index].object.objectID < entries[index - 1].object.objectID) {
-            index += 1
-        }
-        guard index < entries.count else { return }
-        let entity = entries[0].object.objectID.entityName
+        guard let entity = entries.first?.object.objectID.entityName else { return }
         if entries.allSatisfy({ $0.object.objectID.entityName == entity }) {
             // One entity (the usual case): by key, without comparing names.
-            entries.sort { a, b in
+            entries.sortUnlessSorted { a, b in
                 let (left, right) = (a.object.objectID.primaryKey, b.object.objectID.primaryKey)
                 return left != right ? left < right : a.place < b.place
             }
-            return
-        }
-        entries.sort { a, b in
-            let (left, right) = (a.object.objectID, b.object.objectID)
-            return left == right ? a.place < b.place : left < right
+        } else {
+            entries.sortUnlessSorted { a, b in
+                let (left, right) = (a.object.objectID, b.object.objectID)
+                return left == right ? a.place < b.place : left < right
+            }
         }
     }
 

@@ -91,19 +91,17 @@ struct UnsavedObjects: Sequence {
     #endif
 }
 
-extension Array where Element == ManagedObject {
-    /// Sorts the objects by ID, after one pass that finds them already in order (new objects of one entity are
-    /// listed in the order of their keys).
-    mutating func sortByID() {
-        var sorted = true
+extension Array {
+    /// Sorts the elements, unless one pass finds them in order already: the context's lists of new objects are in
+    /// the order of their keys, and sorting a million of them cost a twentieth of their save.
+    mutating func sortUnlessSorted(by areInIncreasingOrder: (Element, Element) -> Bool) {
         var index = 1
-        while index < count {
-            if self[index].objectID < self[index - 1].objectID {
-                sorted = false
-                break
-            }
-            index += 1
-        }
-        if !sorted { sort { $0.objectID < $1.objectID } }
+        while index < count, !areInIncreasingOrder(self[index], self[index - 1]) { index += 1 }
+        if index < count { sort(by: areInIncreasingOrder) }
     }
+}
+
+extension Array where Element == ManagedObject {
+    /// Sorts the objects by ID (see ``sortUnlessSorted(by:)``).
+    mutating func sortByID() { sortUnlessSorted { $0.objectID < $1.objectID } }
 }

@@ -163,13 +163,6 @@ extension ObjectContext {
         pending.record(object, userDriven: userDrivenDepth > 0) { ObjectState(object) }
     }
 
-    /// ``recordPending(_:)`` for the object registered under `id`; for an ID no object is registered under, that it
-    /// did not exist.
-    func recordPending(_ id: ObjectID) {
-        if let object = registered[id] { return recordPending(object) }
-        pending.recordUnregistered(id, userDriven: userDrivenDepth > 0)
-    }
-
     /// Notes that `object` has processed changes not saved yet, and whether they were user-driven (all of them must
     /// be for its save to be).
     private func noteProcessed(_ object: ManagedObject, userDriven: Bool) {

@@ -94,19 +94,7 @@ struct ChangeWriter {
     /// lets LMDB append the record instead of searching for its place.
     mutating func insert(_ object: ManagedObject, appending: Bool = false) throws {
         let name = object.objectID.entityName
-        if lastInserted == nil || lastInserted!.storage.entity.name != name {
-            let storage = try store.storage(for: name)
-            lastInserted = (
-                storage, appendable.contains(name),
-                storage.indexList.isEmpty
-                    ? nil
-                    : insertedIndexes.firstIndex { $0.storage === storage }
-                        ?? {
-                            insertedIndexes.append((storage, [], []))
-                            return insertedIndexes.count - 1
-                        }()
-            )
-        }
+        if lastInserted == nil || lastInserted!.storage.entity.name != name { try beginRun(of: name) }
         let (storage, appends, slot) = lastInserted!
         let values = object.values ?? storage.entityBox.defaultValues
         RecordCodec.encode(values, rowVersion: 1, into: &buffer)
@@ -128,6 +116,21 @@ struct ChangeWriter {
             insertedIndexes[slot].keys.append(pk)
         }
         try writeRelationships(of: object, storage)
+    }
+
+    /// Finds what inserting objects of `name` needs, for a run of them: its storage, whether they append, and where
+    /// their index entries are collected.
+    private mutating func beginRun(of name: String) throws {
+        let storage = try store.storage(for: name)
+        var slot: Int?
+        if !storage.indexList.isEmpty {
+            slot = insertedIndexes.firstIndex { $0.storage === storage }
+            if slot == nil {
+                insertedIndexes.append((storage, [], []))
+                slot = insertedIndexes.count - 1
+            }
+        }
+        lastInserted = (storage, appendable.contains(name), slot)
     }
 
     /// Writes the index entries of the objects ``insert(_:appending:)`` wrote (it must be called before the
