@@ -120,6 +120,45 @@ public final class Cursor {
     }
 }
 
+/// A cursor that puts into one database, from ``WriteTransaction/putCursor(on:)``: valid until its transaction ends
+/// (or drops the database).
+public final class PutCursor {
+    let pointer: OpaquePointer
+    /// The database the cursor puts into.
+    public let database: Database
+    let transaction: WriteTransaction
+    var isLive = true
+
+    init(pointer: OpaquePointer, database: Database, transaction: WriteTransaction) {
+        self.pointer = pointer
+        self.database = database
+        self.transaction = transaction
+    }
+
+    /// Stores `value` under `key`, like ``WriteTransaction/put(_:_:in:flags:)``.
+    ///
+    /// - Throws: what ``WriteTransaction/put(_:_:in:flags:)`` throws; ``LMDBError/Code/misuse`` after the
+    ///   its transaction ended.
+    public func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, flags: PutFlags = []) throws {
+        guard isLive else {
+            throw LMDBError(
+                code: .misuse, message: "the cursor was used after its transaction ended",
+                context: "put in database \(database)")
+        }
+        let environment = transaction.environment
+        try environment.checkPut(key, value, in: database)
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        let rc = environment.injectedFault() ?? mdb_cursor_put(pointer, &keyValue, &data, flags.rawValue)
+        try transaction.fail(rc, "mdb_cursor_put in database \(database)")
+    }
+
+    /// Stores `value` under an 8-byte big-endian integer key.
+    public func put(_ key: UInt64, _ value: UnsafeRawBufferPointer, flags: PutFlags = []) throws {
+        try withUnsafeBytes(of: key.bigEndian) { try put($0, value, flags: flags) }
+    }
+}
+
 /// A range of keys in LMDB's order (bytes compared lexicographically, a shorter prefix first).
 public struct KeyRange: Sendable, Equatable {
     /// One end of a range.

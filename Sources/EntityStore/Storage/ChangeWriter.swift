@@ -14,10 +14,11 @@ struct ChangeWriter {
     /// The index entries of the objects inserted so far, by entity storage, written by ``writeInsertedIndexes()``:
     /// a save of many new objects puts each index's entries in the index's order.
     private var insertedIndexes: [(storage: EntityStorage, rows: [[Value]], keys: [UInt64])] = []
-    /// The entity inserted last: its storage, whether its inserts append, and its place in ``insertedIndexes``.
-    /// A save inserts runs of one entity, and comparing a name costs less than hashing it (twice, and the storage's
-    /// identity once more) for every object.
-    private var lastInserted: (storage: EntityStorage, appends: Bool, slot: Int?)?
+    /// The entity inserted last: its storage, a cursor on its records, whether its inserts append, and its place in
+    /// ``insertedIndexes``. A save inserts runs of one entity, and comparing a name costs less than hashing it
+    /// (twice, and the storage's identity once more) for every object; through one cursor, each record of a run in
+    /// key order lands on the page of the one before without a search from the tree's root.
+    private var lastInserted: (storage: EntityStorage, records: PutCursor, appends: Bool, slot: Int?)?
 
     init(store: PersistentStore, txn: WriteTransaction) {
         self.store = store
@@ -95,21 +96,19 @@ struct ChangeWriter {
     mutating func insert(_ object: ManagedObject, appending: Bool = false) throws {
         let name = object.objectID.entityName
         if lastInserted == nil || lastInserted!.storage.entity.name != name { try beginRun(of: name) }
-        let (storage, appends, slot) = lastInserted!
+        let (storage, records, appends, slot) = lastInserted!
         let values = object.values ?? storage.entityBox.defaultValues
         RecordCodec.encode(values, rowVersion: 1, into: &buffer)
         let pk = object.objectID.primaryKey
         let append = appending || appends
         do {
-            try buffer.withUnsafeBytes {
-                try txn.put(pk, $0, in: storage.records, flags: append ? .append : .noOverwrite)
-            }
+            try buffer.withUnsafeBytes { try records.put(pk, $0, flags: append ? .append : .noOverwrite) }
         } catch let error as LMDBError where error.code == .keyExists && append && !appending {
             // A key below the last stored one (another context's block was saved first): LMDB refused the append
             // without writing anything; put it in its place, and stop appending for this entity in this save.
             appendable.remove(name)
             lastInserted!.appends = false
-            try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .noOverwrite) }
+            try buffer.withUnsafeBytes { try records.put(pk, $0, flags: .noOverwrite) }
         }
         if let slot {
             insertedIndexes[slot].rows.append(values)
@@ -130,7 +129,7 @@ struct ChangeWriter {
                 slot = insertedIndexes.count - 1
             }
         }
-        lastInserted = (storage, appendable.contains(name), slot)
+        lastInserted = (storage, try txn.putCursor(on: storage.records), appendable.contains(name), slot)
     }
 
     /// Writes the index entries of the objects ``insert(_:appending:)`` wrote (it must be called before the
@@ -144,9 +143,11 @@ struct ChangeWriter {
     /// Writes new records and their index entries, for objects with no relationships set and fresh keys above
     /// every stored one (a batch insert): the records appended, then each index's entries in key order.
     mutating func insertAppending(_ rows: [[Value]], keys: [UInt64], _ storage: EntityStorage) throws {
+        // One cursor for the run: each append lands on the page the last one did, found without a search.
+        let records = try txn.putCursor(on: storage.records)
         for (pk, values) in zip(keys, rows) {
             RecordCodec.encode(values, rowVersion: 1, into: &buffer)
-            try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records, flags: .append) }
+            try buffer.withUnsafeBytes { try records.put(pk, $0, flags: .append) }
         }
         try putIndexes(rows, keys: keys, storage)
     }
@@ -195,10 +196,12 @@ struct ChangeWriter {
                 return a.pk < b.pk
             }
         }
+        // In order through one cursor: LMDB finds each entry's place on the page of the one before.
+        let cursor = try txn.putCursor(on: index.database)
         try bytes.withUnsafeBytes { all in
             for entry in entries {
                 let key = UnsafeRawBufferPointer(rebasing: all[entry.start..<(entry.start + entry.count)])
-                try withUnsafeBytes(of: entry.pk.bigEndian) { try txn.put(key, $0, in: index.database) }
+                try withUnsafeBytes(of: entry.pk.bigEndian) { try cursor.put(key, $0) }
             }
         }
     }
