@@ -159,4 +159,99 @@ import Testing
             #expect(try tags.map { try $0["name"] } == ["z", "y", "w"])
         }
     }
+
+    /// The limit drops the oldest groups as new ones close (their entries leave the undo log in batches): after
+    /// hundreds of changes the newest groups still undo and redo exactly, also when the limit is lowered while a
+    /// group is open.
+    @Test func aLimitKeepsExactlyTheNewestGroupsThroughHundredsOfChanges() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let tag = try context.insert("Tag")
+            try tag.setValue("start", forKey: "name")
+            let other = try context.insert("Tag")
+            try other.setValue("other", forKey: "name")
+            try context.save()
+            context.undoLimit = 3
+            for i in 0..<500 { try tag.setValue(.string("\(i)"), forKey: "name") }
+            for _ in 0..<3 { try context.undoLastChange() }
+            #expect(try tag["name"] == "496")
+            #expect(!context.canUndo)
+            for _ in 0..<3 { try context.redoLastChange() }
+            #expect(try tag["name"] == "499")
+            #expect(!context.canRedo)
+
+            context.undoLimit = 100
+            try other.setValue("before", forKey: "name")
+            context.beginUndoGrouping()
+            try tag.setValue("in the group", forKey: "name")
+            try other.setValue("in the group too", forKey: "name")
+            context.undoLimit = 1
+            try tag.setValue("still in the group", forKey: "name")
+            context.endUndoGrouping()
+            try context.undoLastChange()
+            #expect(try tag["name"] == "499" && other["name"] == "before")
+            #expect(!context.canUndo)
+
+            // Inserts (whole states) between the value sets: the limit drops both kinds of group in their order.
+            context.undoLimit = 3
+            let inserted = try (0..<100).map { i in
+                let new = try context.insert("Tag")
+                try new.setValue(.string("new \(i)"), forKey: "name")
+                return new
+            }
+            try context.undoLastChange()
+            try context.undoLastChange()
+            #expect(inserted[99].context == nil)
+            #expect(try inserted[98]["name"] == "new 98")
+            try context.undoLastChange()
+            #expect(try inserted[98]["name"] == .null)
+            #expect(!context.canUndo)
+            #expect(context.insertedObjects.count == 99)
+        }
+    }
+
+    /// A group with many whole states (inserts, relationship changes after plain writes): undo removes and restores
+    /// every object at once, each from its state before the group, and redo brings the group back.
+    @Test func aLargeGroupOfInsertsAndRelationshipChangesUndoesAtOnce() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let author = try context.insert("Author")
+            try author.setValue("A", forKey: "name")
+            let books = try (0..<20).map { i in
+                let book = try context.insert("Book")
+                try book.setValue(.string("b\(i)"), forKey: "title")
+                return book
+            }
+            try context.save()
+
+            context.beginUndoGrouping()
+            let tags = try (0..<30).map { i in
+                let tag = try context.insert("Tag")
+                try tag.setValue(.string("t\(i)"), forKey: "name")
+                return tag
+            }
+            for (i, book) in books.enumerated() {
+                try book.setValue(.string("changed \(i)"), forKey: "title")
+                try book.setObject(author, forKey: "author")
+                try book.setValue(.string("changed again \(i)"), forKey: "title")
+            }
+            context.endUndoGrouping()
+            #expect(try author.objectIDs(forKey: "books").count == 20)
+
+            try context.undoLastChange()
+            #expect(tags.allSatisfy { $0.context == nil })
+            #expect(try books.map { try $0["title"] } == (0..<20).map { .string("b\($0)") })
+            #expect(try author.objectIDs(forKey: "books").isEmpty)
+            #expect(!context.hasChanges)
+            #expect(!context.canUndo)
+
+            try context.redoLastChange()
+            #expect(context.insertedObjects.count == 30)
+            #expect(try books.map { try $0["title"] } == (0..<20).map { .string("changed again \($0)") })
+            #expect(try author.objectIDs(forKey: "books").count == 20)
+            try context.undoLastChange()
+            #expect(context.insertedObjects.isEmpty)
+            #expect(try author.objectIDs(forKey: "books").isEmpty)
+        }
+    }
 }

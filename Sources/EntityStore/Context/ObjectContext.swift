@@ -381,7 +381,7 @@ public final class ObjectContext {
         }
         recordPending(object)
         object.announceChange()
-        undo.record(object.objectID, ObjectState(object))
+        undo.record(object, ObjectState(object))
         snapshotForSave(object.objectID, object)
     }
 
@@ -389,7 +389,7 @@ public final class ObjectContext {
     /// progress.
     func willInsert(_ object: ManagedObject) {
         pending.record(object, userDriven: userDrivenDepth > 0) { nil }
-        undo.record(object.objectID, nil)
+        undo.record(object, nil)
         snapshotForSave(object.objectID, nil)
     }
 
@@ -398,7 +398,7 @@ public final class ObjectContext {
     func willChange(_ object: ManagedObject, attribute: Int, old: Value) {
         recordPending(object)
         object.announceChange()
-        undo.recordAttribute(object.objectID, attribute, old)
+        undo.recordAttribute(object, attribute, old)
         snapshotForSave(object.objectID, object)
     }
 

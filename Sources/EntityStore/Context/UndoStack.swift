@@ -4,107 +4,55 @@
 /// app opens a group of its own with ``ObjectContext/beginUndoGrouping()``. A group remembers the state every
 /// object it touched had before, so undo restores exactly that, inverses and all.
 final class UndoStack {
-    /// What one group restores: whole states of the objects whose first change in the group was not a plain
-    /// attribute write, and the old values of plain attribute writes (cheap: no copy of the object's values, so
-    /// the next write does not copy them either).
-    ///
-    /// Most groups are one value set or one insert: such a group is held inline (no allocation; an array per group
-    /// was an allocation per value set), and only a group of several changes keeps them in a `Many` box. Groups are
-    /// kept for every change until the next save, so their size is most of what an unsaved change holds.
-    struct Group {
-        private enum Storage {
-            case empty
-            case write(AttributeWrite)
-            case state(ObjectID, ObjectState?)
-            case many(Many)
-        }
-
-        /// The changes of a group of several (only ever mutated while the group is the open one).
-        private final class Many {
-            var states: [ObjectID: ObjectState?]
-            var writes: [AttributeWrite]
-            init(states: [ObjectID: ObjectState?] = [:], writes: [AttributeWrite] = []) {
-                self.states = states
-                self.writes = writes
-            }
-        }
-
-        private var storage = Storage.empty
-
-        /// The attribute writes, in the order made.
-        var attributes: [AttributeWrite] {
-            switch storage {
-            case .write(let write): [write]
-            case .many(let many): many.writes
-            case .empty, .state: []
-            }
-        }
-        var isEmpty: Bool {
-            if case .empty = storage { return true }
-            return false
-        }
-        /// The whole states, by object.
-        var states: [ObjectID: ObjectState?] {
-            switch storage {
-            case .state(let id, let state): [id: state]
-            case .many(let many): many.states
-            case .empty, .write: [:]
-            }
-        }
-        /// Every object the group touched.
-        var ids: Set<ObjectID> { Set(states.keys).union(attributes.map(\.id)) }
-
-        /// Whether the group has a whole state of `id`.
-        func hasState(_ id: ObjectID) -> Bool {
-            switch storage {
-            case .state(let stateID, _): stateID == id
-            // (An empty dictionary still hashes the key it is asked for.)
-            case .many(let many): !many.states.isEmpty && many.states.keys.contains(id)
-            case .empty, .write: false
-            }
-        }
-
-        /// Records `id`'s whole state (the caller checked it has none yet).
-        mutating func setState(_ id: ObjectID, _ state: ObjectState?) {
-            switch storage {
-            case .empty: storage = .state(id, state)
-            case .write(let write): storage = .many(Many(states: [id: state], writes: [write]))
-            case .state(let other, let otherState): storage = .many(Many(states: [other: otherState, id: state]))
-            case .many(let many): many.states[id] = .some(state)
-            }
-        }
-
-        /// Whether the group has an attribute write of `id`.
-        func wrote(_ id: ObjectID) -> Bool {
-            switch storage {
-            case .write(let write): write.id == id
-            case .many(let many): many.writes.contains { $0.id == id }
-            case .empty, .state: false
-            }
-        }
-
-        mutating func append(_ write: AttributeWrite) {
-            switch storage {
-            case .empty: storage = .write(write)
-            case .write(let first): storage = .many(Many(writes: [first, write]))
-            case .state(let id, let state): storage = .many(Many(states: [id: state], writes: [write]))
-            case .many(let many): many.writes.append(write)
-            }
-        }
-    }
-
-    /// Attribute `index` of `id` had the value `old` before a write.
+    /// Attribute `index` of `object` had the value `old` before a write.
     struct AttributeWrite {
-        let id: ObjectID
-        let index: Int
+        /// The object (8 bytes where its ID took 24: the writes are most of what an unsaved change holds).
+        let object: ManagedObject
+        let index: Int32
+        /// Whether the write is a group of its own: most groups are one value set, kept as nothing more than it.
+        var isGroup = false
         let old: Value
+
+        var id: ObjectID { object.objectID }
     }
 
-    @exclusivity(unchecked) var undoGroups: [Group] = []
-    @exclusivity(unchecked) var redoGroups: [Group] = []
-    /// The open group, while ``isRecording``; empty otherwise. Not an optional: unwrapping one per write copied and
-    /// destroyed the group around every change (a tenth of a value set's instructions).
-    @exclusivity(unchecked) private var current = Group()
+    /// The state an object had before a group changed it (nil: it did not exist).
+    typealias Before = (id: ObjectID, state: ObjectState?)
+
+    /// A group taken off the stack: what an undo restores.
+    struct Group {
+        /// Whole states, by object: the objects whose first change in the group was not a plain attribute write.
+        var states: [ObjectID: ObjectState?] = [:]
+        /// The attribute writes, in the order made.
+        var writes: [AttributeWrite] = []
+
+        /// Every object the group touched.
+        var ids: Set<ObjectID> { Set(states.keys).union(writes.map(\.id)) }
+    }
+
+    /// Where a group of more than one write keeps its changes in the logs.
+    private struct Span {
+        var writes: Range<Int>
+        var states: Range<Int>
+    }
+
+    // The undo groups are two flat logs, their attribute writes and their whole states, oldest first: a group is no
+    // value of its own. A group of one write (most are) is that write, marked; any other group has a span of both
+    // logs. The open group is the tail of both logs. A group per value set, copied into a list of groups and
+    // destroyed with it, was a tenth of an insert's instructions and 64 bytes each.
+    @exclusivity(unchecked) private var writes: [AttributeWrite] = []
+    @exclusivity(unchecked) private var states: [Before] = []
+    @exclusivity(unchecked) private var spans: [Span] = []
+    /// What the limit dropped: the entries before these are dead, removed from the logs in batches.
+    @exclusivity(unchecked) private var dropped = (writes: 0, states: 0, spans: 0)
+    /// How many groups can be undone.
+    @exclusivity(unchecked) private var groupCount = 0
+    /// Where the open group starts in the logs.
+    @exclusivity(unchecked) private var openStart = (writes: 0, states: 0)
+    /// The objects with a whole state in the open group, once it has more than a few (a scan finds them before).
+    @exclusivity(unchecked) private var openStateIDs: Set<ObjectID> = []
+    /// The undone groups: the states to restore on redo, the last undone last.
+    @exclusivity(unchecked) private var redoGroups: [[Before]] = []
     /// Whether the open group records (a group is open and undo is enabled).
     @exclusivity(unchecked) private var isRecording = false
     @exclusivity(unchecked) private var depth = 0
@@ -116,7 +64,6 @@ final class UndoStack {
             guard !isEnabled else { return }
             // A group open now records nothing more.
             isRecording = false
-            current = Group()
             clear()
         }
     }
@@ -125,9 +72,18 @@ final class UndoStack {
         didSet { trim() }
     }
 
+    /// From this many whole states in the open group, whether it has one of an object is looked up in a set.
+    private static let scannedStates = 8
+
+    var canUndo: Bool { groupCount > 0 }
+    var canRedo: Bool { !redoGroups.isEmpty }
+    var isGroupOpen: Bool { depth > 0 }
+
     func open() {
         depth += 1
-        if depth == 1 && isEnabled { isRecording = true }
+        guard depth == 1 else { return }
+        if isEnabled { isRecording = true }
+        openStart = (writes.count, states.count)
     }
 
     func close() {
@@ -135,47 +91,137 @@ final class UndoStack {
         depth -= 1
         guard depth == 0, isRecording else { return }
         isRecording = false
-        if !current.isEmpty {
-            // Moved out, not copied: a copy of the group is a retain and a release of everything in it.
-            var group = Group()
-            swap(&group, &current)
-            undoGroups.append(group)
-            // (Assigning an empty array over an empty one still releases it.)
-            if !redoGroups.isEmpty { redoGroups = [] }
-            if limit > 0 { trim() }
+        let newWrites = writes.count - openStart.writes
+        let newStates = states.count - openStart.states
+        if newStates == 0 && newWrites == 1 {
+            writes[writes.count - 1].isGroup = true
+        } else if newStates > 0 || newWrites > 0 {
+            spans.append(Span(writes: openStart.writes..<writes.count, states: openStart.states..<states.count))
+            if !openStateIDs.isEmpty { openStateIDs = [] }
+        } else {
+            return
         }
+        groupCount += 1
+        // (Assigning an empty array over an empty one still releases it.)
+        if !redoGroups.isEmpty { redoGroups = [] }
+        if limit > 0 { trim() }
     }
 
+    /// Drops the oldest groups beyond the limit.
     private func trim() {
-        if limit > 0 && undoGroups.count > limit { undoGroups.removeFirst(undoGroups.count - limit) }
+        guard limit > 0 else { return }
+        while groupCount > limit {
+            let span = dropped.spans < spans.count ? spans[dropped.spans] : nil
+            if dropped.writes < writes.count, writes[dropped.writes].isGroup,
+                span.map({ dropped.writes < $0.writes.lowerBound }) ?? true
+            {
+                dropped.writes += 1
+            } else if let span {
+                dropped = (span.writes.upperBound, span.states.upperBound, dropped.spans + 1)
+            } else {
+                break
+            }
+            groupCount -= 1
+        }
+        if dropped.writes * 2 > writes.count || dropped.states * 2 > states.count { compact() }
     }
 
-    /// Records the state `id` had before the group (the first record wins; attribute writes recorded before it
-    /// are folded back into it). The state is made only when it is recorded.
-    func record(_ id: ObjectID, _ state: @autoclosure () -> ObjectState?) {
-        guard !isSuspended, isRecording, !current.hasState(id) else { return }
+    /// Removes the dropped entries from the logs.
+    private func compact() {
+        let (w, s, g) = dropped
+        writes.removeFirst(w)
+        states.removeFirst(s)
+        spans.removeFirst(g)
+        for i in spans.indices {
+            spans[i].writes = (spans[i].writes.lowerBound - w)..<(spans[i].writes.upperBound - w)
+            spans[i].states = (spans[i].states.lowerBound - s)..<(spans[i].states.upperBound - s)
+        }
+        openStart = (openStart.writes - w, openStart.states - s)
+        dropped = (0, 0, 0)
+    }
+
+    /// Whether the open group has a whole state of `id`.
+    private func hasState(_ id: ObjectID) -> Bool {
+        let count = states.count - openStart.states
+        if count == 0 { return false }
+        if count > Self.scannedStates { return openStateIDs.contains(id) }
+        return states[openStart.states...].contains { $0.id == id }
+    }
+
+    /// Records the state `object` had before the group (the first record wins; attribute writes recorded before
+    /// it are folded back into it). The state is made only when it is recorded.
+    func record(_ object: ManagedObject, _ state: @autoclosure () -> ObjectState?) {
+        let id = object.objectID
+        guard !isSuspended, isRecording, !hasState(id) else { return }
         let state = state()
         var before = state
-        if let state, var values = state.values, current.wrote(id) {
-            for write in current.attributes.reversed() where write.id == id { values[write.index] = write.old }
+        let openWrites = writes[openStart.writes...]
+        if let state, var values = state.values, openWrites.contains(where: { $0.object === object }) {
+            for write in openWrites.reversed() where write.object === object { values[Int(write.index)] = write.old }
             before = state.with(values: values)
         }
-        current.setState(id, before)
+        states.append((id, before))
+        let count = states.count - openStart.states
+        if count > Self.scannedStates {
+            if count == Self.scannedStates + 1 {
+                openStateIDs = Set(states[openStart.states...].map(\.id))
+            } else {
+                openStateIDs.insert(id)
+            }
+        }
     }
 
-    /// Records that attribute `index` of `id` had the value `old` before a write.
-    func recordAttribute(_ id: ObjectID, _ index: Int, _ old: Value) {
-        guard !isSuspended, isRecording else { return }
-        if current.hasState(id) { return }
-        current.append(AttributeWrite(id: id, index: index, old: old))
+    /// Records that attribute `index` of `object` had the value `old` before a write.
+    func recordAttribute(_ object: ManagedObject, _ index: Int, _ old: Value) {
+        guard !isSuspended, isRecording, !hasState(object.objectID) else { return }
+        writes.append(AttributeWrite(object: object, index: Int32(index), old: old))
     }
+
+    /// Takes the last undo group off the stack (none while a group is open).
+    func popUndo() -> Group? {
+        guard depth == 0, groupCount > 0 else { return nil }
+        groupCount -= 1
+        var group = Group()
+        if let span = spans.last, span.writes.upperBound == writes.count, span.states.upperBound == states.count {
+            // (A span ends where the logs end unless a group of one write came after it.)
+            spans.removeLast()
+            for (id, state) in states[span.states] { group.states[id] = .some(state) }
+            states.removeSubrange(span.states)
+            group.writes = Array(writes[span.writes])
+            writes.removeSubrange(span.writes)
+        } else {
+            group.writes = [writes.removeLast()]
+        }
+        openStart = (writes.count, states.count)
+        return group
+    }
+
+    /// Puts a group of whole states on the undo stack without touching the redo list (a redo's inverse).
+    func pushUndo(_ before: [Before]) {
+        guard !before.isEmpty, depth == 0 else { return }
+        spans.append(Span(writes: writes.count..<writes.count, states: states.count..<(states.count + before.count)))
+        states.append(contentsOf: before)
+        openStart = (writes.count, states.count)
+        groupCount += 1
+        if limit > 0 { trim() }
+    }
+
+    /// Takes the last undone group's states (none while a group is open).
+    func popRedo() -> [Before]? { depth == 0 ? redoGroups.popLast() : nil }
+
+    /// Keeps the states a redo restores.
+    func pushRedo(_ before: [Before]) { redoGroups.append(before) }
 
     func clear() {
-        undoGroups = []
+        writes = []
+        states = []
+        spans = []
+        dropped = (0, 0, 0)
+        groupCount = 0
+        openStart = (0, 0)
+        openStateIDs = []
         redoGroups = []
     }
-
-    var isGroupOpen: Bool { depth > 0 }
 }
 
 extension ObjectContext {
@@ -202,9 +248,9 @@ extension ObjectContext {
     }
 
     /// Whether there is a change to undo.
-    public var canUndo: Bool { !undo.undoGroups.isEmpty }
+    public var canUndo: Bool { undo.canUndo }
     /// Whether there is an undone change to redo.
-    public var canRedo: Bool { !undo.redoGroups.isEmpty }
+    public var canRedo: Bool { undo.canRedo }
 
     /// Opens an undo group: the changes until ``endUndoGrouping()`` undo together. Groups nest.
     public func beginUndoGrouping() { undo.open() }
@@ -215,17 +261,17 @@ extension ObjectContext {
     /// Undoes the last group of unsaved changes.
     /// - Throws: ``EntityStoreError/Code/nothingToUndo`` when there is none, or while a group is open.
     public func undoLastChange() throws {
-        guard !undo.isGroupOpen, let group = undo.undoGroups.popLast() else {
+        guard let group = undo.popUndo() else {
             throw EntityStoreError(.nothingToUndo, "there is no change to undo")
         }
-        undo.redoGroups.append(currentStates(of: group))
+        undo.pushRedo(currentStates(of: group.ids))
         let states = group.states
         restore(states)
         // Attribute writes in reverse order, for the objects without a whole state in the group.
-        for write in group.attributes.reversed() where states[write.id] == nil {
+        for write in group.writes.reversed() where states.isEmpty || states[write.id] == nil {
             guard let object = registered[write.id], object.values != nil else { continue }
             recordPending(object)
-            object.values?[write.index] = write.old
+            object.values?[Int(write.index)] = write.old
             dirty.insert(object)
         }
     }
@@ -233,16 +279,16 @@ extension ObjectContext {
     /// Redoes the last undone group.
     /// - Throws: ``EntityStoreError/Code/nothingToUndo`` when there is none.
     public func redoLastChange() throws {
-        guard !undo.isGroupOpen, let group = undo.redoGroups.popLast() else {
+        guard let before = undo.popRedo() else {
             throw EntityStoreError(.nothingToUndo, "there is no undone change to redo")
         }
-        undo.undoGroups.append(currentStates(of: group))
-        restore(group.states)
+        undo.pushUndo(currentStates(of: Set(before.map(\.id))))
+        var states: [ObjectID: ObjectState?] = [:]
+        for (id, state) in before { states[id] = .some(state) }
+        restore(states)
     }
 
-    private func currentStates(of group: UndoStack.Group) -> UndoStack.Group {
-        var states = UndoStack.Group()
-        for id in group.ids { states.setState(id, registered[id].map(ObjectState.init)) }
-        return states
+    private func currentStates(of ids: Set<ObjectID>) -> [UndoStack.Before] {
+        ids.map { ($0, registered[$0].map(ObjectState.init)) }
     }
 }
