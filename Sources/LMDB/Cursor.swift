@@ -126,13 +126,17 @@ public final class PutCursor {
     let pointer: OpaquePointer
     /// The database the cursor puts into.
     public let database: Database
-    let transaction: WriteTransaction
+    // Unretained: the transaction holds its cursors, and `isLive` is cleared when it ends, before any put could
+    // reach them (a retain and a release of each per put were a tenth of the wrapper's cost).
+    unowned(unsafe) let transaction: WriteTransaction
+    unowned(unsafe) let environment: Environment
     var isLive = true
 
     init(pointer: OpaquePointer, database: Database, transaction: WriteTransaction) {
         self.pointer = pointer
         self.database = database
         self.transaction = transaction
+        self.environment = transaction.environment
     }
 
     /// Stores `value` under `key`, like ``WriteTransaction/put(_:_:in:flags:)``.
@@ -145,7 +149,6 @@ public final class PutCursor {
                 code: .misuse, message: "the cursor was used after its transaction ended",
                 context: "put in database \(database)")
         }
-        let environment = transaction.environment
         try environment.checkPut(key, value, in: database)
         var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))

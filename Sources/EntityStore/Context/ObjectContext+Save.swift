@@ -213,8 +213,7 @@ extension ObjectContext {
         return try mappingStorageErrors("saving") {
             try store.write { txn in
                 var writer = ChangeWriter(store: store, txn: txn)
-                writer.appendable = Set(
-                    objects.lazy.filter { $0.isInserted && !$0.isDeleted }.map(\.objectID.entityName))
+                writer.appendable = Self.insertedEntities(objects)
                 var failures = requiredFailures
                 var conflicts: [EntityStoreError.Failure] = []
                 var resolutions: [ObjectID: ChangeWriter.Resolution] = [:]
@@ -262,6 +261,21 @@ extension ObjectContext {
                 return (record, resolutions)
             }
         }
+    }
+
+    /// The entities of `objects` with an insert: a save's objects come in runs of one entity, so a name goes into
+    /// the set once per run, not hashed once per object.
+    static func insertedEntities(_ objects: [ManagedObject]) -> Set<String> {
+        var names = Set<String>()
+        var last: String?
+        for object in objects where object.isInserted && !object.isDeleted {
+            let name = object.objectID.entityName
+            if name != last {
+                names.insert(name)
+                last = name
+            }
+        }
+        return names
     }
 
     /// The per-object changes of a save, from each object's committed state to what was written.
