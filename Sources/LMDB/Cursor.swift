@@ -126,10 +126,8 @@ public final class PutCursor {
     let pointer: OpaquePointer
     /// The database the cursor puts into.
     public let database: Database
-    // Unretained: the transaction holds its cursors, and `isLive` is cleared when it ends, before any put could
-    // reach them (a retain and a release of each per put were a tenth of the wrapper's cost).
-    unowned(unsafe) let transaction: WriteTransaction
-    unowned(unsafe) let environment: Environment
+    let transaction: WriteTransaction
+    let environment: Environment
     var isLive = true
 
     init(pointer: OpaquePointer, database: Database, transaction: WriteTransaction) {

@@ -164,7 +164,8 @@ public final class ObjectContext {
         let id = ObjectID(entityName: entityName, primaryKey: try store.newPrimaryKey(from: target.keys))
         return mutation {
             let object = ManagedObject(objectID: id, entity: storage.entityBox, context: self)
-            object.values = storage.entityBox.defaultValues
+            // Its own copy now: the values are written next, and a write to shared storage copies it slowly.
+            object.values = storage.entityBox.defaultValues.ownCopy()
             object.isInserted = true
             for relationship in storage.entity.relationships {
                 object.related[relationship.name] = []

@@ -43,7 +43,7 @@ extension PersistentStore {
         let derived = entity.attributes.map { $0.derivation != nil }
         let required = entity.attributes.indices.filter { !entity.attributes[$0].isOptional }
         for (position, object) in objects.enumerated() {
-            var values = defaults
+            var values = defaults.ownCopy()
             var mistyped = Set<Int>()  // reported once, as a wrong type
             for (key, value) in object {
                 guard let index = entity.attributeIndex(key) else {
@@ -135,7 +135,7 @@ extension PersistentStore {
                         message: "object \(position): \(row.count) values for \(keys.count) keys"))
                 continue
             }
-            var values = complete ? row : defaults
+            var values = complete ? row : defaults.ownCopy()
             var mistyped = Set<Int>()
             for (column, index) in positions.enumerated() {
                 let value = row[column]
