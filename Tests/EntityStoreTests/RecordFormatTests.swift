@@ -333,4 +333,59 @@ import Testing
             FetchRequest(entity: "Book", predicate: try FetchPredicate("score > 50.0")))
         #expect(filtered.map(\.objectID) == [changed.objectID])
     }
+
+    /// A fetch checks each record with a quick pass and falls back to the full check for anything it does not
+    /// take: the quick pass must take every well-formed record of an entity without decimals (or it is dead code)
+    /// and never a record the full check refuses, whatever the bytes (here: every well-formed sample changed a
+    /// byte at a time, cut short and lengthened).
+    @Test func theQuickCheckOfFetchedRecordsTakesOnlyWhatTheFullCheckTakes() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Row") {
+                Attribute("flag", .bool, optional: true)
+                Attribute("name", .string, optional: true)
+                Attribute("n", .int64, optional: true)
+                Attribute("blob", .binary, optional: true)
+                Attribute("x", .double, optional: true)
+                Attribute("when", .date, optional: true)
+                Attribute("id", .uuid, optional: true)
+            }
+        }
+        let entity = try #require(schema.entity("Row"))
+        let layout = RecordLayout(entity)
+        var generator = SeededGenerator(seed: 19)
+        let names: [Value] = [
+            .null, .string(""), .string("plain"), .string("Ärger 🐛 «»"), .string(String(repeating: "x", count: 300)),
+        ]
+        let numbers: [Value] = [.null, .int(0), .int(-1), .int(1 << 40), .int(Int64.max >> 2)]
+        var accepted = 0
+        var mutations = 0
+        for round in 0..<60 {
+            let values: [Value] = [
+                [.null, .bool(true), .bool(false)][round % 3], names[round % names.count],
+                numbers[(round / 3) % numbers.count], round % 4 == 0 ? .null : .data([0, 255, UInt8(round)]),
+                round % 5 == 0 ? .null : .double(Double(round) / 7), .date(Date(timeIntervalSince1970: Double(round))),
+                round % 2 == 0 ? .null : .uuid(UUID()),
+            ]
+            let rowVersion = UInt64.random(in: 1...(1 << 50), using: &generator)
+            let bytes = encoded(values, rowVersion: rowVersion)
+            let full = try bytes.withUnsafeBytes { try RecordCodec.validate($0, entity: entity) }
+            #expect(bytes.withUnsafeBytes { RecordCodec.quickValidate($0, layout) } == full)
+            var variants: [[UInt8]] = [Array(bytes.dropLast()), bytes + [0], Array(bytes.prefix(bytes.count / 2))]
+            for _ in 0..<40 {
+                var changed = bytes
+                changed[Int.random(in: 0..<changed.count, using: &generator)] = UInt8.random(
+                    in: 0...255, using: &generator)
+                variants.append(changed)
+            }
+            for variant in variants {
+                mutations += 1
+                guard let quick = variant.withUnsafeBytes({ RecordCodec.quickValidate($0, layout) }) else { continue }
+                accepted += 1
+                let check = Result { try variant.withUnsafeBytes { try RecordCodec.validate($0, entity: entity) } }
+                #expect((try? check.get()) == quick, "quick check took \(variant), the full check: \(check)")
+            }
+        }
+        // Some changes keep a record well-formed (a byte of a string or a double): both take those.
+        #expect(accepted > 0 && accepted < mutations)
+    }
 }

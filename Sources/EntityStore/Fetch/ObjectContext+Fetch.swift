@@ -226,6 +226,10 @@ extension ObjectContext {
                 // The scan's state in a box: the nested function below captures it, and captured local variables
                 // cost a run-time exclusivity check on every access (per record).
                 let scan = ScanState()
+                // Room for a few hits: an index's equality matches are often a handful, and growing from empty
+                // reallocated the list four times for ten.
+                if case .fullScan = plan.access {} else { scan.candidates.reserveCapacity(16) }
+                let layout = storage.entityBox.recordLayout
 
                 let hasPending = !pendingKeys.isEmpty
 
@@ -259,7 +263,9 @@ extension ObjectContext {
                         }
                     }
                     if wantsRecords {
-                        let rowVersion = try RecordCodec.validate(bytes, entity: entity, key: id.primaryKey)
+                        let rowVersion =
+                            try RecordCodec.quickValidate(bytes, layout)
+                            ?? RecordCodec.validate(bytes, entity: entity, key: id.primaryKey)
                         candidate.record = (Array(bytes), rowVersion)
                     }
                     scan.candidates.append(candidate)

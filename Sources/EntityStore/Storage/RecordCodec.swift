@@ -220,6 +220,62 @@ enum RecordCodec {
         }
     }
 
+    /// ``validate(_:entity:key:)`` for the common case, in one pass over the bytes with no error built: the row
+    /// version of a well-formed format 2 record of the layout's entity, or `nil` for anything else (a format 1
+    /// record, a decimal, any bad byte), which the caller then validates through the general path for its answer
+    /// or its error. A fetch checks every record it returns, and the general path spent more per record than
+    /// reading it from LMDB.
+    static func quickValidate(_ bytes: UnsafeRawBufferPointer, _ layout: RecordLayout) -> UInt64? {
+        guard layout.isQuick, let base = bytes.baseAddress else { return nil }
+        let end = bytes.count
+        var offset = 0
+        /// A varint of at most nine bytes (63 bits); longer ones take the general path.
+        @inline(__always) func varint() -> UInt64? {
+            var result: UInt64 = 0
+            var shift: UInt64 = 0
+            while offset < end, shift < 63 {
+                let next = base.load(fromByteOffset: offset, as: UInt8.self)
+                offset += 1
+                result |= UInt64(next & 0x7F) << shift
+                if next & 0x80 == 0 { return result }
+                shift += 7
+            }
+            return nil
+        }
+        guard end > 0, base.load(as: UInt8.self) == formatVersion else { return nil }
+        offset = 1
+        guard let rowVersion = varint(), varint() == UInt64(layout.count) else { return nil }
+        let bitmap = offset
+        offset += (layout.count + 7) / 8
+        guard offset <= end else { return nil }
+        for field in layout.fields {
+            let i = Int(field.index)
+            if base.load(fromByteOffset: bitmap + i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0 { continue }
+            guard offset < end, base.load(fromByteOffset: offset, as: UInt8.self) == field.tag else { return nil }
+            offset += 1
+            switch field.kind {
+            case .bool:
+                guard offset < end, base.load(fromByteOffset: offset, as: UInt8.self) <= 1 else { return nil }
+                offset += 1
+            case .varint:
+                guard varint() != nil else { return nil }
+            case .fixed(let size):
+                offset += size
+                guard offset <= end else { return nil }
+            case .text, .bytes:
+                guard let length = varint(), length <= UInt64(end - offset) else { return nil }
+                let count = Int(length)
+                if field.kind == .text,
+                    !ByteReader.isValidText(UnsafeRawBufferPointer(start: base + offset, count: count))
+                {
+                    return nil
+                }
+                offset += count
+            }
+        }
+        return offset == end ? rowVersion : nil
+    }
+
     /// Walks a record's fields: the header and every type tag checked, `visit` called for each attribute with its
     /// type (nil when the value is null) to read or skip its bytes, and no byte left after the last. In schema order
     /// when `inSchemaOrder` (for a visitor that appends), else in the record's order (cheaper for format 2).
@@ -611,5 +667,46 @@ private struct RecordWriter {
             varint(UInt64(utf8.count))
             bytes(UnsafeRawBufferPointer(utf8))
         }
+    }
+}
+
+/// Where a format 2 record of an entity keeps its fields, for ``RecordCodec/quickValidate(_:_:)``: the attributes in
+/// the record's order (fixed-size first), each with its type tag and how its payload is checked.
+struct RecordLayout: Sendable {
+    enum Kind: Equatable, Sendable {
+        case bool, varint, text, bytes
+        case fixed(Int)
+    }
+
+    let count: Int
+    let fields: [(index: Int32, tag: UInt8, kind: Kind)]
+    /// Whether the quick check applies: an entity with decimals (checked as numbers) takes the general path.
+    let isQuick: Bool
+
+    init(_ entity: Entity) {
+        let attributes = entity.attributes
+        count = attributes.count
+        var fields: [(index: Int32, tag: UInt8, kind: Kind)] = []
+        var quick = true
+        for variable in [false, true] {
+            for (i, attribute) in attributes.enumerated()
+            where RecordCodec.isVariableSize(attribute.type) == variable {
+                let kind: Kind
+                switch attribute.type {
+                case .bool: kind = .bool
+                case .int64: kind = .varint
+                case .double, .date: kind = .fixed(8)
+                case .uuid: kind = .fixed(16)
+                case .string: kind = .text
+                case .binary: kind = .bytes
+                case .decimal:
+                    kind = .bytes
+                    quick = false
+                }
+                fields.append((Int32(i), RecordCodec.tag(of: attribute.type), kind))
+            }
+        }
+        self.fields = fields
+        isQuick = quick
     }
 }

@@ -98,10 +98,13 @@ final class EntityBox: Sendable {
     let attributeNames: [String]
     /// The attributes' default values in record order: a new object's values before any is set.
     let defaultValues: [Value]
+    /// How the entity's format 2 records are laid out, for checking a fetched record in one pass.
+    let recordLayout: RecordLayout
 
     init(_ entity: Entity) {
         self.entity = entity
         attributeNames = entity.attributes.map(\.name)
         defaultValues = entity.attributes.map(\.defaultValue)
+        recordLayout = RecordLayout(entity)
     }
 }
