@@ -76,10 +76,11 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     }
     /// The row version the values were read at (optimistic locking).
     @exclusivity(unchecked) var rowVersion: UInt64 = 0
-    /// Current relationship targets, by relationship name, loaded one relationship at a time.
-    @exclusivity(unchecked) var related: [String: Set<ObjectID>] = [:]
+    /// Current relationship targets, by relationship name, loaded one relationship at a time. (`Dictionary()`, not
+    /// `[:]`: the literal ran the dictionary-literal initializer, with its array of pairs, for every object made.)
+    @exclusivity(unchecked) var related: [String: Set<ObjectID>] = Dictionary()
     /// Relationship targets as stored, for the relationships loaded so far.
-    @exclusivity(unchecked) var committedRelated: [String: Set<ObjectID>] = [:]
+    @exclusivity(unchecked) var committedRelated: [String: Set<ObjectID>] = Dictionary()
 
     /// Whether the object was inserted and not yet saved.
     @exclusivity(unchecked) public internal(set) var isInserted = false

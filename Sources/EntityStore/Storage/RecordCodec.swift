@@ -249,8 +249,9 @@ enum RecordCodec {
         offset += (layout.count + 7) / 8
         guard offset <= end else { return nil }
         for field in layout.fields {
-            let i = Int(field.index)
-            if base.load(fromByteOffset: bitmap + i / 8, as: UInt8.self) & (1 << UInt8(i % 8)) != 0 { continue }
+            if base.load(fromByteOffset: bitmap &+ Int(field.nullByte), as: UInt8.self) & field.nullBit != 0 {
+                continue
+            }
             guard offset < end, base.load(fromByteOffset: offset, as: UInt8.self) == field.tag else { return nil }
             offset += 1
             switch field.kind {
@@ -679,14 +680,15 @@ struct RecordLayout: Sendable {
     }
 
     let count: Int
-    let fields: [(index: Int32, tag: UInt8, kind: Kind)]
+    /// Each field's null bit (its byte in the bitmap and the bit's mask), type tag and payload.
+    let fields: [(nullByte: Int32, nullBit: UInt8, tag: UInt8, kind: Kind)]
     /// Whether the quick check applies: an entity with decimals (checked as numbers) takes the general path.
     let isQuick: Bool
 
     init(_ entity: Entity) {
         let attributes = entity.attributes
         count = attributes.count
-        var fields: [(index: Int32, tag: UInt8, kind: Kind)] = []
+        var fields: [(nullByte: Int32, nullBit: UInt8, tag: UInt8, kind: Kind)] = []
         var quick = true
         for variable in [false, true] {
             for (i, attribute) in attributes.enumerated()
@@ -703,7 +705,7 @@ struct RecordLayout: Sendable {
                     kind = .bytes
                     quick = false
                 }
-                fields.append((Int32(i), RecordCodec.tag(of: attribute.type), kind))
+                fields.append((Int32(i / 8), 1 << UInt8(i % 8), RecordCodec.tag(of: attribute.type), kind))
             }
         }
         self.fields = fields
