@@ -205,6 +205,35 @@ import Testing
         #expect(number == 99 && decoded.insertedIDs.map(\.primaryKey) == keys && decoded.author == "import")
     }
 
+    /// A save's entry mixes runs of inserts of several entities (each insert written short, the entity's name
+    /// encoded once per run) with updates, deletes and inserts that carry relationships: it reads back as written.
+    @Test func anEntryOfMixedChangesReadsBackAsWritten() throws {
+        let tag = { ObjectID(entityName: "Tag", primaryKey: $0) }
+        let book = { ObjectID(entityName: "Böök", primaryKey: $0) }
+        let changes = [
+            ObjectChange(objectID: tag(1), kind: .insert, changedKeys: []),
+            ObjectChange(objectID: tag(2), kind: .insert, changedKeys: [], isUserDriven: true),
+            ObjectChange(objectID: book(300), kind: .insert, changedKeys: []),
+            ObjectChange(
+                objectID: book(301), kind: .update, changedKeys: ["title"], oldValues: ["title": "a"],
+                newValues: ["title": "b"], oldRelationships: ["tags": [tag(1)]]),
+            ObjectChange(objectID: tag(3), kind: .insert, changedKeys: [], oldRelationships: ["books": [book(300)]]),
+            ObjectChange(objectID: tag(1 << 40), kind: .insert, changedKeys: []),
+            ObjectChange(objectID: book(7), kind: .delete, changedKeys: ["title"], oldValues: ["title": "gone"]),
+        ]
+        let record = ChangeRecord(kind: .didSave, changes: changes, author: "mixed", contextID: UUID())
+        let (decoded, number) = try HistoryCodec.encode(record, transaction: 5).withUnsafeBytes {
+            try HistoryCodec.decode($0)
+        }
+        #expect(number == 5)
+        #expect(decoded.changes.map(\.objectID) == changes.map(\.objectID))
+        #expect(decoded.changes.map(\.kind) == changes.map(\.kind))
+        #expect(decoded.changes.map(\.isUserDriven) == changes.map(\.isUserDriven))
+        #expect(decoded.changes.map(\.oldRelationships) == changes.map(\.oldRelationships))
+        #expect(decoded.changes[3].oldValues == ["title": "a"] && decoded.changes[3].newValues == ["title": "b"])
+        #expect(decoded.changes[6].oldValues == ["title": "gone"])
+    }
+
     @Test func invalidUTF8InAStringIsRefused() throws {
         let note = try #require(try Fixtures.librarySchema().entity("Note"))
         // version 1, row version 1, 1 attribute, empty bitmap, string tag, length 2, bytes C3 28 (invalid)

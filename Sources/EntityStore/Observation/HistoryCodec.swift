@@ -23,9 +23,24 @@ enum HistoryCodec {
 
     static func encode(_ record: ChangeRecord, transaction: UInt64) -> [UInt8] {
         var out: [UInt8] = []
+        out.reserveCapacity(64 + record.changes.count * 24)
         appendHeader(of: record, transaction: transaction, changes: record.changes.count, &out)
+        // The encoded entity name of the last change: a save's changes come in runs of one entity.
+        var lastEntity = ""
+        var lastName: [UInt8] = []
         for change in record.changes {
-            appendString(change.objectID.entityName, &out)
+            if change.objectID.entityName != lastEntity {
+                lastEntity = change.objectID.entityName
+                lastName.removeAll(keepingCapacity: true)
+                appendString(lastEntity, &lastName)
+            }
+            out.append(contentsOf: lastName)
+            if change.kind == .insert && change.oldStorage.isEmpty && change.oldRelationships.isEmpty {
+                // What the general path below writes for it, as in `encodeInserts`: no keys, values or relationships.
+                RecordCodec.appendVarint(change.objectID.primaryKey, &out)
+                out.append(contentsOf: [0, change.isUserDriven ? 1 : 0, 0, 0, 0, 0] as [UInt8])
+                continue
+            }
             RecordCodec.appendVarint(change.objectID.primaryKey, &out)
             out.append(change.kind == .insert ? 0 : change.kind == .update ? 1 : 2)
             out.append(change.isUserDriven ? 1 : 0)
