@@ -229,22 +229,15 @@ enum RecordCodec {
         guard layout.isQuick, let base = bytes.baseAddress else { return nil }
         let end = bytes.count
         var offset = 0
-        /// A varint of at most nine bytes (63 bits); longer ones take the general path.
-        @inline(__always) func varint() -> UInt64? {
-            var result: UInt64 = 0
-            var shift: UInt64 = 0
-            while offset < end, shift < 63 {
-                let next = base.load(fromByteOffset: offset, as: UInt8.self)
-                offset += 1
-                result |= UInt64(next & 0x7F) << shift
-                if next & 0x80 == 0 { return result }
-                shift += 7
-            }
-            return nil
+        /// A varint of at most nine bytes (63 bits, as the general path reads); longer ones take the general path.
+        @inline(__always) func varint(_ offset: inout Int) -> UInt64? {
+            let start = offset
+            guard let value = RecordFilter.varint(base, end, &offset), offset &- start <= 9 else { return nil }
+            return value
         }
         guard end > 0, base.load(as: UInt8.self) == formatVersion else { return nil }
         offset = 1
-        guard let rowVersion = varint(), varint() == UInt64(layout.count) else { return nil }
+        guard let rowVersion = varint(&offset), varint(&offset) == UInt64(layout.count) else { return nil }
         let bitmap = offset
         offset += (layout.count + 7) / 8
         guard offset <= end else { return nil }
@@ -259,12 +252,12 @@ enum RecordCodec {
                 guard offset < end, base.load(fromByteOffset: offset, as: UInt8.self) <= 1 else { return nil }
                 offset += 1
             case .varint:
-                guard varint() != nil else { return nil }
+                guard varint(&offset) != nil else { return nil }
             case .fixed(let size):
                 offset += size
                 guard offset <= end else { return nil }
             case .text, .bytes:
-                guard let length = varint(), length <= UInt64(end - offset) else { return nil }
+                guard let length = varint(&offset), length <= UInt64(end - offset) else { return nil }
                 let count = Int(length)
                 if field.kind == .text,
                     !ByteReader.isValidText(UnsafeRawBufferPointer(start: base + offset, count: count))
