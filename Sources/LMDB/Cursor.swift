@@ -137,9 +137,9 @@ public final class PutCursor {
         self.environment = transaction.environment
     }
 
-    /// Stores `value` under `key`, like ``WriteTransaction/put(_:_:in:flags:)``.
+    /// Stores `value` under `key`, like ``WriteTransaction/put(_:_:in:flags:)-(UnsafeRawBufferPointer,_,_,_)``.
     ///
-    /// - Throws: what ``WriteTransaction/put(_:_:in:flags:)`` throws; ``LMDBError/Code/misuse`` after the
+    /// - Throws: what ``WriteTransaction/put(_:_:in:flags:)-(UnsafeRawBufferPointer,_,_,_)`` throws; ``LMDBError/Code/misuse`` after the
     ///   its transaction ended.
     public func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, flags: PutFlags = []) throws {
         guard isLive else {

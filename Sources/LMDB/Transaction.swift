@@ -387,7 +387,7 @@ public final class WriteTransaction: ReadTransaction {
     ///
     /// For runs of puts in key order, or of appends: LMDB first looks for a put's place on the page the cursor is
     /// on, so each put lands next to the one before without searching the tree from its root (what
-    /// ``put(_:_:in:flags:)`` does for every put).
+    /// ``put(_:_:in:flags:)-(UnsafeRawBufferPointer,_,_,_)`` does for every put).
     ///
     /// ```swift
     /// let cursor = try txn.putCursor(on: index)
