@@ -139,8 +139,8 @@ public final class PutCursor {
 
     /// Stores `value` under `key`, like ``WriteTransaction/put(_:_:in:flags:)-(UnsafeRawBufferPointer,_,_,_)``.
     ///
-    /// - Throws: what ``WriteTransaction/put(_:_:in:flags:)-(UnsafeRawBufferPointer,_,_,_)`` throws; ``LMDBError/Code/misuse`` after the
-    ///   its transaction ended.
+    /// - Throws: what ``WriteTransaction/put(_:_:in:flags:)-(UnsafeRawBufferPointer,_,_,_)`` throws;
+    ///   ``LMDBError/Code/misuse`` after its transaction ended.
     public func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, flags: PutFlags = []) throws {
         guard isLive else {
             throw LMDBError(

@@ -34,13 +34,12 @@ enum HistoryCodec {
                 lastName.removeAll(keepingCapacity: true)
                 appendString(lastEntity, &lastName)
             }
-            out.append(contentsOf: lastName)
             if change.kind == .insert && change.oldStorage.isEmpty && change.oldRelationships.isEmpty {
-                // What the general path below writes for it, as in `encodeInserts`: no keys, values or relationships.
-                RecordCodec.appendVarint(change.objectID.primaryKey, &out)
-                out.append(contentsOf: [0, change.isUserDriven ? 1 : 0, 0, 0, 0, 0] as [UInt8])
+                // What the general path below writes for it: no keys, values or relationships.
+                appendPlainInsert(name: lastName, change.objectID.primaryKey, userDriven: change.isUserDriven, &out)
                 continue
             }
+            out.append(contentsOf: lastName)
             RecordCodec.appendVarint(change.objectID.primaryKey, &out)
             out.append(change.kind == .insert ? 0 : change.kind == .update ? 1 : 2)
             out.append(change.isUserDriven ? 1 : 0)
@@ -91,13 +90,18 @@ enum HistoryCodec {
         appendString(entity, &name)
         out.reserveCapacity(64 + keys.count * (name.count + 14))
         appendHeader(of: record, transaction: transaction, changes: keys.count, &out)
-        for key in keys {
-            out.append(contentsOf: name)
-            RecordCodec.appendVarint(key, &out)
-            // insert, not user-driven, no keys (see above), no old or new values, no relationships
-            out.append(contentsOf: [0, 0, 0, 0, 0, 0] as [UInt8])
-        }
+        for key in keys { appendPlainInsert(name: name, key, userDriven: false, &out) }
         return out
+    }
+
+    /// A change that inserts an object with no relationships, whose entity's encoded name is `name`: what the
+    /// general encoding writes for it, in fixed bytes (insert, user-driven or not, no keys (see above), no old or new
+    /// values, no relationships).
+    @inline(__always)
+    static func appendPlainInsert(name: [UInt8], _ key: UInt64, userDriven: Bool, _ out: inout [UInt8]) {
+        out.append(contentsOf: name)
+        RecordCodec.appendVarint(key, &out)
+        out.append(contentsOf: [0, userDriven ? 1 : 0, 0, 0, 0, 0] as [UInt8])
     }
 
     /// Values by key, in key order.
