@@ -313,11 +313,11 @@ extension ObjectContext {
                         new: .positional(names: names, values: final ?? []), isUserDriven: userDriven))
                 continue
             }
-            var (keys, old, new): ([String], [Value], [Value]) = ([], [], [])
+            var (keys, old, new): ([String], ObjectChange.ValueStorage, ObjectChange.ValueStorage) =
+                ([], .dictionary([:]), .dictionary([:]))
             if let final, let committed = object.committed {
-                (keys, old, new) = ObjectChange.differences(names, from: committed, to: final)
+                (keys, old, new) = ObjectChange.differences(object.entityBox, from: committed, to: final)
             }
-            let changedAttributes = keys
             var oldRelationships: [String: [ObjectID]] = [:]
             for (name, targets) in object.related.sorted(by: { $0.key < $1.key })
             where object.committedRelated[name] != targets {
@@ -327,10 +327,8 @@ extension ObjectContext {
             guard !keys.isEmpty else { continue }
             changes.append(
                 ObjectChange(
-                    objectID: object.objectID, kind: .update, changedKeys: keys,
-                    old: .positional(names: changedAttributes, values: old),
-                    new: .positional(names: changedAttributes, values: new), oldRelationships: oldRelationships,
-                    isUserDriven: userDriven))
+                    objectID: object.objectID, kind: .update, changedKeys: keys, old: old, new: new,
+                    oldRelationships: oldRelationships, isUserDriven: userDriven))
         }
         return changes
     }

@@ -34,17 +34,20 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     /// Whether the change was made inside a user-driven scope (``ObjectContext/performUserDrivenChanges(_:)``).
     public var isUserDriven: Bool
 
-    /// Values by name: a dictionary, or (for an insert's or a delete's every attribute) the attribute names and
-    /// the object's values array as they are, so that a bulk save builds no dictionary nobody reads.
+    /// Values by name: a dictionary, the attribute names with the values as they are (an insert's or a delete's
+    /// every attribute, or an update's changed ones), or one name and value (an update of one attribute, the usual
+    /// one), so that building a change makes no dictionary nobody reads.
     enum ValueStorage: Sendable {
         case dictionary([String: Value])
         case positional(names: [String], values: [Value])
+        case single(name: String, value: Value)
 
         var dictionary: [String: Value] {
             switch self {
             case .dictionary(let values): values
             case .positional(let names, let values):
                 Dictionary(zip(names, values), uniquingKeysWith: { first, _ in first })
+            case .single(let name, let value): [name: value]
             }
         }
 
@@ -52,6 +55,16 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
             switch self {
             case .dictionary(let values): values.isEmpty
             case .positional(let names, let values): names.isEmpty || values.isEmpty
+            case .single: false
+            }
+        }
+
+        /// The values in the order of their names (a dictionary's in no order).
+        var values: [Value] {
+            switch self {
+            case .dictionary(let values): Array(values.values)
+            case .positional(_, let values): values
+            case .single(_, let value): [value]
             }
         }
     }
@@ -59,20 +72,31 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     var oldStorage: ValueStorage
     var newStorage: ValueStorage
 
-    /// The attributes whose values differ between `previous` and `current` (in the order of `names`), with both
-    /// values. Each array is made at its size: grown from empty, a change of one value made three arrays through the
-    /// standard library's slow growth path (most of what building an update's change cost).
+    /// The attributes whose values differ between `previous` and `current` (in the entity's record order), with
+    /// both values: one changed attribute (most updates) allocates nothing, its name alone shared by the entity and
+    /// its values held inline; more are arrays made at their size (grown from empty, the standard library's slow
+    /// growth path was most of what building an update cost).
     static func differences(
-        _ names: [String], from previous: [Value], to current: [Value]
-    ) -> (keys: [String], old: [Value], new: [Value]) {
+        _ entity: EntityBox, from previous: [Value], to current: [Value]
+    ) -> (keys: [String], old: ValueStorage, new: ValueStorage) {
+        let names = entity.attributeNames
         var first = -1
         var count = 0
-        for i in names.indices where previous[i] != current[i] {
-            if count == 0 { first = i }
-            count += 1
+        previous.withUnsafeBufferPointer { previous in
+            current.withUnsafeBufferPointer { current in
+                for i in names.indices where previous[i] != current[i] {
+                    if count == 0 { first = i }
+                    count += 1
+                }
+            }
         }
-        if count == 0 { return ([], [], []) }
-        if count == 1 { return ([names[first]], [previous[first]], [current[first]]) }
+        if count == 0 { return ([], .dictionary([:]), .dictionary([:])) }
+        if count == 1 {
+            return (
+                entity.singleAttributeNames[first], .single(name: names[first], value: previous[first]),
+                .single(name: names[first], value: current[first])
+            )
+        }
         var keys: [String] = []
         var old: [Value] = []
         var new: [Value] = []
@@ -84,7 +108,7 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
             old.append(previous[i])
             new.append(current[i])
         }
-        return (keys, old, new)
+        return (keys, .positional(names: keys, values: old), .positional(names: keys, values: new))
     }
 
     /// Creates a change.

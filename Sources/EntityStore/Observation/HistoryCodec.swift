@@ -110,6 +110,13 @@ enum HistoryCodec {
             RecordCodec.appendVarint(0, &out)
             return
         }
+        if case .single(let name, let value) = storage {
+            // One value (an update of one attribute, the usual one): no dictionary to sort.
+            RecordCodec.appendVarint(1, &out)
+            appendString(name, &out)
+            appendValue(value, &out)
+            return
+        }
         let values = storage.dictionary
         RecordCodec.appendVarint(UInt64(values.count), &out)
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {

@@ -202,22 +202,24 @@ extension ObjectContext {
                 new: .dictionary([:]), oldRelationships: before?.related.mapValues { $0.sorted() } ?? [:])
         case (true, true):
             guard let before else { return nil }
-            // The changed attributes' names and values as arrays: the dictionaries are built only when read.
-            var (keys, old, new): ([String], [Value], [Value]) = ([], [], [])
+            // The changed attributes' names and values as they are: the dictionaries are built only when read.
+            var (keys, old, new): ([String], ObjectChange.ValueStorage, ObjectChange.ValueStorage) =
+                ([], .dictionary([:]), .dictionary([:]))
             if let previous = before.values ?? before.committed, let current = object.values {
-                (keys, old, new) = ObjectChange.differences(names, from: previous, to: current)
+                (keys, old, new) = ObjectChange.differences(object.entityBox, from: previous, to: current)
             }
             if before.transients != object.transientValues {
                 let names = object.entity.transientAttributes.map(\.name)
                 let previous = before.transients.isEmpty ? object.savedTransients : before.transients
                 let current = object.currentTransients
+                var (oldValues, newValues) = (old.values, new.values)
                 for i in names.indices where previous[i] != current[i] {
                     keys.append(names[i])
-                    old.append(previous[i])
-                    new.append(current[i])
+                    oldValues.append(previous[i])
+                    newValues.append(current[i])
                 }
+                (old, new) = (.positional(names: keys, values: oldValues), .positional(names: keys, values: newValues))
             }
-            let changedAttributes = keys
             var oldRelationships: [String: [ObjectID]] = [:]
             for relationship in object.entity.relationships {
                 // A relationship loaded after the state was recorded held what the store holds then (it cannot change
@@ -231,9 +233,7 @@ extension ObjectContext {
             }
             guard !keys.isEmpty else { return nil }
             return ObjectChange(
-                objectID: id, kind: .update, changedKeys: keys,
-                old: .positional(names: changedAttributes, values: old),
-                new: .positional(names: changedAttributes, values: new), oldRelationships: oldRelationships)
+                objectID: id, kind: .update, changedKeys: keys, old: old, new: new, oldRelationships: oldRelationships)
         case (false, false):
             return nil
         }

@@ -65,14 +65,17 @@ extension FetchedResultsController {
         // One entry per affected object: the keys that changed, and whether every change to it was user-driven.
         var affected: [ObjectID: AffectedRow] = [:]
         affected.reserveCapacity(record.changes.count)
-        for change in record.changes {
-            let flag = change.isUserDriven && record.kind != .merged
-            if plan.holds(change.objectID.entityName) {
-                let structural = change.kind != .update || change.changedKeys.isEmpty
-                affected.note(change.objectID, structural ? [] : change.changedKeys, flag, structural: structural)
+        // By index: a change copied out of the array took a reference on each of its arrays and dictionaries.
+        let changes = record.changes
+        for index in changes.indices {
+            let flag = changes[index].isUserDriven && record.kind != .merged
+            if plan.holds(changes[index].objectID.entityName) {
+                let structural = changes[index].kind != .update || changes[index].changedKeys.isEmpty
+                affected.note(
+                    changes[index].objectID, structural ? [] : changes[index].changedKeys, flag, structural: structural)
             }
             if !plan.dependencies.isEmpty {
-                for (dependent, keyPath) in try dependents(of: change, plan) {
+                for (dependent, keyPath) in try dependents(of: changes[index], plan) {
                     affected.note(dependent, [keyPath], flag, structural: false)
                 }
             }

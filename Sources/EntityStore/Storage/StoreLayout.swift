@@ -96,6 +96,9 @@ final class EntityBox: Sendable {
     let entity: Entity
     /// The attributes' names in record order, shared by the change records of the entity's objects.
     let attributeNames: [String]
+    /// Each attribute's name alone, in record order: the changed keys of an update of one attribute (the usual
+    /// update), shared instead of made per change.
+    let singleAttributeNames: [[String]]
     /// The attributes' default values in record order: a new object's values before any is set.
     let defaultValues: [Value]
     /// How the entity's format 2 records are laid out, for checking a fetched record in one pass.
@@ -104,6 +107,7 @@ final class EntityBox: Sendable {
     init(_ entity: Entity) {
         self.entity = entity
         attributeNames = entity.attributes.map(\.name)
+        singleAttributeNames = attributeNames.map { [$0] }
         defaultValues = entity.attributes.map(\.defaultValue)
         recordLayout = RecordLayout(entity)
     }
