@@ -9,9 +9,19 @@ package func heaviestIncreasingSubsequence(keys: [Int], weights: [Int]) -> [Bool
     let count = keys.count
     guard count > 0 else { return [] }
     // Ranks of the keys, 1-based, for the tree.
-    let order = keys.indices.sorted { keys[$0] < keys[$1] }
+    // Ranks by (key, index): sorted as words (the key above the index) when the keys are small non-negative
+    // numbers, as ranks are; sorting the indices through the keys read the array at every comparison.
     var rank = [Int](repeating: 0, count: count)
-    for (position, index) in order.enumerated() { rank[index] = position + 1 }
+    let indexBits = UInt64.bitWidth - (count - 1).leadingZeroBitCount
+    if let smallest = keys.min(), smallest >= 0, UInt64(keys.max()!).leadingZeroBitCount >= indexBits {
+        var words = keys.enumerated().map { UInt64($0.element) << indexBits | UInt64($0.offset) }
+        sortWords(&words)
+        let mask = (1 << indexBits) - 1 as UInt64
+        for (position, word) in words.enumerated() { rank[Int(word & mask)] = position + 1 }
+    } else {
+        let order = keys.indices.sorted { keys[$0] != keys[$1] ? keys[$0] < keys[$1] : $0 < $1 }
+        for (position, index) in order.enumerated() { rank[index] = position + 1 }
+    }
     var treeWeight = [Int](repeating: 0, count: count + 1)
     var treeIndex = [Int](repeating: -1, count: count + 1)
     var best = [Int](repeating: 0, count: count)

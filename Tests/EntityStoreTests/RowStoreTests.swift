@@ -49,6 +49,9 @@ import Testing
             #expect(store.keys(of: row.pk) == row.keys)
             #expect(store.position(of: row.pk) == position)
         }
+        // The batch lookup: every row's position, -1 for a key with no row and for 0 (never a primary key).
+        let absent = (reference.map(\.pk).max() ?? 0) + 1
+        #expect(store.positions(of: reference.map(\.pk) + [absent, 0]) == Array(reference.indices) + [-1, -1])
     }
 
     @Test func randomInsertsAndRemovalsKeepTheOrderAndTheKeys() {

@@ -63,7 +63,7 @@ extension Sequence where Element == ObjectID {
         var ids = Array(self)
         guard let first = ids.first?.entityName else { return ids }
         if ids.allSatisfy({ $0.entityName == first }) {
-            ids.sort { $0.primaryKey < $1.primaryKey }
+            ids.sortByKey(\.primaryKey)
         } else {
             ids.sort()
         }

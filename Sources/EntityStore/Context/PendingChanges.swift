@@ -89,11 +89,9 @@ struct PendingChanges {
     private static func sortByID(_ entries: inout [Entry]) {
         guard let entity = entries.first?.object.objectID.entityName else { return }
         if entries.allSatisfy({ $0.object.objectID.entityName == entity }) {
-            // One entity (the usual case): by key, without comparing names.
-            entries.sortUnlessSorted { a, b in
-                let (left, right) = (a.object.objectID.primaryKey, b.object.objectID.primaryKey)
-                return left != right ? left < right : a.place < b.place
-            }
+            // One entity (the usual case): by key, without comparing names; entries are in the order recorded, so
+            // ties keep it.
+            entries.sortByKey { $0.object.objectID.primaryKey }
         } else {
             entries.sortUnlessSorted { a, b in
                 let (left, right) = (a.object.objectID, b.object.objectID)

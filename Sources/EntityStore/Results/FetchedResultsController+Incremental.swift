@@ -84,29 +84,53 @@ extension FetchedResultsController {
         for later in (section + 1)..<sectionStarts.count { sectionStarts[later].start += 1 }
     }
 
+    /// Rows a batch recomputed: each ID once, in ID order, with its position before and after the batch (-1: not
+    /// in the results). Arrays by the row's place here, not dictionaries by ID: a batch looks each row up several
+    /// times, and each lookup hashed and compared an ID.
+    struct RecomputedRows {
+        var ids: [ObjectID] = []
+        var old: [Int] = []
+        var new: [Int] = []
+
+        var count: Int { ids.count }
+    }
+
     /// Recomputes the rows of `ids` (distinct: membership, section and sort values): a few rows are moved one by one
     /// (a chunk's memmove each), a batch large against the rows rebuilds the order in one pass. Returns where the
     /// rows were before, and where they are now.
-    func updateRows(
-        _ ids: [ObjectID], _ plan: Plan
-    ) throws -> (oldIndex: [ObjectID: Int], newIndex: [ObjectID: Int]) {
+    func updateRows(_ ids: [ObjectID], _ plan: Plan) throws -> RecomputedRows {
+        var result = RecomputedRows()
+        result.ids = ids.sortedIDs()
         // Read first: when the rows cannot be read, nothing has changed yet.
-        let fresh = try newRows(for: ids, plan)
+        let fresh = try newRows(for: result.ids, plan)
         noteEntities(of: fresh.lazy.map(\.id), plan)
-        var oldIndex: [ObjectID: Int] = [:]
-        for id in ids { if let index = rowIndex(of: id, plan) { oldIndex[id] = index } }
-        var newIndex: [ObjectID: Int] = [:]
+        result.old = rows.positions(of: result.ids.map { plan.holds($0.entityName) ? $0.primaryKey : 0 })
+        result.new = Array(repeating: -1, count: result.count)
+        // The fresh rows are those of the IDs that still match, in the same order: their places among the IDs.
+        var places: [Int] = []
+        places.reserveCapacity(fresh.count)
+        var place = 0
+        for row in fresh {
+            while result.ids[place] != row.id { place += 1 }
+            places.append(place)
+        }
+        let removed = result.old.filter { $0 >= 0 }.sorted()
         let rebuild = mergeThreshold == 0 || (ids.count >= mergeThreshold && ids.count * 512 >= rows.count)
         if !rebuild {
-            for index in oldIndex.values.sorted(by: >) { removeRow(at: index) }
+            for index in removed.reversed() { removeRow(at: index) }
             for row in fresh { insertRow(row, plan) }
-            for row in fresh { if let index = rowIndex(of: row.id, plan) { newIndex[row.id] = index } }
+            let positions = rows.positions(of: fresh.map(\.id.primaryKey))
+            for (place, position) in zip(places, positions) { result.new[place] = position }
         } else {
             // The sections' sizes follow from the old sizes and the batch, without a pass over the rows.
             var sizes = sectionStarts.indices.map {
                 (key: sectionStarts[$0].key, count: sectionEnd($0) - sectionStarts[$0].start)
             }
-            for index in oldIndex.values { sizes[section(ofRowAt: index, in: sectionStarts)].count -= 1 }
+            if sectionNameKeyPath != nil {
+                for index in removed { sizes[section(ofRowAt: index, in: sectionStarts)].count -= 1 }
+            } else if !sizes.isEmpty {
+                sizes[0].count -= removed.count
+            }
             for row in fresh {
                 let key = sectionKey(of: row)
                 let section = sectionIndex(for: key, among: sizes.count, plan) { sizes[$0].key }
@@ -116,9 +140,8 @@ extension FetchedResultsController {
                     sizes.insert((key, 1), at: section)
                 }
             }
-            let positions = rows.merge(
-                removing: oldIndex.values.sorted(), inserting: fresh.map { ($0.id.primaryKey, $0.keys) })
-            for (row, position) in zip(fresh, positions) { newIndex[row.id] = position }
+            let positions = rows.merge(removing: removed, inserting: fresh.map { ($0.id.primaryKey, $0.keys) })
+            for (place, position) in zip(places, positions) { result.new[place] = position }
             if sectionNameKeyPath == nil {
                 sectionStarts = [(.null, 0)]
             } else {
@@ -132,7 +155,7 @@ extension FetchedResultsController {
         }
         displayedCache = nil
         displayedPathsCache = nil
-        return (oldIndex, newIndex)
+        return result
     }
 
     /// `ids` split into the rows to recompute and the rows updated in place (with their positions, ascending): rows
@@ -143,7 +166,7 @@ extension FetchedResultsController {
     ) -> (moving: [ObjectID], inPlace: [(id: ObjectID, old: Int)]) {
         guard let readKeys = plan.readKeys else { return (ids, []) }
         var moving: [ObjectID] = []
-        var inPlace: [(id: ObjectID, old: Int)] = []
+        var candidates: [ObjectID] = []
         for id in ids {
             guard let row = affected[id], !row.isStructural, !row.keys.isEmpty,
                 row.keys.allSatisfy({ !$0.utf8.contains(UInt8(ascii: ".")) && !readKeys.contains($0) })
@@ -151,9 +174,14 @@ extension FetchedResultsController {
                 moving.append(id)
                 continue
             }
-            if let index = rowIndex(of: id, plan) { inPlace.append((id, index)) }
+            if plan.holds(id.entityName) { candidates.append(id) }
         }
-        inPlace.sort { $0.old < $1.old }
+        var inPlace: [(id: ObjectID, old: Int)] = []
+        inPlace.reserveCapacity(candidates.count)
+        for (id, position) in zip(candidates, rows.positions(of: candidates.map(\.primaryKey))) where position >= 0 {
+            inPlace.append((id, position))
+        }
+        inPlace.sortByKey { UInt64($0.old) }
         return (moving, inPlace)
     }
 
@@ -168,45 +196,66 @@ extension FetchedResultsController {
         // Rows whose changes name no key the plan reads keep their place among the unaffected rows: they are not
         // read, removed or re-inserted, only reported (an update, or a move when their run of rows moves).
         let (moving, inPlace) = splitInPlace(ids, affected, plan)
-        let (oldIndex, newIndex) = moving.isEmpty ? ([:], [:]) : try updateRows(moving, plan)
+        let recomputed = moving.isEmpty ? RecomputedRows() : try updateRows(moving, plan)
+        let (old, new) = (recomputed.old, recomputed.new)
+        // Whether each recomputed row's changes named keys (an update is reported for those that stay put).
+        let namedKeys = recomputed.ids.map { !(affected[$0]?.keys.isEmpty ?? true) }
         /// How many rows updated in place the old positions `range` hold.
         func inPlaceCount(_ range: Range<Int>) -> Int {
             inPlace.partitionPoint { $0.old < range.upperBound } - inPlace.partitionPoint { $0.old < range.lowerBound }
         }
-        var movedInPlace = Set<Int>()
+        var movedInPlace = Array(repeating: false, count: inPlace.count)
 
         let itemCount = oldCount + rows.count + 1
-        var oldSectionOf: [Value: Int] = [:]
-        for (i, entry) in oldStarts.enumerated() { oldSectionOf[entry.key] = i }
-        var newSectionOf: [Value: Int] = [:]
-        for (i, entry) in sectionStarts.enumerated() { newSectionOf[entry.key] = i }
+        // Sections matched by key, once per section: each old section's index among the new ones and each new
+        // one's among the old (-1: gone, or new).
+        var oldToNew = Array(repeating: -1, count: oldStarts.count)
+        var newToOld = Array(repeating: -1, count: sectionStarts.count)
+        if sectionNameKeyPath == nil {
+            if !oldStarts.isEmpty && !sectionStarts.isEmpty { (oldToNew[0], newToOld[0]) = (0, 0) }
+        } else {
+            var newSectionOf: [Value: Int] = [:]
+            for (i, entry) in sectionStarts.enumerated() { newSectionOf[entry.key] = i }
+            for (i, entry) in oldStarts.enumerated() {
+                guard let n = newSectionOf[entry.key] else { continue }
+                (oldToNew[i], newToOld[n]) = (n, i)
+            }
+        }
         func oldEnd(_ s: Int) -> Int { s + 1 < oldStarts.count ? oldStarts[s + 1].start : oldCount }
         func newEnd(_ s: Int) -> Int { s + 1 < sectionStarts.count ? sectionStarts[s + 1].start : rows.count }
-        func oldKey(_ index: Int) -> Value { oldStarts[section(ofRowAt: index, in: oldStarts)].key }
-        func newKey(_ index: Int) -> Value { sectionStarts[section(ofRowAt: index, in: sectionStarts)].key }
+        func oldSection(_ index: Int) -> Int { section(ofRowAt: index, in: oldStarts) }
+        func newSection(_ index: Int) -> Int { section(ofRowAt: index, in: sectionStarts) }
 
-        // The affected rows by position, old and new: a touched section's are a slice, found by binary search.
-        let oldByPosition = oldIndex.map { (key: $0.key, value: $0.value) }.sorted { $0.value < $1.value }
-        let newByPosition = newIndex.map { (key: $0.key, value: $0.value) }.sorted { $0.value < $1.value }
+        // The recomputed rows by position, old and new (positions and places): a touched section's are a slice,
+        // found by binary search.
+        func byPosition(_ positions: [Int]) -> [(position: Int, place: Int)] {
+            var sorted: [(position: Int, place: Int)] = []
+            sorted.reserveCapacity(positions.count)
+            for (place, position) in positions.enumerated() where position >= 0 { sorted.append((position, place)) }
+            sorted.sortByKey { UInt64($0.position) }
+            return sorted
+        }
+        let oldByPosition = byPosition(old)
+        let newByPosition = byPosition(new)
         func slice(
-            _ sorted: [(key: ObjectID, value: Int)], _ range: Range<Int>
-        ) -> ArraySlice<(key: ObjectID, value: Int)> {
+            _ sorted: [(position: Int, place: Int)], _ range: Range<Int>
+        ) -> ArraySlice<(position: Int, place: Int)> {
             sorted[
                 sorted.partitionPoint {
-                    $0.value < range.lowerBound
+                    $0.position < range.lowerBound
                 }..<sorted.partitionPoint {
-                    $0.value < range.upperBound
+                    $0.position < range.upperBound
                 }]
         }
         var batch = IncrementalBatch()
-        for (i, entry) in oldStarts.enumerated() where newSectionOf[entry.key] == nil {
+        for (i, entry) in oldStarts.enumerated() where oldToNew[i] < 0 {
             // Every row of a deleted section is affected.
-            let items = slice(oldByPosition, entry.start..<oldEnd(i)).map(\.key)
+            let items = slice(oldByPosition, entry.start..<oldEnd(i)).map { recomputed.ids[$0.place] }
             let name = Self.name(of: entry.key)
             batch.sectionDeletes.append(
                 (i, SectionInfo(name: name, indexTitle: indexTitle(for: name), value: entry.key, objectIDs: items)))
         }
-        for (i, entry) in sectionStarts.enumerated() where oldSectionOf[entry.key] == nil {
+        for (i, entry) in sectionStarts.enumerated() where newToOld[i] < 0 {
             let name = Self.name(of: entry.key)
             batch.sectionInserts.append(
                 (
@@ -218,39 +267,38 @@ extension FetchedResultsController {
         }
 
         // Stayers per surviving section, and the moves among them.
-        var moved = Set<ObjectID>()
+        var moved = Array(repeating: false, count: recomputed.count)
         var movedUnaffected: [(ObjectID, ItemPath, ItemPath)] = []
-        var touched = Set<Value>()
-        for (id, index) in oldIndex where newIndex[id] != nil {
-            let key = oldKey(index)
-            if key == newKey(newIndex[id]!) { touched.insert(key) }
+        var touched = Array(repeating: false, count: oldStarts.count)
+        for place in 0..<recomputed.count where old[place] >= 0 && new[place] >= 0 {
+            let s = oldSection(old[place])
+            if oldToNew[s] == newSection(new[place]) { touched[s] = true }
         }
-        for key in touched {
-            guard let oldS = oldSectionOf[key], let newS = newSectionOf[key] else { continue }
-            // Old walk: ranks of affected stayers, and blocks of unaffected rows (rank, old position, length).
-            let affectedOld = slice(oldByPosition, oldStarts[oldS].start..<oldEnd(oldS))
-            var rank: [ObjectID: Int] = [:]
+        var rank = Array(repeating: -1, count: recomputed.count)
+        for oldS in touched.indices where touched[oldS] {
+            let newS = oldToNew[oldS]
+            guard newS >= 0 else { continue }
+            // Old walk: ranks of recomputed stayers, and blocks of unaffected rows (rank, old position, length).
             var blocks: [(rank: Int, position: Int, length: Int)] = []
             var position = oldStarts[oldS].start
             var next = 0
-            for (id, index) in affectedOld {
+            for (index, place) in slice(oldByPosition, oldStarts[oldS].start..<oldEnd(oldS)) {
                 if index > position { blocks.append((next, position, index - position)) }
                 next += index - position
-                if let n = newIndex[id], newKey(n) == key {
-                    rank[id] = next
+                if new[place] >= 0 && newSection(new[place]) == newS {
+                    rank[place] = next
                     next += 1
                 }
                 position = index + 1
             }
             if oldEnd(oldS) > position { blocks.append((next, position, oldEnd(oldS) - position)) }
 
-            // New walk: unaffected rows in the same order, affected rows at their new positions.
+            // New walk: unaffected rows in the same order, recomputed rows at their new positions.
             enum Element {
                 case unaffected(rank: Int, oldPosition: Int, newPosition: Int, length: Int)
-                case stayer(ObjectID, rank: Int)
+                case stayer(place: Int, rank: Int)
             }
             var elements: [Element] = []
-            let affectedNew = slice(newByPosition, sectionStarts[newS].start..<newEnd(newS))
             var block = 0
             var usedInBlock = 0
             func take(_ length: Int, at newPosition: Int) {
@@ -273,9 +321,9 @@ extension FetchedResultsController {
                 }
             }
             position = sectionStarts[newS].start
-            for (id, index) in affectedNew {
+            for (index, place) in slice(newByPosition, sectionStarts[newS].start..<newEnd(newS)) {
                 take(index - position, at: position)
-                if let r = rank[id] { elements.append(.stayer(id, rank: r)) }
+                if rank[place] >= 0 { elements.append(.stayer(place: place, rank: rank[place])) }
                 position = index + 1
             }
             take(newEnd(newS) - position, at: position)
@@ -287,19 +335,19 @@ extension FetchedResultsController {
                 case .unaffected(let r, let oldPosition, _, let length):
                     let unchanged = length - (inPlace.isEmpty ? 0 : inPlaceCount(oldPosition..<(oldPosition + length)))
                     runs.append(rank: r, count: length, unchanged: unchanged, member: element)
-                case .stayer(let id, let r):
-                    runs.append(rank: r, unchanged: affected[id]?.keys.isEmpty ?? true ? 1 : 0, member: element)
+                case .stayer(let place, let r):
+                    runs.append(rank: r, unchanged: namedKeys[place] ? 0 : 1, member: element)
                 }
             }
             for element in runs.movedMembers() {
                 switch element {
-                case .stayer(let id, _): moved.insert(id)
+                case .stayer(let place, _): moved[place] = true
                 case .unaffected(_, let oldPosition, let newPosition, let length):
                     if !inPlace.isEmpty {
-                        let range = oldPosition..<(oldPosition + length)
-                        let first = inPlace.partitionPoint { $0.old < range.lowerBound }
-                        for row in inPlace[first...].prefix(while: { range.contains($0.old) }) {
-                            movedInPlace.insert(row.old)
+                        var row = inPlace.partitionPoint { $0.old < oldPosition }
+                        while row < inPlace.count && inPlace[row].old < oldPosition + length {
+                            movedInPlace[row] = true
+                            row += 1
                         }
                     }
                     for offset in 0..<length {
@@ -314,43 +362,64 @@ extension FetchedResultsController {
             }
         }
 
-        // Fates of the affected rows, lowered to the strict batch.
-        for (id, index) in oldIndex where newIndex[id] == nil {
-            if newSectionOf[oldKey(index)] != nil { batch.deletes.append((id, path(ofRowAt: index, in: oldStarts))) }
-        }
-        for (id, index) in newIndex {
-            let to = path(ofRowAt: index, in: sectionStarts)
-            guard let old = oldIndex[id] else {
-                if oldSectionOf[newKey(index)] != nil { batch.inserts.append((id, to)) }
-                continue
-            }
-            let from = path(ofRowAt: old, in: oldStarts)
-            let (fromKey, toKey) = (oldKey(old), newKey(index))
-            let oldSurvives = newSectionOf[fromKey] != nil
-            let newSurvives = oldSectionOf[toKey] != nil
-            if fromKey != toKey || moved.contains(id) {
-                switch (oldSurvives, newSurvives) {
-                case (true, true): batch.moves.append((id, from, to))
-                case (true, false): batch.deletes.append((id, from))
-                case (false, true): batch.inserts.append((id, to))
-                case (false, false): break
+        // Fates of the recomputed rows, lowered to the strict batch.
+        for place in 0..<recomputed.count {
+            let id = recomputed.ids[place]
+            switch (old[place], new[place]) {
+            case (let index, -1) where index >= 0:
+                if oldToNew[oldSection(index)] >= 0 { batch.deletes.append((id, path(ofRowAt: index, in: oldStarts))) }
+            case (-1, let index) where index >= 0:
+                if newToOld[newSection(index)] >= 0 {
+                    batch.inserts.append((id, path(ofRowAt: index, in: sectionStarts)))
                 }
-            } else if !(affected[id]?.keys.isEmpty ?? true) && oldSurvives && newSurvives {
-                batch.updates.append((id, from, to))
+            case (let before, let after) where before >= 0 && after >= 0:
+                let from = path(ofRowAt: before, in: oldStarts)
+                let to = path(ofRowAt: after, in: sectionStarts)
+                let oldSurvives = oldToNew[from.section] >= 0
+                let newSurvives = newToOld[to.section] >= 0
+                if oldToNew[from.section] != to.section || moved[place] {
+                    switch (oldSurvives, newSurvives) {
+                    case (true, true): batch.moves.append((id, from, to))
+                    case (true, false): batch.deletes.append((id, from))
+                    case (false, true): batch.inserts.append((id, to))
+                    case (false, false): break
+                    }
+                } else if namedKeys[place] && oldSurvives && newSurvives {
+                    batch.updates.append((id, from, to))
+                }
+            default:
+                break  // neither before nor after
             }
         }
-        for row in inPlace where !movedInPlace.contains(row.old) {
-            guard let index = rows.position(of: row.id.primaryKey) else { continue }
+        // Rows updated in place keep their order among the unaffected rows: the new position of one is its rank
+        // among them (its old position less the recomputed rows removed before it) plus the recomputed rows now
+        // before it, found by walking both sorted lists along (no search of the order per row).
+        var removedBefore = 0
+        var insertedBefore = 0
+        for (row, entry) in inPlace.enumerated() {
+            while removedBefore < oldByPosition.count && oldByPosition[removedBefore].position < entry.old {
+                removedBefore += 1
+            }
+            let rank = entry.old - removedBefore
+            while insertedBefore < newByPosition.count
+                && newByPosition[insertedBefore].position <= rank + insertedBefore
+            {
+                insertedBefore += 1
+            }
+            guard !movedInPlace[row] else { continue }
             batch.updates.append(
-                (row.id, path(ofRowAt: row.old, in: oldStarts), path(ofRowAt: index, in: sectionStarts)))
+                (
+                    entry.id, path(ofRowAt: entry.old, in: oldStarts),
+                    path(ofRowAt: rank + insertedBefore, in: sectionStarts)
+                ))
         }
         batch.moves += movedUnaffected
-        batch.deletes.sort { $0.1 > $1.1 }
+        batch.deletes.sortByKey { ~$0.1.orderKey }
         batch.sectionDeletes.sort { $0.0 > $1.0 }
         batch.sectionInserts.sort { $0.0 < $1.0 }
-        batch.inserts.sort { $0.1 < $1.1 }
-        batch.moves.sort { $0.2 < $1.2 }
-        batch.updates.sort { $0.2 < $1.2 }
+        batch.inserts.sortByKey { $0.1.orderKey }
+        batch.moves.sortByKey { $0.2.orderKey }
+        batch.updates.sortByKey { $0.2.orderKey }
         return batch
     }
 
@@ -382,5 +451,13 @@ extension FetchedResultsController {
             }
             receiver.controllerDidChangeContent(self)
         }
+    }
+}
+
+extension ItemPath {
+    /// The path as one integer in the paths' order (section, then item), for sorting a batch's changes as plain
+    /// integers. A controller's sections and rows are fewer than 2³² each (its rows are in memory).
+    var orderKey: UInt64 {
+        UInt64(UInt32(truncatingIfNeeded: section)) << 32 | UInt64(UInt32(truncatingIfNeeded: item))
     }
 }

@@ -99,6 +99,13 @@ struct RowStore {
         return order.firstIndex(of: pk)
     }
 
+    /// The positions of the rows `pks` (-1 for a key with no row, and for 0): one call for a batch, so that the
+    /// controller takes the store once (each call from the controller's property copied it, a reference on every
+    /// one of its arrays).
+    func positions(of pks: [UInt64]) -> [Int] {
+        pks.map { pk in pk == 0 ? -1 : position(of: pk) ?? -1 }
+    }
+
     /// Replaces every row with `rows`, which must be in order.
     mutating func replaceAll(with rows: [(pk: UInt64, keys: [Value])]) {
         table = RowKeyTable(types: table.types, minimumCapacity: rows.count)
@@ -128,9 +135,19 @@ struct RowStore {
         // Insertion points in the old order, found while the removed rows still have their keys; rows with the
         // same point are put in order among themselves.
         let points = inserted.map { insertionIndex($0.keys, $0.pk) }
-        let byPoint = inserted.indices.sorted { a, b in
-            if points[a] != points[b] { return points[a] < points[b] }
-            return precedes(inserted[a].keys, inserted[a].pk, before: inserted[b].keys, inserted[b].pk)
+        var byPoint = Array(inserted.indices)
+        byPoint.sortByKey { UInt64(points[$0]) }
+        // Rows with one point (rare: they fall between the same two old rows) in their order among themselves.
+        var start = 0
+        while start < byPoint.count {
+            var end = start + 1
+            while end < byPoint.count && points[byPoint[end]] == points[byPoint[start]] { end += 1 }
+            if end - start > 1 {
+                byPoint[start..<end].sort { a, b in
+                    precedes(inserted[a].keys, inserted[a].pk, before: inserted[b].keys, inserted[b].pk)
+                }
+            }
+            start = end
         }
         for position in removed { table.remove(order[position]) }
         let placed = order.apply(
