@@ -80,6 +80,16 @@ package struct WeightedRuns<Member> {
     @inlinable
     package init(itemCount: Int) { self.itemCount = itemCount }
 
+    /// Empties the runs, keeping their storage for the next section's.
+    @inlinable
+    package mutating func removeAll() {
+        keys.removeAll(keepingCapacity: true)
+        weights.removeAll(keepingCapacity: true)
+        members.removeAll(keepingCapacity: true)
+        starts.removeAll(keepingCapacity: true)
+        previous = -2
+    }
+
     /// Appends `count` stayers with consecutive old ranks from `rank`, of which `unchanged` kept their keys.
     @inlinable
     package mutating func append(rank: Int, count: Int = 1, unchanged: Int, member: Member) {

@@ -84,6 +84,12 @@ extension FetchedResultsController {
         for later in (section + 1)..<sectionStarts.count { sectionStarts[later].start += 1 }
     }
 
+    /// A section's new walk: a piece of a block of unaffected rows, or a recomputed row that stays in the section.
+    enum SectionElement {
+        case unaffected(rank: Int, oldPosition: Int, newPosition: Int, length: Int)
+        case stayer(place: Int, rank: Int)
+    }
+
     /// Rows a batch recomputed: each ID once, in ID order, with its position before and after the batch (-1: not
     /// in the results). Arrays by the row's place here, not dictionaries by ID: a batch looks each row up several
     /// times, and each lookup hashed and compared an ID.
@@ -167,10 +173,18 @@ extension FetchedResultsController {
         guard let readKeys = plan.readKeys else { return (ids, []) }
         var moving: [ObjectID] = []
         var candidates: [ObjectID] = []
+        // Whether changes to `keys` leave a row in place; asked again only for other keys (the rows of a batch
+        // mostly share their key lists, one per changed attribute, and comparing a shared list is one check).
+        var lastKeys: [String] = []
+        var lastAnswer = false
+        func staysInPlace(_ keys: [String]) -> Bool {
+            if keys == lastKeys { return lastAnswer }
+            lastKeys = keys
+            lastAnswer = keys.allSatisfy { !$0.utf8.contains(UInt8(ascii: ".")) && !readKeys.contains($0) }
+            return lastAnswer
+        }
         for id in ids {
-            guard let row = affected[id], !row.isStructural, !row.keys.isEmpty,
-                row.keys.allSatisfy({ !$0.utf8.contains(UInt8(ascii: ".")) && !readKeys.contains($0) })
-            else {
+            guard let row = affected[id], !row.isStructural, !row.keys.isEmpty, staysInPlace(row.keys) else {
                 moving.append(id)
                 continue
             }
@@ -275,11 +289,16 @@ extension FetchedResultsController {
             if oldToNew[s] == newSection(new[place]) { touched[s] = true }
         }
         var rank = Array(repeating: -1, count: recomputed.count)
+        // The walks' lists, emptied for each section and kept for the next (grown from empty per section, they were
+        // a fifth of a sectioned batch).
+        var blocks: [(rank: Int, position: Int, length: Int)] = []
+        var elements: [SectionElement] = []
+        var runs = WeightedRuns<SectionElement>(itemCount: itemCount)
         for oldS in touched.indices where touched[oldS] {
             let newS = oldToNew[oldS]
             guard newS >= 0 else { continue }
             // Old walk: ranks of recomputed stayers, and blocks of unaffected rows (rank, old position, length).
-            var blocks: [(rank: Int, position: Int, length: Int)] = []
+            blocks.removeAll(keepingCapacity: true)
             var position = oldStarts[oldS].start
             var next = 0
             for (index, place) in slice(oldByPosition, oldStarts[oldS].start..<oldEnd(oldS)) {
@@ -294,11 +313,7 @@ extension FetchedResultsController {
             if oldEnd(oldS) > position { blocks.append((next, position, oldEnd(oldS) - position)) }
 
             // New walk: unaffected rows in the same order, recomputed rows at their new positions.
-            enum Element {
-                case unaffected(rank: Int, oldPosition: Int, newPosition: Int, length: Int)
-                case stayer(place: Int, rank: Int)
-            }
-            var elements: [Element] = []
+            elements.removeAll(keepingCapacity: true)
             var block = 0
             var usedInBlock = 0
             func take(_ length: Int, at newPosition: Int) {
@@ -329,7 +344,7 @@ extension FetchedResultsController {
             take(newEnd(newS) - position, at: position)
 
             // Runs of consecutive ranks, weighted exactly as ChangeSet weighs them (the same builder).
-            var runs = WeightedRuns<Element>(itemCount: itemCount)
+            runs.removeAll()
             for element in elements {
                 switch element {
                 case .unaffected(let r, let oldPosition, _, let length):

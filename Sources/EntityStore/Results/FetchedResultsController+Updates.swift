@@ -163,18 +163,26 @@ extension FetchedResultsController {
     /// The rows `ids` (distinct) have now: those that exist and match, with their keys.
     func newRows(for ids: [ObjectID], _ plan: Plan) throws -> [Row] {
         let includesPending = fetchRequest.includesPendingChanges
+        // Each key the object's own attribute (read directly; the general walk returns an array per key), found
+        // once per batch: a key path read per row was copied per row, a reference on each of its parts.
+        let direct: [Int?] = plan.keyPaths.map { path in
+            if path.steps.isEmpty, case .attribute(let index, _) = path.terminal { index } else { nil }
+        }
         return try context.store.read { txn in
             let reader = FetchReader(txn: txn, store: context.store, context: context, includesPending: includesPending)
             var result: [Row] = []
+            result.reserveCapacity(ids.count)
             for id in ids.sortedIDs() {
                 guard let subject = try reader.subject(for: id) else { continue }
                 if let predicate = plan.predicate, try !predicate.evaluate(subject) { continue }
-                let keys = try plan.keyPaths.map { path in
-                    // The object's own attribute read directly (the general walk returns an array per key).
-                    if path.steps.isEmpty, case .attribute(let index, _) = path.terminal {
-                        return try subject.attribute(index)
+                var keys: [Value] = []
+                keys.reserveCapacity(direct.count)
+                for column in direct.indices {
+                    if let index = direct[column] {
+                        keys.append(try subject.attribute(index))
+                    } else {
+                        keys.append(try CompiledPredicate.values(of: plan.keyPaths[column], subject).first ?? .null)
                     }
-                    return try CompiledPredicate.values(of: path, subject).first ?? .null
                 }
                 result.append(Row(id: id, keys: keys))
             }
