@@ -67,6 +67,36 @@ final class Draft: Model {
         }
     }
 
+    /// One stored attribute and transients changed together: the change lists each key once with its two values
+    /// (the one stored attribute's change is built without arrays, the transients appended to it).
+    @Test func aChangeOfOneAttributeAndTransientsHoldsEveryValue() throws {
+        try withStore(schema: try schema()) { store, _ in
+            let context = ObjectContext(store: store)
+            var events: [ChangeRecord] = []
+            let token = context.addObserver { events.append($0) }
+            defer { withExtendedLifetime(token) {} }
+            let note = try context.insert("Note")
+            try note.setValue("hello", forKey: "text")
+            try context.save()
+            events = []
+            try note.setValue("bye", forKey: "text")
+            try note.setValue(.int(4), forKey: "clicks")
+            context.processPendingChanges()
+            let change = try #require(events.last?.changes.first)
+            #expect(change.kind == .update && change.changedKeys == ["text", "clicks"])
+            #expect(change.oldValues == ["text": "hello", "clicks": 0])
+            #expect(change.newValues == ["text": "bye", "clicks": 4])
+            // Only the stored one alone: one key, both values.
+            events = []
+            try note.setValue("again", forKey: "text")
+            context.processPendingChanges()
+            let alone = try #require(events.last?.changes.first)
+            #expect(
+                alone.changedKeys == ["text"] && alone.oldValues == ["text": "bye"]
+                    && alone.newValues == ["text": "again"])
+        }
+    }
+
     @Test func transientAttributesCannotBeIndexedOrDerived() throws {
         let error = entityStoreError {
             _ = try Schema(version: 1) {

@@ -59,10 +59,10 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
             }
         }
 
-        /// The values in the order of their names (a dictionary's in no order).
-        var values: [Value] {
+        /// The values of `names` (the names this storage holds, in their order), as an array to append to.
+        func values(of names: [String]) -> [Value] {
             switch self {
-            case .dictionary(let values): Array(values.values)
+            case .dictionary(let values): names.map { values[$0] ?? .null }
             case .positional(_, let values): values
             case .single(_, let value): [value]
             }

@@ -212,7 +212,7 @@ extension ObjectContext {
                 let names = object.entity.transientAttributes.map(\.name)
                 let previous = before.transients.isEmpty ? object.savedTransients : before.transients
                 let current = object.currentTransients
-                var (oldValues, newValues) = (old.values, new.values)
+                var (oldValues, newValues) = (old.values(of: keys), new.values(of: keys))
                 for i in names.indices where previous[i] != current[i] {
                     keys.append(names[i])
                     oldValues.append(previous[i])

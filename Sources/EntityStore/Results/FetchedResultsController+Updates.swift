@@ -160,7 +160,8 @@ extension FetchedResultsController {
         return result
     }
 
-    /// The rows `ids` (distinct) have now: those that exist and match, with their keys.
+    /// The rows `ids` (distinct, in ID order: the order the store is read in) have now: those that exist and
+    /// match, with their keys, in the same order.
     func newRows(for ids: [ObjectID], _ plan: Plan) throws -> [Row] {
         let includesPending = fetchRequest.includesPendingChanges
         // Each key the object's own attribute (read directly; the general walk returns an array per key), found
@@ -172,7 +173,7 @@ extension FetchedResultsController {
             let reader = FetchReader(txn: txn, store: context.store, context: context, includesPending: includesPending)
             var result: [Row] = []
             result.reserveCapacity(ids.count)
-            for id in ids.sortedIDs() {
+            for id in ids {
                 guard let subject = try reader.subject(for: id) else { continue }
                 if let predicate = plan.predicate, try !predicate.evaluate(subject) { continue }
                 var keys: [Value] = []
