@@ -134,9 +134,21 @@ public class ReadTransaction {
                 context: environment.path)
         }
         try check(rc, "mdb_dbi_open '\(name)'")
+        try useFastComparison(dbi, dupSort: dupSort, name: name)
         let database = Database(dbi: dbi, name: name, isDupSort: dupSort, generation: Database.pending)
         opened.append(database)
         return database
+    }
+
+    /// Sets LMDB's comparisons of a named database's keys (and values, for DUPSORT) to
+    /// `entitystore_compare_bytes`, which orders exactly as LMDB's default does, eight bytes at a time. The setting is
+    /// the environment's for as long as the handle stays open, so it is made once, when the handle is opened, before
+    /// any read or write of the database.
+    func useFastComparison(_ dbi: MDB_dbi, dupSort: Bool, name: String) throws {
+        try check(mdb_set_compare(pointer, dbi, entitystore_compare_bytes), "mdb_set_compare '\(name)'")
+        if dupSort {
+            try check(mdb_set_dupsort(pointer, dbi, entitystore_compare_bytes), "mdb_set_dupsort '\(name)'")
+        }
     }
 
     /// Takes the environment's open lock for the rest of this transaction, once; a handle published meanwhile makes
