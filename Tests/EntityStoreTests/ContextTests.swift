@@ -197,6 +197,40 @@ import Testing
         }
     }
 
+    /// An object's reference to its context is unretained: an object the app keeps after releasing its context (a
+    /// fetched one, an inserted one, a child's) reports no context, reads what it loaded and refuses writes, instead
+    /// of reaching a released context.
+    @Test func objectsThatOutliveTheirContextReportNoContextAndRefuseWrites() throws {
+        try withStore { store, _ in
+            let seed = ObjectContext(store: store)
+            try seed.insert("Tag").setValue("kept", forKey: "name")
+            try seed.save()
+            var fetched: ManagedObject?
+            var inserted: ManagedObject?
+            var childObject: ManagedObject?
+            weak var released: ObjectContext?
+            weak var releasedChild: ObjectContext?
+            do {
+                let context = ObjectContext(store: store)
+                released = context
+                fetched = try context.fetch(FetchRequest(entity: "Tag")).first
+                _ = try fetched?["name"]
+                inserted = try context.insert("Tag")
+                let child = ObjectContext(parent: context)
+                releasedChild = child
+                childObject = try child.insert("Tag")
+                #expect(fetched?.context === context && childObject?.context === child)
+            }
+            #expect(released == nil && releasedChild == nil)
+            for object in [fetched, inserted, childObject] {
+                #expect(object?.context == nil)
+                let refused = entityStoreError { try object?.setValue("late", forKey: "name") }
+                #expect(refused?.code == .invalidObject)
+            }
+            #expect(try fetched?["name"] == "kept")
+        }
+    }
+
     /// A write after its object left the unsaved set (a refresh discarding its changes, a save) is unsaved again:
     /// the context skips the set insert only for the object it inserted last while it is still there.
     @Test func aWriteAfterARefreshOrASaveIsUnsavedAgain() throws {

@@ -20,8 +20,18 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     public var entity: Entity { entityBox.entity }
     /// The entity, shared with the other objects of it.
     let entityBox: EntityBox
-    /// The context the object is registered in; `nil` once it is deleted and saved, or the context is reset.
-    @exclusivity(unchecked) public internal(set) weak var context: ObjectContext?
+    /// The context the object is registered in; `nil` once it is deleted and saved, the context is reset, or the
+    /// context is gone.
+    public internal(set) var context: ObjectContext? {
+        get { contextReference?.takeUnretainedValue() }
+        set { contextReference = newValue.map { Unmanaged.passUnretained($0) } }
+    }
+    /// The context, unretained. Not `weak`: a weak reference is an atomic side-table update when every object is
+    /// made and released and an atomic load on every value set through the object. Every path that stops
+    /// registering an object clears it (a save of its delete, a rollback of its insert, `reset()`, a merge of its
+    /// delete), and the context clears it on every object it still registers when it deinitializes, so it never
+    /// outlives the context (see ``ObjectContext/detachRegisteredObjects()``).
+    @exclusivity(unchecked) private var contextReference: Unmanaged<ObjectContext>?
 
     // `@exclusivity(unchecked)` on the state below, as on the context's bookkeeping (see `ObjectContext`): an object
     // lives in its context's isolation domain and is read and written on every access.
@@ -104,7 +114,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     init(objectID: ObjectID, entity: EntityBox, context: ObjectContext) {
         self.objectID = objectID
         self.entityBox = entity
-        self.context = context
+        self.contextReference = Unmanaged.passUnretained(context)
         self.recorder = nil
     }
 
@@ -112,7 +122,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     init(recordingFor entityName: String, recorder: KeyRecorder) {
         self.objectID = ObjectID(entityName: entityName, primaryKey: 0)
         self.entityBox = EntityBox(Entity(entityName))
-        self.context = nil
+        self.contextReference = nil
         self.recorder = recorder
     }
 

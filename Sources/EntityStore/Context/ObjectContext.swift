@@ -125,6 +125,13 @@ public final class ObjectContext {
         // An automatically merging context leaves the store's subscribers, or its inbox would grow with every save
         // and the watcher would never stop.
         stopMerging()
+        detachRegisteredObjects()
+    }
+
+    /// Clears the context of every registered object, whose reference to it is unretained: an object the app still
+    /// holds then reports no context instead of pointing at a released one.
+    func detachRegisteredObjects() {
+        for object in registered.values { object.context = nil }
     }
 
     // MARK: - State
@@ -312,7 +319,7 @@ public final class ObjectContext {
     /// Forgets every registered object and every unsaved change. Objects held elsewhere are detached.
     public func reset() {
         accessorFailures = []
-        for object in registered.values { object.context = nil }
+        detachRegisteredObjects()
         registered = [:]
         faultBatches = [:]
         dirty.removeAll()

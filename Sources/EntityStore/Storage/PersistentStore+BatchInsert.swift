@@ -264,7 +264,9 @@ extension PersistentStore {
                         object.isInserted = true
                         return object
                     }
-                    let duplicates = try writer.checkUniqueness(objects)
+                    // The objects' reference to the carrier is unretained: detached before either is released.
+                    defer { for object in objects { object.context = nil } }
+                    let duplicates = try withExtendedLifetime(carrier) { try writer.checkUniqueness(objects) }
                     if !duplicates.isEmpty { throw Self.batchFailure(duplicates) }
                 }
                 // Fresh keys above every stored one: LMDB appends the records.
