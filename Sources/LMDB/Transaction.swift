@@ -93,6 +93,10 @@ public class ReadTransaction {
     /// transaction that opened databases to end. When the handle was published by another transaction since this
     /// one began, this transaction cannot see it: it is aborted and its closure runs again, as after a map resize.
     ///
+    /// A named database's keys (and a DUPSORT database's values) sort as their bytes, unsigned, a key before its
+    /// extensions: LMDB's default order, computed eight bytes at a time (CLMDB's `entitystore_compare_bytes`). The
+    /// files are the same as with LMDB's own comparison, so other LMDB programs read and write them.
+    ///
     /// - Parameters:
     ///   - name: The database's name, or `nil` for the main database.
     ///   - dupSort: Whether keys hold several sorted values. Must match how the database was created.

@@ -53,7 +53,7 @@ open class Model {
     }
 
     /// Where registrars are taken from and returned to: the context's pool, given when the context wraps the
-    /// object (owned by the model, so that neither a read nor the deinit goes through the object's weak context).
+    /// object (owned by the model, so that neither a read nor the deinit goes through the object's context).
     @exclusivity(unchecked) var registrarPool: Unmanaged<RegistrarPool>?
 
     @usableFromInline
