@@ -29,6 +29,18 @@ import Testing
         keys.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
+    /// Every key of `db`, in the order LMDB keeps them.
+    static func storedKeys(_ env: Environment, _ db: Database) throws -> [[UInt8]] {
+        try env.read { txn in
+            var stored: [[UInt8]] = []
+            try txn.forEach(in: db) { key, _ in
+                stored.append(Array(key))
+                return .continue
+            }
+            return stored
+        }
+    }
+
     /// Where `stored` first departs from the keys in byte order, as a short description; nil when it does not.
     static func departure(_ stored: [[UInt8]], from keys: [[UInt8]]) -> String? {
         let expected = lexicographic(keys)
@@ -47,17 +59,9 @@ import Testing
             try env.write { txn in
                 for key in keys { try txn.put(key, key, in: db) }
             }
-            let stored = try env.read { txn in
-                var stored: [[UInt8]] = []
-                try txn.forEach(in: db) { key, _ in
-                    stored.append(Array(key))
-                    return .continue
-                }
-                let missing = try keys.filter { try txn.get($0, in: db).map(Array.init) != $0 }
-                #expect(missing.count == 0, "keys not found: \(missing.prefix(3))")
-                return stored
-            }
-            #expect(Self.departure(stored, from: keys) == nil)
+            let missing = try env.read { txn in try keys.filter { try txn.get($0, in: db).map(Array.init) != $0 } }
+            #expect(missing.count == 0, "keys not found: \(missing.prefix(3))")
+            #expect(Self.departure(try Self.storedKeys(env, db), from: keys) == nil)
         }
     }
 
@@ -115,15 +119,7 @@ import Testing
             try env.write { txn in
                 for key in second { try txn.put(key, key, in: db) }
             }
-            let stored = try env.read { txn in
-                var stored: [[UInt8]] = []
-                try txn.forEach(in: db) { key, _ in
-                    stored.append(Array(key))
-                    return .continue
-                }
-                return stored
-            }
-            #expect(Self.departure(stored, from: first + second) == nil)
+            #expect(Self.departure(try Self.storedKeys(env, db), from: first + second) == nil)
         }
         // Back under LMDB's default comparison: every key is found where it searches for it.
         var found = 0
