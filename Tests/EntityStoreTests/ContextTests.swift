@@ -197,6 +197,43 @@ import Testing
         }
     }
 
+    /// An object looked up by ID keeps its record and reads its first numbers from it alone: every value read, in any
+    /// order and however many, is the stored one; a missing object still fails the lookup, and a write after the
+    /// reads changes only what it writes.
+    @Test func anObjectLookedUpByIDReadsItsValuesFromTheKeptRecord() throws {
+        try withStore { store, _ in
+            let seed = ObjectContext(store: store)
+            let book = try seed.insert("Book")
+            try book.setValue("Momo", forKey: "title")
+            try book.setValue(304, forKey: "pages")
+            try book.setValue(12.5, forKey: "score")
+            try book.setValue(false, forKey: "inPrint")
+            try seed.save()
+            let orders: [[String]] = [
+                ["pages"], ["pages", "score", "title"], ["score", "pages", "inPrint", "isbn", "pages", "title"],
+                ["title", "pages"], ["isbn", "inPrint", "cover"],
+            ]
+            for order in orders {
+                let context = ObjectContext(store: store)
+                let object = try context.existingObject(with: book.objectID)
+                for key in order {
+                    #expect(try object[key] == book[key], "\(order): \(key)")
+                }
+            }
+            let context = ObjectContext(store: store)
+            let object = try context.existingObject(with: book.objectID)
+            #expect(try object["pages"] == 304)
+            try object.setValue(305, forKey: "pages")
+            #expect(try object["score"] == 12.5 && object["title"] == "Momo" && object["pages"] == 305)
+            try context.save()
+            #expect(try ObjectContext(store: store).existingObject(with: book.objectID)["pages"] == 305)
+            let missing = entityStoreError {
+                _ = try context.existingObject(with: ObjectID(entityName: "Book", primaryKey: 999_999))
+            }
+            #expect(missing?.code == .objectNotFound)
+        }
+    }
+
     /// An object's reference to its context is unretained: an object the app keeps after releasing its context (a
     /// fetched one, an inserted one, a child's) reports no context, reads what it loaded and refuses writes, instead
     /// of reaching a released context.

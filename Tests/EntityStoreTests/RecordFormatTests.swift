@@ -135,6 +135,65 @@ import Testing
         }
     }
 
+    /// A fixed-size value read alone from a format 2 record is the value the full decode gives, nil among them; a
+    /// variable-size attribute, and any attribute of a format 1 record, is left to the full decode.
+    @Test func aFixedSizeValueReadAloneIsTheDecodedOne() throws {
+        let wide = try manyTypes()
+        let books = [sample, sample.map { $0.type == .string ? .null : $0 }, sample.map { _ in .null }]
+        for (entity, samples) in [(book, books), wide] {
+            for values in samples {
+                let record = encoded(values)
+                let old = inSchemaOrder(values)
+                for index in entity.attributes.indices {
+                    let alone = try record.withUnsafeBytes {
+                        try RecordCodec.fixedSizeValue(at: index, $0, entity: entity, key: 1)
+                    }
+                    let variable = RecordCodec.isVariableSize(entity.attributes[index].type)
+                    #expect(
+                        alone == (variable ? Value?.none : values[index]),
+                        "\(entity.name).\(entity.attributes[index].name)")
+                    let fromOld = try old.withUnsafeBytes {
+                        try RecordCodec.fixedSizeValue(at: index, $0, entity: entity, key: 1)
+                    }
+                    #expect(fromOld == Value?.none)
+                }
+            }
+        }
+        // A tag that does not match its attribute is corrupt, as in the full decode: the first fixed-size field's
+        // tag (after the version, row version, count and two bytes of bitmap) is stepped over to read the last one.
+        let (mixed, mixedValues) = wide
+        var relabeled = encoded(mixedValues[0])
+        relabeled[5] = 0x7F
+        let last = try #require(
+            mixed.attributes.indices.last { !RecordCodec.isVariableSize(mixed.attributes[$0].type) })
+        let error = entityStoreError {
+            _ = try relabeled.withUnsafeBytes { try RecordCodec.fixedSizeValue(at: last, $0, entity: mixed, key: 1) }
+        }
+        #expect(error?.code == .corruptData)
+        #expect(error?.message.contains("type tag 127 for 'a1'") == true)
+    }
+
+    /// An entity of every type, twice over, and records of it with values and with nil in turn.
+    func manyTypes() throws -> (Entity, [[Value]]) {
+        let types: [AttributeType] = [.string, .int64, .decimal, .double, .binary, .bool, .date, .uuid]
+        var entity = Entity("Mixed")
+        entity.attributes = (0..<16).map { Attribute("a\($0)", types[$0 % types.count], optional: true) }
+        let values: [Value] = entity.attributes.indices.map { i in
+            switch types[i % types.count] {
+            case .string: .string("s\(i)")
+            case .int64: .int(Int64(i) * -1_000_003)
+            case .decimal: .decimal(Decimal(i) / 4)
+            case .double: .double(Double(i) + 0.5)
+            case .binary: .data([UInt8(i), 0, 255])
+            case .bool: .bool(i % 3 == 0)
+            case .date: .date(Date(timeIntervalSinceReferenceDate: Double(i) * 1_000))
+            case .uuid: .uuid(UUID())
+            }
+        }
+        let alternating = values.indices.map { $0 % 3 == 1 ? Value.null : values[$0] }
+        return (entity, [values, alternating])
+    }
+
     @Test func fieldsOutOfTheirPassAreCorrupt() throws {
         func error(_ bytes: [UInt8]) -> EntityStoreError? {
             entityStoreError { _ = try bytes.withUnsafeBytes { try RecordCodec.decode($0, entity: book) } }

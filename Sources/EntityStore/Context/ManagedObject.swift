@@ -74,6 +74,8 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// does not need. The bytes are the fetch's snapshot, so the values are those of the fetch whenever they are
     /// decoded.
     @exclusivity(unchecked) private var pendingRecord: [UInt8]?
+    /// The fixed-size values read from ``pendingRecord`` without decoding it (see ``loadedValue(at:)``).
+    @exclusivity(unchecked) private var pendingReads: UInt8 = 0
     /// Transient values (``Entity/transientAttributes``), and their values at the last save; empty until set.
     @exclusivity(unchecked) var transientValues: [Value] = []
     @exclusivity(unchecked) var committedTransients: [Value] = []
@@ -382,8 +384,27 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// copy of the array (a retain and a release per read).
     @inline(__always)
     func loadedValue(at index: Int) throws -> Value {
-        if pendingRecord == nil, let value = loaded?[index] { return value }
+        if let record = pendingRecord {
+            // The first two fixed-size values read from a kept record are read alone: an object fetched or looked up
+            // for a number or a date decodes (and allocates) none of its strings and data. A third read decodes all.
+            if pendingReads < 2,
+                let value = try record.withUnsafeBytes({
+                    try RecordCodec.fixedSizeValue(at: index, $0, entity: entityBox.entity, key: objectID.primaryKey)
+                })
+            {
+                pendingReads += 1
+                return value
+            }
+            return try loadedValues()[index]
+        }
+        if let value = loaded?[index] { return value }
         return try loadedValues()[index]
+    }
+
+    /// Reads the object's record when it is a fault, kept to decode when its values are first used.
+    /// - Throws: ``EntityStoreError/Code/objectNotFound`` when the store has no such object.
+    func loadIfFault() throws {
+        if isFault { try liveContext().fault(in: self) }
     }
 
     func loadedValues() throws -> [Value] {
@@ -400,6 +421,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
         loaded = nil
         loadedCommitted = nil
         pendingRecord = record
+        pendingReads = 0
         self.rowVersion = rowVersion
     }
 

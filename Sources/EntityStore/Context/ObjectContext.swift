@@ -231,7 +231,7 @@ public final class ObjectContext {
             throw EntityStoreError(
                 .objectNotFound, "\(id) was deleted", entity: id.entityName, objectID: id)
         }
-        _ = try object.loadedValues()
+        try object.loadIfFault()
         return object
     }
 
@@ -273,20 +273,24 @@ public final class ObjectContext {
             if object.values != nil { return }
         }
         let storage = try lastStorage(for: object.objectID.entityName)
+        // The record is checked now (every check decoding makes) and kept as bytes, decoded when the values are first
+        // used: an object looked up for one number decodes nothing else (see `ManagedObject.loadedValue(at:)`).
         let loaded = try mappingStorageErrors("loading \(object.objectID)") {
-            try store.read { txn -> ([Value], UInt64)? in
-                guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { return nil }
-                return try RecordCodec.decode(bytes, entity: storage.entity, key: object.objectID.primaryKey)
+            try store.read { txn -> ([UInt8], UInt64)? in
+                let key = object.objectID.primaryKey
+                guard let bytes = try txn.get(key, in: storage.records) else { return nil }
+                let rowVersion =
+                    try RecordCodec.quickValidate(bytes, storage.entityBox.recordLayout)
+                    ?? RecordCodec.validate(bytes, entity: storage.entity, key: key)
+                return (Array(bytes), rowVersion)
             }
         }
-        guard let (values, rowVersion) = loaded else {
+        guard let (record, rowVersion) = loaded else {
             throw EntityStoreError(
                 .objectNotFound, "\(object.objectID) does not exist in the store (deleted elsewhere?)",
                 entity: object.entity.name, objectID: object.objectID)
         }
-        object.values = values
-        object.committed = values
-        object.rowVersion = rowVersion
+        object.keep(record: record, rowVersion: rowVersion)
     }
 
     // MARK: - Discarding changes

@@ -201,6 +201,31 @@ enum RecordCodec {
         }
     }
 
+    /// One fixed-size attribute's value (bool, int64, double, date, uuid) read from a record without decoding the
+    /// others: a format 2 record holds its fixed-size fields first, so only those before it are stepped over (their
+    /// tags checked). Nil for a variable-size attribute or a record in schema order (format 1): decode the record.
+    /// For a record already checked (``validate(_:entity:key:)``), as an object keeps one: this reads no further.
+    static func fixedSizeValue(
+        at index: Int, _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64?
+    ) throws -> Value? {
+        try entity.attributes.withUnsafeBufferPointer { attributes in
+            guard !isVariableSize(attributes[index].type) else { return nil }
+            var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
+            let (_, bitmap, inSchemaOrder) = try readHeader(&reader, entity)
+            guard !inSchemaOrder else { return nil }
+            for i in attributes.indices where !isVariableSize(attributes[i].type) {
+                if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
+                    if i == index { return .null }
+                    continue
+                }
+                try readTag(i, &reader, attributes)
+                if i == index { return try reader.value(of: attributes[i].type, attributes[i].name) }
+                try reader.skip(attributes[i].type, attributes[i].name)
+            }
+            return nil
+        }
+    }
+
     /// Checks a record of `entity` as ``decode(_:entity:key:)`` would, without making its values: every check
     /// decode makes (format, count, tags, lengths, bools, UTF-8, decimals, trailing bytes) is made here, so a record
     /// that passes decodes without error.
