@@ -279,10 +279,7 @@ public final class ObjectContext {
             try store.read { txn -> ([UInt8], UInt64)? in
                 let key = object.objectID.primaryKey
                 guard let bytes = try txn.get(key, in: storage.records) else { return nil }
-                let rowVersion =
-                    try RecordCodec.quickValidate(bytes, storage.entityBox.recordLayout)
-                    ?? RecordCodec.validate(bytes, entity: storage.entity, key: key)
-                return (Array(bytes), rowVersion)
+                return try RecordCodec.checkedCopy(bytes, storage.entityBox, key: key)
             }
         }
         guard let (record, rowVersion) = loaded else {

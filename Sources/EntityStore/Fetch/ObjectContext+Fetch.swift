@@ -229,7 +229,7 @@ extension ObjectContext {
                 // Room for a few hits: an index's equality matches are often a handful, and growing from empty
                 // reallocated the list four times for ten.
                 if case .fullScan = plan.access {} else { scan.candidates.reserveCapacity(16) }
-                let layout = storage.entityBox.recordLayout
+                let entityBox = storage.entityBox
 
                 let hasPending = !pendingKeys.isEmpty
 
@@ -263,10 +263,7 @@ extension ObjectContext {
                         }
                     }
                     if wantsRecords {
-                        let rowVersion =
-                            try RecordCodec.quickValidate(bytes, layout)
-                            ?? RecordCodec.validate(bytes, entity: entity, key: id.primaryKey)
-                        candidate.record = (Array(bytes), rowVersion)
+                        candidate.record = try RecordCodec.checkedCopy(bytes, entityBox, key: id.primaryKey)
                     }
                     scan.candidates.append(candidate)
                 }
@@ -542,12 +539,10 @@ extension ObjectContext {
             try store.read { txn in
                 for object in faults {
                     let storage = try store.storage(for: object.entity.name)
-                    guard let bytes = try txn.get(object.objectID.primaryKey, in: storage.records) else { continue }
-                    let (values, rowVersion) = try RecordCodec.decode(
-                        bytes, entity: storage.entity, key: object.objectID.primaryKey)
-                    object.values = values
-                    object.committed = values
-                    object.rowVersion = rowVersion
+                    let key = object.objectID.primaryKey
+                    guard let bytes = try txn.get(key, in: storage.records) else { continue }
+                    let record = try RecordCodec.checkedCopy(bytes, storage.entityBox, key: key)
+                    object.keep(record: record.bytes, rowVersion: record.rowVersion)
                     faultBatches[object.objectID] = nil
                 }
             }

@@ -201,6 +201,17 @@ enum RecordCodec {
         }
     }
 
+    /// A record read from the store, checked as decoding would check it (the quick check of a format 2 record, else
+    /// the full one) and copied out of the map: what an object keeps, to decode when its values are first used.
+    /// - Returns: The bytes and the row version.
+    static func checkedCopy(
+        _ bytes: UnsafeRawBufferPointer, _ entity: EntityBox, key: UInt64
+    ) throws -> (bytes: [UInt8], rowVersion: UInt64) {
+        let rowVersion =
+            try quickValidate(bytes, entity.recordLayout) ?? validate(bytes, entity: entity.entity, key: key)
+        return (Array(bytes), rowVersion)
+    }
+
     /// One fixed-size attribute's value (bool, int64, double, date, uuid) read from a record without decoding the
     /// others: a format 2 record holds its fixed-size fields first, so only those before it are stepped over (their
     /// tags checked). Nil for a variable-size attribute or a record in schema order (format 1): decode the record.
