@@ -21,27 +21,36 @@ final class Draft: Model {
         }
     }
 
+    /// A context recording what it delivers, and a note it inserted as "hello" (shown to `beforeSave`) and saved; the
+    /// records so far dropped.
+    func savedNote(
+        _ store: PersistentStore, beforeSave: (ManagedObject) throws -> Void = { _ in }
+    ) throws -> (ObjectContext, ManagedObject, Recorder) {
+        let context = ObjectContext(store: store)
+        let recorder = Recorder(context)
+        let note = try context.insert("Note")
+        try note.setValue("hello", forKey: "text")
+        try beforeSave(note)
+        try context.save()
+        recorder.records = []
+        return (context, note, recorder)
+    }
+
     @Test func transientValuesAreTrackedButNeverStored() throws {
         try withStore(schema: try schema()) { store, _ in
             let entity = try #require(store.schema.entity("Note"))
             #expect(
                 entity.attributes.map(\.name) == ["text"]
                     && entity.transientAttributes.map(\.name) == ["scratch", "clicks"])
-            let context = ObjectContext(store: store)
-            var events: [ChangeRecord] = []
-            let token = context.addObserver { events.append($0) }
-            defer { withExtendedLifetime(token) {} }
-            let note = try context.insert("Note")
-            try note.setValue("hello", forKey: "text")
-            #expect(try note["clicks"] == 0 && note["scratch"] == .null)
-            try context.save()
-            events = []
+            let (context, note, recorder) = try savedNote(store) { (note: ManagedObject) throws in
+                #expect(try note["clicks"] == 0 && note["scratch"] == .null)
+            }
 
             try note.setValue(.int(3), forKey: "clicks")
             try note.setValue("draft", forKey: "scratch")
             #expect(note.changedValues() == ["clicks": 3, "scratch": "draft"])
             context.processPendingChanges()
-            #expect(Set(events.flatMap { $0.changes.flatMap(\.changedKeys) }) == ["clicks", "scratch"])
+            #expect(Set(recorder.records.flatMap { $0.changes.flatMap(\.changedKeys) }) == ["clicks", "scratch"])
             #expect(entityStoreError { try note.setValue("x", forKey: "clicks") }?.code == .typeMismatch)
             // Undo brings the transient values back, one change at a time.
             try context.undoLastChange()
@@ -71,26 +80,19 @@ final class Draft: Model {
     /// (the one stored attribute's change is built without arrays, the transients appended to it).
     @Test func aChangeOfOneAttributeAndTransientsHoldsEveryValue() throws {
         try withStore(schema: try schema()) { store, _ in
-            let context = ObjectContext(store: store)
-            var events: [ChangeRecord] = []
-            let token = context.addObserver { events.append($0) }
-            defer { withExtendedLifetime(token) {} }
-            let note = try context.insert("Note")
-            try note.setValue("hello", forKey: "text")
-            try context.save()
-            events = []
+            let (context, note, recorder) = try savedNote(store)
             try note.setValue("bye", forKey: "text")
             try note.setValue(.int(4), forKey: "clicks")
             context.processPendingChanges()
-            let change = try #require(events.last?.changes.first)
+            let change = try #require(recorder.records.last?.changes.first)
             #expect(change.kind == .update && change.changedKeys == ["text", "clicks"])
             #expect(change.oldValues == ["text": "hello", "clicks": 0])
             #expect(change.newValues == ["text": "bye", "clicks": 4])
             // Only the stored one alone: one key, both values.
-            events = []
+            recorder.records = []
             try note.setValue("again", forKey: "text")
             context.processPendingChanges()
-            let alone = try #require(events.last?.changes.first)
+            let alone = try #require(recorder.records.last?.changes.first)
             #expect(
                 alone.changedKeys == ["text"] && alone.oldValues == ["text": "bye"]
                     && alone.newValues == ["text": "again"])
