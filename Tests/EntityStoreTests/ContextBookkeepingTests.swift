@@ -61,6 +61,87 @@ import Testing
         #expect(list.sortedByID().map(\.objectID) == [0, 1, 3, 4].map { objects[$0].objectID })
     }
 
+    /// The registry against a dictionary over random steps: new objects appended (indexed at the next lookup),
+    /// objects set and replaced by ID, IDs removed, lookups and look-up-or-make; the survivors keep the order they
+    /// were registered in wherever nothing was removed after them.
+    @Test func theRegistryAnswersAsADictionaryDoesOverRandomSteps() throws {
+        let (temporary, _, objects) = try Self.objects(300)
+        defer { temporary.remove() }
+        var registry = ObjectRegistry()
+        var reference: [ObjectID: ManagedObject] = [:]
+        var order: [ObjectID] = []
+        var fresh = objects[...]
+        var g = SeededGenerator(seed: 23)
+        for _ in 0..<4_000 {
+            let known = objects.prefix(objects.count - fresh.count)
+            switch Int.random(in: 0..<10, using: &g) {
+            case 0..<3:
+                guard let object = fresh.popFirst() else { break }
+                registry.append(new: object)
+                reference[object.objectID] = object
+                order.append(object.objectID)
+            case 3, 4:
+                guard let object = known.randomElement(using: &g) else { break }
+                registry[object.objectID] = object
+                if reference.updateValue(object, forKey: object.objectID) == nil { order.append(object.objectID) }
+            case 5, 6:
+                guard let object = known.randomElement(using: &g) else { break }
+                registry[object.objectID] = nil
+                reference[object.objectID] = nil
+                order.removeAll { $0 == object.objectID }
+            case 7:
+                guard let object = known.randomElement(using: &g) else { break }
+                var made = false
+                let found = registry.object(for: object.objectID) {
+                    made = true
+                    return object
+                }
+                #expect(made == (reference[object.objectID] == nil))
+                #expect(found === (reference[object.objectID] ?? object))
+                if made {
+                    reference[object.objectID] = object
+                    order.append(object.objectID)
+                }
+            default:
+                guard let object = known.randomElement(using: &g) else { break }
+                #expect(registry[object.objectID] === reference[object.objectID])
+            }
+            registry._checkInvariants()
+            #expect(registry.count == reference.count)
+            #expect(Set(registry.objects.map(\.objectID)) == Set(reference.keys))
+        }
+        // Removals move the last object into the hole; without them the registration order holds.
+        var ordered = ObjectRegistry()
+        for object in objects.prefix(50) { ordered.append(new: object) }
+        #expect(ordered[objects[10].objectID] === objects[10])
+        for object in objects[50..<60] { ordered.append(new: object) }
+        ordered[objects[60].objectID] = objects[60]
+        #expect(ordered.objects.map(\.objectID) == objects.prefix(61).map(\.objectID))
+        ordered._checkInvariants()
+    }
+
+    /// A fault asked for by a key the store has not handed out yet, then an insert that gets that key: the ID names
+    /// the inserted object from then on, and the fault leaves the context (it no longer names anything here).
+    @Test func anInsertTakesItsIDFromAFaultAskedForBeforeTheKeyWasHandedOut() throws {
+        let temporary = try TemporaryStore(schema: try Fixtures.projectSchema())
+        defer { temporary.remove() }
+        let other = ObjectContext(store: temporary.store)
+        let probe = try other.insert("Tag")
+        let context = ObjectContext(store: temporary.store)
+        let next = ObjectID(entityName: "Tag", primaryKey: probe.objectID.primaryKey + 1)
+        let fault = try context.object(with: next)
+        #expect(fault.context === context)
+        let tag = try context.insert("Tag")
+        #expect(tag.objectID == next)
+        #expect(try context.object(with: next) === tag)
+        #expect(fault.context == nil)
+        #expect(context.registeredObjects.map { ObjectIdentifier($0) } == [ObjectIdentifier(tag)])
+        context._checkInvariants()
+        try tag.setValue(.string("kept"), forKey: "name")
+        try context.save()
+        #expect(try ObjectContext(store: temporary.store).existingObject(with: next)["name"] == .string("kept"))
+    }
+
     @Test func pendingChangesComeOutByIDOnceEachWithTheFirstStateAndTheirScopes() throws {
         let (temporary, context, objects) = try Self.objects(4)
         defer { temporary.remove() }

@@ -10,8 +10,9 @@ extension ObjectContext {
             precondition(object.context === self, "\(object.objectID) is unsaved but belongs elsewhere")
             precondition(registered[object.objectID] === object, "\(object.objectID) is unsaved, not registered")
         }
-        for (id, object) in registered {
-            precondition(object.objectID == id, "\(object.objectID) is registered under \(id)")
+        registered._checkInvariants()
+        for object in registered.objects {
+            let id = object.objectID
             precondition(object.context === self, "\(id) is registered but belongs elsewhere")
             if object.hasChanges || object.isDeleted {
                 precondition(dirty.contains(object), "\(id) has unsaved changes but is not listed")

@@ -23,7 +23,7 @@ public final class ObjectContext {
     // on them cost about a tenth of an insert's and a fetch's instructions (callgrind, session 4).
 
     /// One object per ID (uniquing).
-    @exclusivity(unchecked) var registered: [ObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var registered = ObjectRegistry()
     /// Objects touched since the last save or rollback (some may have been changed back), all registered.
     @exclusivity(unchecked) var dirty = UnsavedObjects()
     /// When set, the state of every object before its first change, for restoring after a failed save.
@@ -131,7 +131,7 @@ public final class ObjectContext {
     /// Clears the context of every registered object, whose reference to it is unretained: an object the app still
     /// holds then reports no context instead of pointing at a released one.
     func detachRegisteredObjects() {
-        for object in registered.values { object.context = nil }
+        for object in registered.objects { object.context = nil }
     }
 
     // MARK: - State
@@ -146,7 +146,7 @@ public final class ObjectContext {
     /// The deleted, unsaved objects (inserted-then-deleted objects are simply gone), ordered by ID.
     public var deletedObjects: [ManagedObject] { dirtyObjects { $0.isDeleted && !$0.isInserted } }
     /// Every object registered in the context, ordered by ID.
-    public var registeredObjects: [ManagedObject] { registered.values.sorted { $0.objectID < $1.objectID } }
+    public var registeredObjects: [ManagedObject] { registered.objects.sorted { $0.objectID < $1.objectID } }
 
     private func dirtyObjects(_ filter: (ManagedObject) -> Bool) -> [ManagedObject] {
         var objects = dirty.filter(filter)
@@ -178,7 +178,7 @@ public final class ObjectContext {
                 object.related[relationship.name] = []
                 object.committedRelated[relationship.name] = []
             }
-            registered[id] = object
+            registered.append(new: object)
             willInsert(object)
             dirty.insert(object)
             return object
@@ -190,28 +190,14 @@ public final class ObjectContext {
     public func object(with id: ObjectID) throws -> ManagedObject {
         // One access, so one hash of the ID (a lookup then an insert hashed it twice), and the entity found by the
         // last one used.
-        let result: Result<ManagedObject, any Error> = { object in
-            if let object { return .success(object) }
-            do {
-                let made = ManagedObject(
-                    objectID: id, entity: try lastStorage(for: id.entityName).entityBox, context: self)
-                object = made
-                return .success(made)
-            } catch {
-                return .failure(error)
-            }
-        }(&registered[id])
-        return try result.get()
+        try registered.object(for: id) {
+            ManagedObject(objectID: id, entity: try lastStorage(for: id.entityName).entityBox, context: self)
+        }
     }
 
     /// The object for `id` of `entity`: registered, or a new fault, with one dictionary access.
     func registered(_ id: ObjectID, entity: EntityBox) -> ManagedObject {
-        { object in
-            if let object { return object }
-            let made = ManagedObject(objectID: id, entity: entity, context: self)
-            object = made
-            return made
-        }(&registered[id])
+        registered.object(for: id) { ManagedObject(objectID: id, entity: entity, context: self) }
     }
 
     /// The object for an ID of an entity the store has (a controller's or a fetch's): registered, or a new fault.
@@ -321,7 +307,7 @@ public final class ObjectContext {
     public func reset() {
         accessorFailures = []
         detachRegisteredObjects()
-        registered = [:]
+        registered = ObjectRegistry()
         faultBatches = [:]
         dirty.removeAll()
         undo.clear()

@@ -483,7 +483,7 @@ extension ObjectContext {
         // one of the right size (specialized here); `reserveCapacity` runs unspecialized in the standard library and
         // looks up the table's type metadata every call (~1,000 instructions), worth it only for many hits.
         if registered.isEmpty && candidates.count > 1 {
-            registered = Dictionary(minimumCapacity: candidates.count)
+            registered = ObjectRegistry(minimumCapacity: candidates.count)
         } else if candidates.count > 64 {
             registered.reserveCapacity(registered.count + candidates.count)
         }
