@@ -28,6 +28,53 @@ import Testing
         }
     }
 
+    /// A batch's index entries sorted as words (keys of one length up to 16 bytes, primary keys ascending) come
+    /// out as the comparison sort of their bytes and primary keys orders them; other batches take the comparison.
+    @Test(arguments: ["small ints", "all ints", "doubles", "strings of one length", "strings", "shuffled keys"])
+    func indexEntriesSortInTheIndexsOrder(kind: String) {
+        var g = SeededGenerator(seed: UInt64(kind.utf8.count) + 3)
+        for count in [1, 2, 31, 33, 700, 3_000] {
+            let values: [Value] = (0..<count).map { _ in
+                switch kind {
+                case "small ints", "shuffled keys": .int(Int64.random(in: 0..<9_000, using: &g))
+                case "all ints": .int(Int64.random(in: .min ... .max, using: &g))
+                case "doubles": .double(Double.random(in: -1e9...1e9, using: &g).rounded() / 8)
+                case "strings of one length": .string(String((0..<9).map { _ in "abc".randomElement(using: &g)! }))
+                default: .string(String(repeating: "x", count: Int.random(in: 0..<20, using: &g)))
+                }
+            }
+            var pks = (1...UInt64(count)).map { $0 * 3 }
+            if kind == "shuffled keys" { pks.shuffle(using: &g) }
+            var bytes: [UInt8] = []
+            var keyed: [([UInt8], UInt64)] = []
+            var entries: [ChangeWriter.IndexEntry] = []
+            for (value, pk) in zip(values, pks) {
+                let key = IndexKey.encode(value, caseInsensitive: false)
+                var head: UInt64 = 0
+                var next: UInt64 = 0
+                for i in 0..<8 { head = head << 8 | UInt64(i < key.count ? key[i] : 0) }
+                for i in 8..<16 { next = next << 8 | UInt64(i < key.count ? key[i] : 0) }
+                entries.append((head, next, bytes.count, key.count, pk))
+                bytes += key
+                keyed.append((key, pk))
+            }
+            // Small integers differ in two bytes, so they always sort as words; keys of many lengths or primary
+            // keys out of order never do; the rest do while the bytes that differ fit beside the places.
+            let order = ChangeWriter.orderAsWords(entries)
+            if kind == "small ints" || count == 1 { #expect(order != nil, "\(kind), \(count)") }
+            if kind == "strings" || kind == "shuffled keys", count > 2 { #expect(order == nil, "\(kind), \(count)") }
+            let expected = keyed.sorted { a, b in
+                a.0 != b.0 ? a.0.lexicographicallyPrecedes(b.0) : a.1 < b.1
+            }
+            var compared = entries
+            ChangeWriter.sortByComparison(&compared, bytes)
+            for sorted in [compared] + (order.map { [$0.map { entries[$0] }] } ?? []) {
+                #expect(sorted.map { Array(bytes[$0.start..<($0.start + $0.count)]) } == expected.map(\.0), "\(kind)")
+                #expect(sorted.map(\.pk) == expected.map(\.1), "\(kind), \(count)")
+            }
+        }
+    }
+
     @Test func elementsInOrderAlreadyStayAsTheyAre() {
         var elements = (0..<100).map { Element(key: UInt64($0 / 3), label: "e\($0)") }
         let before = elements

@@ -103,6 +103,8 @@ final class EntityBox: Sendable {
     let defaultValues: [Value]
     /// How the entity's format 2 records are laid out, for checking a fetched record in one pass.
     let recordLayout: RecordLayout
+    /// The places of the attributes that must be unique (most entities have none).
+    let uniqueAttributeIndices: [Int]
 
     init(_ entity: Entity) {
         self.entity = entity
@@ -110,5 +112,6 @@ final class EntityBox: Sendable {
         singleAttributeNames = attributeNames.map { [$0] }
         defaultValues = entity.attributes.map(\.defaultValue)
         recordLayout = RecordLayout(entity)
+        uniqueAttributeIndices = entity.attributes.indices.filter { entity.attributes[$0].isUnique }
     }
 }
