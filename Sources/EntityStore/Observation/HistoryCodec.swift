@@ -28,45 +28,56 @@ enum HistoryCodec {
         // The encoded entity name of the last change: a save's changes come in runs of one entity.
         var lastEntity = ""
         var lastName: [UInt8] = []
-        for change in record.changes {
-            if change.objectID.entityName != lastEntity {
-                lastEntity = change.objectID.entityName
-                lastName.removeAll(keepingCapacity: true)
-                appendString(lastEntity, &lastName)
-            }
-            if change.kind == .insert && change.oldStorage.isEmpty && change.oldRelationships.isEmpty {
-                // What the general path below writes for it: no keys, values or relationships.
-                appendPlainInsert(name: lastName, change.objectID.primaryKey, userDriven: change.isUserDriven, &out)
-                continue
-            }
-            out.append(contentsOf: lastName)
-            RecordCodec.appendVarint(change.objectID.primaryKey, &out)
-            out.append(change.kind == .insert ? 0 : change.kind == .update ? 1 : 2)
-            out.append(change.isUserDriven ? 1 : 0)
-            // An insert changes every attribute of its entity: the names are not repeated per object (a bulk insert
-            // would write them a million times); readers of the store fill them in (see `withInsertKeys`).
-            if change.kind == .insert {
-                RecordCodec.appendVarint(0, &out)
-            } else {
-                RecordCodec.appendVarint(UInt64(change.changedKeys.count), &out)
-                for key in change.changedKeys { appendString(key, &out) }
-            }
-            // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
-            appendValues(change.oldStorage, &out)
-            appendValues(change.kind == .insert ? .dictionary([:]) : change.newStorage, &out)
-            RecordCodec.appendVarint(UInt64(change.oldRelationships.count), &out)
-            for (key, ids) in change.oldRelationships.isEmpty
-                ? [] : change.oldRelationships.sorted(by: { $0.key < $1.key })
-            {
-                appendString(key, &out)
-                RecordCodec.appendVarint(UInt64(ids.count), &out)
-                for id in ids {
-                    appendString(id.entityName, &out)
-                    RecordCodec.appendVarint(id.primaryKey, &out)
-                }
+        // The changes are read in place: a copy of each (a reference taken on each of its arrays and strings) was
+        // two thirds of encoding a million inserts.
+        record.changes.withUnsafeBufferPointer { changes in
+            for index in changes.indices {
+                append(changes[index], lastEntity: &lastEntity, lastName: &lastName, &out)
             }
         }
         return out
+    }
+
+    /// Appends one change; `lastName` is the encoded `lastEntity`, the entity of the change before.
+    private static func append(
+        _ change: borrowing ObjectChange, lastEntity: inout String, lastName: inout [UInt8], _ out: inout [UInt8]
+    ) {
+        if change.objectID.entityName != lastEntity {
+            lastEntity = change.objectID.entityName
+            lastName.removeAll(keepingCapacity: true)
+            appendString(lastEntity, &lastName)
+        }
+        if change.kind == .insert && change.oldStorage.isEmpty && change.oldRelationships.isEmpty {
+            // What the general path below writes for it: no keys, values or relationships.
+            appendPlainInsert(name: lastName, change.objectID.primaryKey, userDriven: change.isUserDriven, &out)
+            return
+        }
+        out.append(contentsOf: lastName)
+        RecordCodec.appendVarint(change.objectID.primaryKey, &out)
+        out.append(change.kind == .insert ? 0 : change.kind == .update ? 1 : 2)
+        out.append(change.isUserDriven ? 1 : 0)
+        // An insert changes every attribute of its entity: the names are not repeated per object (a bulk insert
+        // would write them a million times); readers of the store fill them in (see `withInsertKeys`).
+        if change.kind == .insert {
+            RecordCodec.appendVarint(0, &out)
+        } else {
+            RecordCodec.appendVarint(UInt64(change.changedKeys.count), &out)
+            for key in change.changedKeys { appendString(key, &out) }
+        }
+        // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
+        appendValues(change.oldStorage, &out)
+        appendValues(change.kind == .insert ? .dictionary([:]) : change.newStorage, &out)
+        RecordCodec.appendVarint(UInt64(change.oldRelationships.count), &out)
+        for (key, ids) in change.oldRelationships.isEmpty
+            ? [] : change.oldRelationships.sorted(by: { $0.key < $1.key })
+        {
+            appendString(key, &out)
+            RecordCodec.appendVarint(UInt64(ids.count), &out)
+            for id in ids {
+                appendString(id.entityName, &out)
+                RecordCodec.appendVarint(id.primaryKey, &out)
+            }
+        }
     }
 
     /// The entry's fields before its changes.
