@@ -1,6 +1,7 @@
-import EntityStore
 import TestSupport
 import Testing
+
+@testable import EntityStore
 
 @Suite struct UndoTests {
     @Test func undoAndRedoAValueChange() throws {
@@ -252,6 +253,118 @@ import Testing
             try context.undoLastChange()
             #expect(context.insertedObjects.isEmpty)
             #expect(try author.objectIDs(forKey: "books").isEmpty)
+        }
+    }
+}
+
+extension UndoTests {
+    /// Random writes (to new objects, whose old values are their defaults and are not kept, and to saved ones),
+    /// inserts, groups, limits, undo and redo, against a model of the states each group started from: every undo and
+    /// redo restores exactly the model's state, bit for bit.
+    @Test func randomWritesUndoAndRedoToExactlyTheStatesBeforeThem() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Note") {
+                Attribute("title", .string, optional: true, default: "café")
+                Attribute("weight", .double, optional: true, default: -0.0)
+                Attribute("rank", .int64, optional: true, default: 3)
+                Attribute("body", .string, optional: true)
+            }
+        }
+        try withStore(schema: schema) { store, _ in
+            let context = ObjectContext(store: store)
+            var notes = try (0..<4).map { _ in try context.insert("Note") }
+            try context.save()
+            let keys = ["title", "weight", "rank", "body"]
+            let choices: [String: [Value]] = [
+                "title": ["untitled", "café", "cafe\u{301}", .null],
+                "body": ["untitled", "café", "cafe\u{301}", .null],
+                "weight": [.double(0.0), .double(-0.0), .double(2.5), .null],
+                "rank": [.int(3), .int(-7), .int(9), .null],
+            ]
+            typealias State = [ObjectIdentifier: [Value]]
+            func state() throws -> State {
+                var state: State = [:]
+                for note in notes where note.context != nil {
+                    state[ObjectIdentifier(note)] = try keys.map { try note[$0] }
+                }
+                return state
+            }
+            func exactly(_ a: State, _ b: State) -> Bool {
+                a.keys == b.keys
+                    && a.allSatisfy { id, values in
+                        zip(values, b[id]!).allSatisfy { x, y in
+                            if case .double(let p) = x, case .double(let q) = y { return p.bitPattern == q.bitPattern }
+                            if case .string(let p) = x, case .string(let q) = y { return p.utf8.elementsEqual(q.utf8) }
+                            return x == y
+                        }
+                    }
+            }
+            var undoable: [State] = []
+            var redoable: [State] = []
+            var limit = 0
+            var g = SeededGenerator(seed: 41)
+            func write() throws -> Bool {
+                let note = notes.filter { $0.context != nil }.randomElement(using: &g)!
+                let key = keys.randomElement(using: &g)!
+                let value = choices[key]!.randomElement(using: &g)!
+                guard try note[key] != value else { return false }
+                try note.setValue(value, forKey: key)
+                return true
+            }
+            for step in 0..<1_500 {
+                let before = try state()
+                var changed = false
+                switch Int.random(in: 0..<12, using: &g) {
+                case 0..<4:
+                    changed = try write()
+                case 4:
+                    notes.append(try context.insert("Note"))
+                    changed = true
+                case 5, 6:
+                    context.beginUndoGrouping()
+                    for _ in 0..<Int.random(in: 1...4, using: &g) { changed = try write() || changed }
+                    context.endUndoGrouping()
+                case 7:
+                    limit = [0, 2, 5, 40].randomElement(using: &g)!
+                    context.undoLimit = limit
+                    if limit > 0 && undoable.count > limit { undoable.removeFirst(undoable.count - limit) }
+                case 8, 9:
+                    guard let target = undoable.popLast() else {
+                        #expect(!context.canUndo, "step \(step)")
+                        break
+                    }
+                    try context.undoLastChange()
+                    redoable.append(before)
+                    #expect(exactly(try state(), target), "undo at step \(step)")
+                case 10:
+                    guard let target = redoable.popLast() else {
+                        #expect(!context.canRedo, "step \(step)")
+                        break
+                    }
+                    try context.redoLastChange()
+                    undoable.append(before)
+                    if limit > 0 && undoable.count > limit { undoable.removeFirst() }
+                    #expect(exactly(try state(), target), "redo at step \(step)")
+                default:
+                    // A save with something to write clears the history; one with nothing leaves it.
+                    if step % 5 == 0 {
+                        let saves = context.hasChanges
+                        try context.save()
+                        if saves {
+                            undoable = []
+                            redoable = []
+                        }
+                    }
+                }
+                if changed {
+                    undoable.append(before)
+                    redoable = []
+                    if limit > 0 && undoable.count > limit { undoable.removeFirst() }
+                }
+                context._checkInvariants()
+                #expect(context.canUndo == !undoable.isEmpty, "step \(step)")
+                #expect(context.canRedo == !redoable.isEmpty, "step \(step)")
+            }
         }
     }
 }

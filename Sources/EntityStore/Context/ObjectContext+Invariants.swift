@@ -11,6 +11,7 @@ extension ObjectContext {
             precondition(registered[object.objectID] === object, "\(object.objectID) is unsaved, not registered")
         }
         registered._checkInvariants()
+        undo._checkInvariants()
         for object in registered.objects {
             let id = object.objectID
             precondition(object.context === self, "\(id) is registered but belongs elsewhere")

@@ -30,6 +30,30 @@ final class UndoStack {
         var ids: Set<ObjectID> { Set(states.keys).union(writes.map(\.id)) }
     }
 
+    /// An attribute write as the log keeps it, in 16 bytes: most writes are to new objects, whose old value is the
+    /// attribute's default, and those keep no value (a write with its value took 40 bytes, a third of what an
+    /// unsaved insert held).
+    private struct LoggedWrite {
+        let object: ManagedObject
+        /// The attribute's place; the top bit marks a write that is a group of its own.
+        private var indexAndMark: UInt32
+        /// Where the old value is in ``UndoStack/olds``, or -1: the attribute's default value.
+        var oldSlot: Int32
+
+        init(object: ManagedObject, index: Int, oldSlot: Int32) {
+            self.object = object
+            indexAndMark = UInt32(index)
+            self.oldSlot = oldSlot
+        }
+
+        var index: Int { Int(indexAndMark & ~Self.mark) }
+        var isGroup: Bool {
+            get { indexAndMark & Self.mark != 0 }
+            set { indexAndMark = newValue ? indexAndMark | Self.mark : indexAndMark & ~Self.mark }
+        }
+        private static let mark: UInt32 = 1 << 31
+    }
+
     /// Where a group of more than one write keeps its changes in the logs.
     private struct Span {
         var writes: Range<Int>
@@ -40,7 +64,9 @@ final class UndoStack {
     // value of its own. A group of one write (most are) is that write, marked; any other group has a span of both
     // logs. The open group is the tail of both logs. A group per value set, copied into a list of groups and
     // destroyed with it, was a tenth of an insert's instructions and 64 bytes each.
-    @exclusivity(unchecked) private var writes: [AttributeWrite] = []
+    @exclusivity(unchecked) private var writes: [LoggedWrite] = []
+    /// The old values the writes keep (those that were not the attribute's default), in the writes' order.
+    @exclusivity(unchecked) private var olds: [Value] = []
     @exclusivity(unchecked) private var states: [Before] = []
     @exclusivity(unchecked) private var spans: [Span] = []
     /// What the limit dropped: the entries before these are dead, removed from the logs in batches.
@@ -129,7 +155,12 @@ final class UndoStack {
     /// Removes the dropped entries from the logs.
     private func compact() {
         let (w, s, g) = dropped
+        let droppedOlds = writes[..<w].reduce(0) { $0 + ($1.oldSlot >= 0 ? 1 : 0) }
         writes.removeFirst(w)
+        if droppedOlds > 0 {
+            olds.removeFirst(droppedOlds)
+            for i in writes.indices where writes[i].oldSlot >= 0 { writes[i].oldSlot -= Int32(droppedOlds) }
+        }
         states.removeFirst(s)
         spans.removeFirst(g)
         for i in spans.indices {
@@ -157,7 +188,7 @@ final class UndoStack {
         var before = state
         let openWrites = writes[openStart.writes...]
         if let state, var values = state.values, openWrites.contains(where: { $0.object === object }) {
-            for write in openWrites.reversed() where write.object === object { values[Int(write.index)] = write.old }
+            for write in openWrites.reversed() where write.object === object { values[write.index] = old(of: write) }
             before = state.with(values: values)
         }
         states.append((id, before))
@@ -174,7 +205,38 @@ final class UndoStack {
     /// Records that attribute `index` of `object` had the value `old` before a write.
     func recordAttribute(_ object: ManagedObject, _ index: Int, _ old: Value) {
         guard !isSuspended, isRecording, !hasState(object.objectID) else { return }
-        writes.append(AttributeWrite(object: object, index: Int32(index), old: old))
+        if Self.isIdentical(old, object.entityBox.defaultValues[index]) {
+            writes.append(LoggedWrite(object: object, index: index, oldSlot: -1))
+        } else {
+            writes.append(LoggedWrite(object: object, index: index, oldSlot: Int32(olds.count)))
+            olds.append(old)
+        }
+    }
+
+    /// The value a write replaced.
+    private func old(of write: LoggedWrite) -> Value {
+        write.oldSlot >= 0 ? olds[Int(write.oldSlot)] : write.object.entityBox.defaultValues[write.index]
+    }
+
+    /// The write as an undo restores it.
+    private func attributeWrite(_ write: LoggedWrite) -> AttributeWrite {
+        AttributeWrite(object: write.object, index: Int32(write.index), isGroup: write.isGroup, old: old(of: write))
+    }
+
+    /// Whether `a` is `b` exactly (the same bits, not only equal: an undo must restore -0.0 and a string's own
+    /// form), for the values a default can be; any other is kept.
+    static func isIdentical(_ a: Value, _ b: Value) -> Bool {
+        switch (a, b) {
+        case (.null, .null): true
+        case (.bool(let x), .bool(let y)): x == y
+        case (.int(let x), .int(let y)): x == y
+        case (.double(let x), .double(let y)): x.bitPattern == y.bitPattern
+        case (.date(let x), .date(let y)):
+            x.timeIntervalSinceReferenceDate.bitPattern
+                == y.timeIntervalSinceReferenceDate.bitPattern
+        case (.string(let x), .string(let y)): x.utf8.elementsEqual(y.utf8)
+        default: false
+        }
     }
 
     /// Takes the last undo group off the stack (none while a group is open).
@@ -187,10 +249,16 @@ final class UndoStack {
             spans.removeLast()
             for (id, state) in states[span.states] { group.states[id] = .some(state) }
             states.removeSubrange(span.states)
-            group.writes = Array(writes[span.writes])
+            group.writes = writes[span.writes].map(attributeWrite)
+            // The span is the logs' tail, and so are the old values its writes keep.
+            if let first = writes[span.writes].first(where: { $0.oldSlot >= 0 }) {
+                olds.removeSubrange(Int(first.oldSlot)...)
+            }
             writes.removeSubrange(span.writes)
         } else {
-            group.writes = [writes.removeLast()]
+            let write = writes.removeLast()
+            group.writes = [attributeWrite(write)]
+            if write.oldSlot >= 0 { olds.removeLast() }
         }
         openStart = (writes.count, states.count)
         return group
@@ -212,8 +280,21 @@ final class UndoStack {
     /// Keeps the states a redo restores.
     func pushRedo(_ before: [Before]) { redoGroups.append(before) }
 
+    #if DEBUG
+    /// Checks the logs: the writes that keep an old value point at the old values in order, one each.
+    func _checkInvariants() {
+        var next: Int32 = 0
+        for write in writes where write.oldSlot >= 0 {
+            precondition(write.oldSlot == next, "a write keeps old value \(write.oldSlot) where \(next) is next")
+            next += 1
+        }
+        precondition(Int(next) == olds.count, "\(olds.count) old values for \(next) writes that keep one")
+    }
+    #endif
+
     func clear() {
         writes = []
+        olds = []
         states = []
         spans = []
         dropped = (0, 0, 0)
