@@ -63,17 +63,19 @@ import Testing
 
     /// The registry against a dictionary over random steps: new objects appended (indexed at the next lookup),
     /// objects set and replaced by ID, IDs removed, lookups and look-up-or-make; the survivors keep the order they
-    /// were registered in wherever nothing was removed after them.
-    @Test func theRegistryAnswersAsADictionaryDoesOverRandomSteps() throws {
-        let (temporary, _, objects) = try Self.objects(300)
+    /// were registered in wherever nothing was removed after them. Small registries find IDs by a scan, larger ones
+    /// through their table.
+    @Test(arguments: [10, 24, 300])
+    func theRegistryAnswersAsADictionaryDoesOverRandomSteps(size: Int) throws {
+        let (temporary, _, objects) = try Self.objects(max(size, 61))
         defer { temporary.remove() }
         var registry = ObjectRegistry()
         var reference: [ObjectID: ManagedObject] = [:]
         var order: [ObjectID] = []
-        var fresh = objects[...]
-        var g = SeededGenerator(seed: 23)
+        var fresh = objects.prefix(size)
+        var g = SeededGenerator(seed: UInt64(size))
         for _ in 0..<4_000 {
-            let known = objects.prefix(objects.count - fresh.count)
+            let known = objects.prefix(size - fresh.count)
             switch Int.random(in: 0..<10, using: &g) {
             case 0..<3:
                 guard let object = fresh.popFirst() else { break }
@@ -121,13 +123,18 @@ import Testing
     }
 
     /// A fault asked for by a key the store has not handed out yet, then an insert that gets that key: the ID names
-    /// the inserted object from then on, and the fault leaves the context (it no longer names anything here).
-    @Test func anInsertTakesItsIDFromAFaultAskedForBeforeTheKeyWasHandedOut() throws {
+    /// the inserted object from then on, and the fault leaves the context (it no longer names anything here), in a
+    /// context of a few objects (found by a scan) and of many (through the table).
+    @Test(arguments: [0, 40])
+    func anInsertTakesItsIDFromAFaultAskedForBeforeTheKeyWasHandedOut(others: Int) throws {
         let temporary = try TemporaryStore(schema: try Fixtures.projectSchema())
         defer { temporary.remove() }
         let other = ObjectContext(store: temporary.store)
         let probe = try other.insert("Tag")
         let context = ObjectContext(store: temporary.store)
+        let faults = try (0..<others).map {
+            try context.object(with: ObjectID(entityName: "Tag", primaryKey: 1_000_000 + UInt64($0)))
+        }
         let next = ObjectID(entityName: "Tag", primaryKey: probe.objectID.primaryKey + 1)
         let fault = try context.object(with: next)
         #expect(fault.context === context)
@@ -135,7 +142,9 @@ import Testing
         #expect(tag.objectID == next)
         #expect(try context.object(with: next) === tag)
         #expect(fault.context == nil)
-        #expect(context.registeredObjects.map { ObjectIdentifier($0) } == [ObjectIdentifier(tag)])
+        #expect(
+            Set(context.registeredObjects.map { ObjectIdentifier($0) })
+                == Set((faults + [tag]).map { ObjectIdentifier($0) }))
         context._checkInvariants()
         try tag.setValue(.string("kept"), forKey: "name")
         try context.save()
