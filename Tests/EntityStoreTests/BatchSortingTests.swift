@@ -50,11 +50,7 @@ import Testing
             var entries: [ChangeWriter.IndexEntry] = []
             for (value, pk) in zip(values, pks) {
                 let key = IndexKey.encode(value, caseInsensitive: false)
-                var head: UInt64 = 0
-                var next: UInt64 = 0
-                for i in 0..<8 { head = head << 8 | UInt64(i < key.count ? key[i] : 0) }
-                for i in 8..<16 { next = next << 8 | UInt64(i < key.count ? key[i] : 0) }
-                entries.append((head, next, bytes.count, key.count, pk))
+                entries.append(ChangeWriter.indexEntry(key, at: bytes.count, pk))
                 bytes += key
                 keyed.append((key, pk))
             }

@@ -166,11 +166,7 @@ struct ChangeWriter {
         entries.reserveCapacity(rows.count)
         for (pk, values) in zip(keys, rows) {
             IndexKey.encode(values[index.position], caseInsensitive: index.caseInsensitive, into: &keyBuffer)
-            var head: UInt64 = 0
-            var next: UInt64 = 0
-            for i in 0..<8 { head = head << 8 | UInt64(i < keyBuffer.count ? keyBuffer[i] : 0) }
-            for i in 8..<16 { next = next << 8 | UInt64(i < keyBuffer.count ? keyBuffer[i] : 0) }
-            entries.append((head, next, bytes.count, keyBuffer.count, pk))
+            entries.append(Self.indexEntry(keyBuffer, at: bytes.count, pk))
             bytes += keyBuffer
         }
         // The order as places in the entries (read from there, not copied into a second array), else the entries
@@ -195,6 +191,15 @@ struct ChangeWriter {
     /// An index entry of a batch: the key's first sixteen bytes as two big-endian integers (numbers, dates and
     /// short strings are decided there), where the key's bytes are in the batch's bytes, and the primary key.
     typealias IndexEntry = (head: UInt64, next: UInt64, start: Int, count: Int, pk: UInt64)
+
+    /// The entry of `key`, at `start` in the batch's bytes, for the primary key `pk`.
+    static func indexEntry(_ key: [UInt8], at start: Int, _ pk: UInt64) -> IndexEntry {
+        var head: UInt64 = 0
+        var next: UInt64 = 0
+        for i in 0..<8 { head = head << 8 | UInt64(i < key.count ? key[i] : 0) }
+        for i in 8..<16 { next = next << 8 | UInt64(i < key.count ? key[i] : 0) }
+        return (head, next, start, key.count, pk)
+    }
 
     /// Sorts index entries (keys in `bytes`) in the index's order, key bytes then primary key, by comparing them.
     static func sortByComparison(_ entries: inout [IndexEntry], _ bytes: [UInt8]) {
