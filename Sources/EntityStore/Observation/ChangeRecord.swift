@@ -35,19 +35,21 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     public var isUserDriven: Bool
 
     /// Values by name: a dictionary, the attribute names with the values as they are (an insert's or a delete's
-    /// every attribute, or an update's changed ones), or one name and value (an update of one attribute, the usual
-    /// one), so that building a change makes no dictionary nobody reads.
+    /// every attribute, or an update's changed ones), or one value and its name (an update of one attribute, the
+    /// usual one), so that building a change makes no dictionary nobody reads. The name is the entity's shared list
+    /// of that one name (`EntityBox.singleAttributeNames`): 8 bytes where a string took 16, and a change 120 bytes
+    /// instead of 136.
     enum ValueStorage: Sendable {
         case dictionary([String: Value])
         case positional(names: [String], values: [Value])
-        case single(name: String, value: Value)
+        case single(names: [String], value: Value)
 
         var dictionary: [String: Value] {
             switch self {
             case .dictionary(let values): values
             case .positional(let names, let values):
                 Dictionary(zip(names, values), uniquingKeysWith: { first, _ in first })
-            case .single(let name, let value): [name: value]
+            case .single(let names, let value): [names[0]: value]
             }
         }
 
@@ -92,10 +94,8 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
         }
         if count == 0 { return ([], .dictionary([:]), .dictionary([:])) }
         if count == 1 {
-            return (
-                entity.singleAttributeNames[first], .single(name: names[first], value: previous[first]),
-                .single(name: names[first], value: current[first])
-            )
+            let name = entity.singleAttributeNames[first]
+            return (name, .single(names: name, value: previous[first]), .single(names: name, value: current[first]))
         }
         var keys: [String] = []
         var old: [Value] = []

@@ -121,10 +121,10 @@ enum HistoryCodec {
             RecordCodec.appendVarint(0, &out)
             return
         }
-        if case .single(let name, let value) = storage {
+        if case .single(let names, let value) = storage {
             // One value (an update of one attribute, the usual one): no dictionary to sort.
             RecordCodec.appendVarint(1, &out)
-            appendString(name, &out)
+            appendString(names[0], &out)
             appendValue(value, &out)
             return
         }
