@@ -60,7 +60,8 @@ bench-quick: deps
 	cd Benchmarks && $(SWIFT) build -c release && .build/release/entitystore-bench --quick
 
 # libFuzzer on the record decoder, the history decoder, the predicate parser and the CLI's argument parser:
-# RUNS executions each (1,000,000 by default); crashing inputs are kept in Fuzz/crashers and replayed by the tests.
+# RUNS executions each (1,000,000 by default; FUZZ_SECONDS caps each target's time, as CI does); crashing inputs are
+# kept in Fuzz/crashers and replayed by the tests.
 fuzz: deps
 	bash scripts/fuzz.sh
 

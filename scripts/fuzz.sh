@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets against fuzzer-instrumented library modules and runs each for RUNS executions
-# (default 1,000,000). Crashing inputs land in Fuzz/crashers/TARGET/ (commit them: the tests replay them).
+# (default 1,000,000), or for FUZZ_SECONDS seconds each when that comes first (CI sets it, to stay in its time budget on a
+# slow machine; unset, every target runs its RUNS). Crashing inputs land in Fuzz/crashers/TARGET/ (commit them: the
+# tests replay them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-1000000}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-0}"
 scratch=.build-fuzz
 swift build -c release --scratch-path "$scratch" --target StoreInspectCore \
     -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing
@@ -16,8 +19,8 @@ for target in RecordDecoder HistoryDecoder PredicateParser ArgumentParser; do
         -I Sources/CLibPQ -Xcc -fmodule-map-file=Sources/CLibPQ/module.modulemap -Xcc -I"$(pkg-config --variable=includedir libpq)" \
         "Fuzz/$target.swift" $objects -llmdb -lpq -o "$binary"
     mkdir -p "Fuzz/corpus/$target" "Fuzz/crashers/$target" "$scratch/corpus-$target"
-    echo "fuzzing $target for $RUNS runs"
-    "$binary" -runs="$RUNS" -max_len=4096 -timeout=10 -artifact_prefix="Fuzz/crashers/$target/" \
+    echo "fuzzing $target for $RUNS runs$([ "$FUZZ_SECONDS" = 0 ] || echo " or $FUZZ_SECONDS seconds")"
+    "$binary" -runs="$RUNS" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -timeout=10 -artifact_prefix="Fuzz/crashers/$target/" \
         "$scratch/corpus-$target" "Fuzz/corpus/$target" 2>&1 | grep -E "^(#[0-9]+.*DONE|Done|==|SUMMARY|INFO: -max)" || true
     if ls "Fuzz/crashers/$target"/crash-* "Fuzz/crashers/$target"/timeout-* >/dev/null 2>&1; then
         echo "fuzz: $target found crashing inputs in Fuzz/crashers/$target" >&2
