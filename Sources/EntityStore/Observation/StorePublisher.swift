@@ -85,6 +85,11 @@ final class StorePublisher: Sendable {
     func catchUp(_ store: PersistentStore, force: Bool = false) {
         var force = force
         while deliverOnce(store, force: force) { force = true }
+        // A quick subscriber another thread has claimed an entry for (the commit watcher, woken by this very save)
+        // may not hold it yet: wait the moment its handler takes, so that a save returns with its record in every
+        // merging context's inbox. (Skipping the subscriber because its position was past the entry let a context
+        // process its pending changes right after a save without the save's merge.)
+        idle.wait { state.withLock { state in !state.subscribers.values.contains { $0.isQuick && $0.isBusy } } }
     }
 
     /// One read of the history and its deliveries. Returns whether another pass is needed: a subscriber this
