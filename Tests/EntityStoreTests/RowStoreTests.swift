@@ -118,6 +118,40 @@ import Testing
         #expect(order.keys(in: 0..<order.count) == reference)
     }
 
+    /// The searches of a batch, run chunk by chunk, answer as one search each: past the last row, in chunks searched
+    /// once and in a chunk searched often enough to be read through first. A batch applied in place leaves a copy
+    /// of the order as it was.
+    @Test func batchedSearchesAnswerAsSingleOnesAndCopiesKeepTheirRows() {
+        var g = SeededGenerator(seed: 5)
+        // Even keys with repeats and gaps: searches for odd keys fall between rows.
+        let keys = (0..<5000).map { _ in UInt64.random(in: 1..<2000, using: &g) * 2 }.sorted()
+        var order = RowOrder(keys)
+        let targets = (0..<300).map { i in
+            i < 100 ? UInt64.random(in: 0..<300, using: &g) : UInt64.random(in: 0...4100, using: &g)
+        }
+        let batched = order.partitionPoints(of: targets.count) { slot, event in slot.pk < targets[event] }
+        let single = targets.map { target in order.partitionPoint { $0.pk < target } }
+        #expect(batched.points == single)
+        // The row at each point, 0 past the last row.
+        #expect(batched.rows == single.map { $0 < keys.count ? keys[$0] : 0 })
+        #expect(single.contains(keys.count), "a point past the last row")
+        #expect(single.contains { order.starts.dropFirst().contains($0) }, "a point at a chunk's first row")
+        #expect(order.partitionPoints(of: 1) { _, _ in true }.points == [keys.count], "after every row")
+
+        let copy = order
+        let positions = order.apply(
+            removing: [0, 10, 1500, 4999],
+            inserting: [(5, RowSlot(pk: keys[4])), (5, RowSlot(pk: keys[4])), (2100, RowSlot(pk: keys[2099]))])
+        order._checkInvariants()
+        let expected =
+            Array(keys[1..<5]) + [keys[4], keys[4]] + Array(keys[5..<10]) + Array(keys[11..<1500])
+            + Array(keys[1501..<2100]) + [keys[2099]] + Array(keys[2100..<4999])
+        #expect(order.keys(in: 0..<order.count) == expected)
+        // Before the third: 2,097 old rows kept of the first 2,100 (three removed) and the two inserted.
+        #expect(positions == [4, 5, 2099])
+        #expect(copy.keys(in: 0..<copy.count) == keys, "the copy shares no changed chunk")
+    }
+
     @Test func mergeEqualsRemovingAndInsertingOneByOne() {
         var g = SeededGenerator(seed: 7)
         let initial = Self.sorted((1...5000).map { Reference(pk: UInt64($0), keys: Self.randomKeys(&g)) })

@@ -102,15 +102,18 @@ extension FetchedResultsController {
     }
 
     /// Recomputes the rows of `ids` (distinct: membership, section and sort values): a few rows are moved one by one
-    /// (a chunk's memmove each), a batch large against the rows rebuilds the order in one pass. Returns where the
-    /// rows were before, and where they are now.
-    func updateRows(_ ids: [ObjectID], _ plan: Plan) throws -> RecomputedRows {
+    /// (a chunk's memmove each), a batch large against the rows is merged in one pass. Returns where the rows were
+    /// before and where they are now, and the positions before the batch of the rows `located` (primary keys of
+    /// rows updated in place, found in the same pass as the recomputed ones).
+    func updateRows(
+        _ ids: [ObjectID], locating located: [UInt64] = [], _ plan: Plan
+    ) throws -> (rows: RecomputedRows, located: [Int]) {
         var result = RecomputedRows()
         result.ids = ids.sortedIDs()
         // Read first: when the rows cannot be read, nothing has changed yet.
         let fresh = try newRows(for: result.ids, plan)
         noteEntities(of: fresh.lazy.map(\.id), plan)
-        result.old = rows.positions(of: result.ids.map { plan.holds($0.entityName) ? $0.primaryKey : 0 })
+        let recomputedKeys = result.ids.map { plan.holds($0.entityName) ? $0.primaryKey : 0 }
         result.new = Array(repeating: -1, count: result.count)
         // The fresh rows are those of the IDs that still match, in the same order: their places among the IDs.
         var places: [Int] = []
@@ -120,15 +123,26 @@ extension FetchedResultsController {
             while result.ids[place] != row.id { place += 1 }
             places.append(place)
         }
-        let removed = result.old.filter { $0 >= 0 }.sorted()
         let rebuild = mergeThreshold == 0 || (ids.count >= mergeThreshold && ids.count * 512 >= rows.count)
+        let locatedPositions: [Int]
         if !rebuild {
+            let before = rows.positions(of: recomputedKeys + located)
+            result.old = Array(before[..<result.count])
+            locatedPositions = Array(before[result.count...])
+            let removed = result.old.filter { $0 >= 0 }.sorted()
             for index in removed.reversed() { removeRow(at: index) }
             for row in fresh { insertRow(row, plan) }
             let positions = rows.positions(of: fresh.map(\.id.primaryKey))
             for (place, position) in zip(places, positions) { result.new[place] = position }
         } else {
+            let merged = rows.merge(
+                locating: recomputedKeys + located, removingFirst: result.count,
+                inserting: fresh.map { ($0.id.primaryKey, $0.keys) })
+            result.old = Array(merged.old[..<result.count])
+            locatedPositions = Array(merged.old[result.count...])
+            for (place, position) in zip(places, merged.new) { result.new[place] = position }
             // The sections' sizes follow from the old sizes and the batch, without a pass over the rows.
+            let removed = result.old.filter { $0 >= 0 }
             var sizes = sectionStarts.indices.map {
                 (key: sectionStarts[$0].key, count: sectionEnd($0) - sectionStarts[$0].start)
             }
@@ -146,8 +160,6 @@ extension FetchedResultsController {
                     sizes.insert((key, 1), at: section)
                 }
             }
-            let positions = rows.merge(removing: removed, inserting: fresh.map { ($0.id.primaryKey, $0.keys) })
-            for (place, position) in zip(places, positions) { result.new[place] = position }
             if sectionNameKeyPath == nil {
                 sectionStarts = [(.null, 0)]
             } else {
@@ -161,15 +173,15 @@ extension FetchedResultsController {
         }
         displayedCache = nil
         displayedPathsCache = nil
-        return result
+        return (result, locatedPositions)
     }
 
-    /// `ids` split into the rows to recompute and the rows updated in place (with their positions, ascending): rows
-    /// in the results whose changes name only keys the plan does not read. Such a change cannot move the row or put
-    /// it in or out of the results; a row outside them stays outside, unreported.
+    /// `ids` split into the rows to recompute and the candidates for updates in place: rows of the entities the
+    /// results hold whose changes name only keys the plan does not read. Such a change cannot move the row or put
+    /// it in or out of the results; a candidate outside them stays outside, unreported.
     func splitInPlace(
         _ ids: [ObjectID], _ affected: [ObjectID: AffectedRow], _ plan: Plan
-    ) -> (moving: [ObjectID], inPlace: [(id: ObjectID, old: Int)]) {
+    ) -> (moving: [ObjectID], candidates: [ObjectID]) {
         guard let readKeys = plan.readKeys else { return (ids, []) }
         var moving: [ObjectID] = []
         var candidates: [ObjectID] = []
@@ -190,13 +202,7 @@ extension FetchedResultsController {
             }
             if plan.holds(id.entityName) { candidates.append(id) }
         }
-        var inPlace: [(id: ObjectID, old: Int)] = []
-        inPlace.reserveCapacity(candidates.count)
-        for (id, position) in zip(candidates, rows.positions(of: candidates.map(\.primaryKey))) where position >= 0 {
-            inPlace.append((id, position))
-        }
-        inPlace.sortByKey { UInt64($0.old) }
-        return (moving, inPlace)
+        return (moving, candidates)
     }
 
     /// Applies the changes of `ids` and computes the batch incrementally.
@@ -209,8 +215,18 @@ extension FetchedResultsController {
         let oldCount = rows.count
         // Rows whose changes name no key the plan reads keep their place among the unaffected rows: they are not
         // read, removed or re-inserted, only reported (an update, or a move when their run of rows moves).
-        let (moving, inPlace) = splitInPlace(ids, affected, plan)
-        let recomputed = moving.isEmpty ? RecomputedRows() : try updateRows(moving, plan)
+        let (moving, candidates) = splitInPlace(ids, affected, plan)
+        let candidateKeys = candidates.map(\.primaryKey)
+        let (recomputed, candidatePositions) =
+            moving.isEmpty
+            ? (RecomputedRows(), rows.positions(of: candidateKeys))
+            : try updateRows(moving, locating: candidateKeys, plan)
+        // The rows updated in place, with their positions before the batch, ascending (candidates not in the results
+        // stay out, unreported).
+        var inPlace: [(id: ObjectID, old: Int)] = []
+        inPlace.reserveCapacity(candidates.count)
+        for (id, position) in zip(candidates, candidatePositions) where position >= 0 { inPlace.append((id, position)) }
+        inPlace.sortByKey { UInt64($0.old) }
         let (old, new) = (recomputed.old, recomputed.new)
         // Whether each recomputed row's changes named keys (an update is reported for those that stay put).
         let namedKeys = recomputed.ids.map { !(affected[$0]?.keys.isEmpty ?? true) }

@@ -39,11 +39,22 @@ struct RowOrder: Sendable {
         while start < slots.count {
             let end = min(slots.count, start + Self.fillChunk)
             starts.append(start)
-            chunks.append(Array(slots[start..<end]))
+            chunks.append(Self.chunk(slots[start..<end]))
             lasts.append(slots[end - 1])
             start = end
         }
         count = slots.count
+    }
+
+    /// Room each chunk is made with beyond its rows, so that a batch that adds a few rows to it grows it in place.
+    static let slack = 32
+
+    /// A chunk holding `slots`, with ``slack`` room to grow.
+    static func chunk(_ slots: ArraySlice<RowSlot>) -> [RowSlot] {
+        var chunk: [RowSlot] = []
+        chunk.reserveCapacity(slots.count + slack)
+        chunk += slots
+        return chunk
     }
 
     /// An order of bare primary keys (no inline words): every comparison reads the keys elsewhere.
@@ -76,6 +87,66 @@ struct RowOrder: Sendable {
     /// The first chunk whose last row does not satisfy `isBefore` (which must hold for a prefix of the order).
     func chunkIndex(_ isBefore: (RowSlot) -> Bool) -> Int { lasts.partitionPoint(isBefore) }
 
+    /// How many searches of one chunk make reading it through first worth it.
+    static let readThroughSearches = 4
+
+    /// ``partitionPoint(_:)`` for each of `events` searches at once (`isBefore(slot, event)` must hold for a prefix
+    /// of the order for every event), chunk by chunk: the searches are grouped by the chunk the fences put them in,
+    /// and a chunk searched several times is read through in one sequential pass first. A search on its own misses
+    /// the cache at most steps of its way down (about 380 ns in a 24 KB chunk); after the pass it finds the chunk
+    /// in the cache, and the pass streams at the memory's bandwidth.
+    ///
+    /// Returns each search's point, and the primary key of the row there, read while the chunk is in the cache (0
+    /// after the last row: the fences put every other point inside the chunk searched).
+    func partitionPoints(
+        of events: Int, _ isBefore: (RowSlot, Int) -> Bool
+    ) -> (points: [Int], rows: [UInt64]) {
+        var points = Array(repeating: count, count: events)
+        var rows = Array(repeating: 0 as UInt64, count: events)
+        guard events > 0, !chunks.isEmpty else { return (points, rows) }
+        // Each search's chunk (chunks.count: after every row), then the searches grouped by chunk.
+        var chunkOf = Array(repeating: 0, count: events)
+        var firsts = Array(repeating: 0, count: chunks.count + 3)
+        for event in 0..<events {
+            let chunk = lasts.partitionPoint { isBefore($0, event) }
+            chunkOf[event] = chunk
+            firsts[chunk + 2] += 1
+        }
+        for chunk in 0...chunks.count { firsts[chunk + 2] += firsts[chunk + 1] }
+        var grouped = Array(repeating: 0, count: events)
+        for event in 0..<events {
+            grouped[firsts[chunkOf[event] + 1]] = event
+            firsts[chunkOf[event] + 1] += 1
+        }
+        // firsts[c] is now where chunk c's searches begin in `grouped`.
+        var sum: UInt64 = 0
+        for chunk in chunks.indices where firsts[chunk] < firsts[chunk + 1] {
+            let searches = grouped[firsts[chunk]..<firsts[chunk + 1]]
+            chunks[chunk].withUnsafeBufferPointer { slots in
+                if searches.count >= Self.readThroughSearches { sum &+= Self.readThrough(slots) }
+                for event in searches {
+                    let point = slots.partitionPoint { isBefore($0, event) }
+                    points[event] = starts[chunk] + point
+                    if point < slots.count { rows[event] = slots[point].pk }
+                }
+            }
+        }
+        keepAlive(sum)
+        return (points, rows)
+    }
+
+    /// Reads every cache line of `rows` in order, returning a sum of what it read.
+    private static func readThrough(_ rows: UnsafeBufferPointer<RowSlot>) -> UInt64 {
+        var sum: UInt64 = 0
+        var index = 0
+        // Two 24-byte slots are 48 bytes: every 64-byte line holds a slot's first word.
+        while index < rows.count {
+            sum &+= rows[index].pk
+            index += 2
+        }
+        return sum
+    }
+
     /// The position of `pk`, by a scan of every chunk: the fallback when the order and the keys disagree.
     func firstIndex(of pk: UInt64) -> Int? {
         for (i, chunk) in chunks.enumerated() {
@@ -103,7 +174,7 @@ struct RowOrder: Sendable {
         for later in (chunk + 1)..<starts.count { starts[later] += 1 }
         lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
         if chunks[chunk].count > Self.maximumChunk {
-            let tail = Array(chunks[chunk][Self.fillChunk...])
+            let tail = Self.chunk(chunks[chunk][Self.fillChunk...])
             chunks[chunk].removeSubrange(Self.fillChunk...)
             chunks.insert(tail, at: chunk + 1)
             starts.insert(starts[chunk] + Self.fillChunk, at: chunk + 1)
@@ -136,76 +207,121 @@ struct RowOrder: Sendable {
     }
 
     /// Removes the rows at `removed` (ascending positions) and inserts `inserted` before the old rows at their
-    /// points (ascending; rows with one point in their order), in one pass that copies only the chunks the batch
-    /// touches. Returns each inserted row's new position, in the order given.
+    /// points (ascending; rows with one point in their order), in place in the chunks the batch touches (each
+    /// compacted, then filled from its end), without copying the others. Returns each inserted row's new position,
+    /// in the order given.
     mutating func apply(removing removed: [Int], inserting inserted: [(point: Int, slot: RowSlot)]) -> [Int] {
         var positions = Array(repeating: 0, count: inserted.count)
-        var rebuilt: [[RowSlot]] = []
-        rebuilt.reserveCapacity(chunks.count + inserted.count / Self.fillChunk + 1)
+        guard !chunks.isEmpty else {
+            // An empty order: the inserted rows are the order.
+            for i in inserted.indices { positions[i] = i }
+            self = RowOrder(inserted.map(\.slot))
+            return positions
+        }
+        var touched = Array(repeating: false, count: chunks.count)
         var total = 0
         var nextRemoved = 0
         var nextInserted = 0
-        /// Appends a chunk, joining it to the one before when both are small (removals thin chunks out).
-        func append(_ chunk: [RowSlot], touched: Bool) {
-            guard !chunk.isEmpty else { return }
-            if touched, let last = rebuilt.last, last.count + chunk.count <= Self.fillChunk {
+        for c in chunks.indices {
+            let start = starts[c]
+            let oldCount = chunks[c].count
+            let end = start + oldCount
+            var removedEnd = nextRemoved
+            while removedEnd < removed.count && removed[removedEnd] < end { removedEnd += 1 }
+            var insertedEnd = nextInserted
+            let isLast = c == chunks.count - 1
+            while insertedEnd < inserted.count && (isLast || inserted[insertedEnd].point < end) { insertedEnd += 1 }
+            let removals = removed[nextRemoved..<removedEnd]
+            let insertions = inserted[nextInserted..<insertedEnd]
+            nextRemoved = removedEnd
+            nextInserted = insertedEnd
+            guard !removals.isEmpty || !insertions.isEmpty else {
+                total += oldCount
+                continue
+            }
+            touched[c] = true
+            let newCount = oldCount - removals.count + insertions.count
+            if chunks[c].capacity < newCount { chunks[c].reserveCapacity(newCount + Self.slack) }
+            Self.compact(&chunks[c], removing: removals, from: start)
+            Self.fill(&chunks[c], inserting: insertions, removed: removals, from: start) { i, position in
+                positions[i] = total + position
+            }
+            total += newCount
+        }
+        rebalance(touched)
+        return positions
+    }
+
+    /// Removes the rows at global positions `removals` (ascending) from `chunk`, which starts at `start`.
+    private static func compact(_ chunk: inout [RowSlot], removing removals: ArraySlice<Int>, from start: Int) {
+        guard let first = removals.first else { return }
+        let count = chunk.count
+        chunk.withUnsafeMutableBufferPointer { rows in
+            let base = rows.baseAddress!
+            var write = first - start
+            for (k, position) in zip(removals.indices, removals) {
+                let from = position - start + 1
+                let to = k + 1 < removals.endIndex ? removals[k + 1] - start : count
+                if to > from {
+                    UnsafeMutableRawPointer(base + write).copyMemory(
+                        from: base + from, byteCount: (to - from) * MemoryLayout<RowSlot>.stride)
+                }
+                write += to - from
+            }
+        }
+        chunk.removeLast(removals.count)
+    }
+
+    /// Puts `insertions` (global points among the old rows, ascending) into `chunk` (starting at `start`, compacted
+    /// already of the rows at `removed`), moving each stretch of rows once, from the end; `placed` gets each one's
+    /// index in `inserted` and its position in the chunk.
+    private static func fill(
+        _ chunk: inout [RowSlot], inserting insertions: ArraySlice<(point: Int, slot: RowSlot)>,
+        removed: ArraySlice<Int>, from start: Int, placed: (Int, Int) -> Void
+    ) {
+        guard !insertions.isEmpty else { return }
+        var end = chunk.count
+        chunk.append(contentsOf: repeatElement(RowSlot(pk: 0), count: insertions.count))
+        chunk.withUnsafeMutableBufferPointer { rows in
+            let base = rows.baseAddress!
+            // How many removed rows are before the current point, counted down as the points go down.
+            var removedBefore = removed.endIndex
+            var k = insertions.count
+            while k > 0 {
+                k -= 1
+                let (point, slot) = insertions[insertions.startIndex + k]
+                while removedBefore > removed.startIndex && removed[removedBefore - 1] >= point { removedBefore -= 1 }
+                let at = point - start - (removedBefore - removed.startIndex)
+                if end > at {
+                    UnsafeMutableRawPointer(base + at + k + 1).copyMemory(
+                        from: base + at, byteCount: (end - at) * MemoryLayout<RowSlot>.stride)
+                }
+                base[at + k] = slot
+                placed(insertions.startIndex + k, at + k)
+                end = at
+            }
+        }
+    }
+
+    /// After a batch: drops emptied chunks, joins each touched chunk to the one before when both are small
+    /// (removals thin chunks out), splits those over the maximum, and recomputes the starts and fences.
+    private mutating func rebalance(_ touched: [Bool]) {
+        var rebuilt: [[RowSlot]] = []
+        rebuilt.reserveCapacity(chunks.count + 1)
+        for (c, chunk) in chunks.enumerated() {
+            if chunk.isEmpty { continue }
+            if touched[c], let last = rebuilt.last, last.count + chunk.count <= Self.fillChunk {
                 rebuilt[rebuilt.count - 1] += chunk
             } else if chunk.count > Self.maximumChunk {
                 var start = 0
                 while start < chunk.count {
                     let end = chunk.count - start <= Self.maximumChunk ? chunk.count : start + Self.fillChunk
-                    rebuilt.append(Array(chunk[start..<end]))
+                    rebuilt.append(Self.chunk(chunk[start..<end]))
                     start = end
                 }
             } else {
                 rebuilt.append(chunk)
             }
-            total += chunk.count
-        }
-        for c in chunks.indices {
-            let start = starts[c]
-            let end = start + chunks[c].count
-            let isLast = c == chunks.count - 1
-            var removedEnd = nextRemoved
-            while removedEnd < removed.count && removed[removedEnd] < end { removedEnd += 1 }
-            var insertedEnd = nextInserted
-            while insertedEnd < inserted.count && (isLast || inserted[insertedEnd].point < end) { insertedEnd += 1 }
-            if removedEnd == nextRemoved && insertedEnd == nextInserted {
-                append(chunks[c], touched: false)  // shared, not copied
-                continue
-            }
-            let old = chunks[c]
-            var chunk: [RowSlot] = []
-            chunk.reserveCapacity(old.count - (removedEnd - nextRemoved) + (insertedEnd - nextInserted))
-            var copied = start
-            func copy(upTo stop: Int) {
-                while copied < stop {
-                    if nextRemoved < removedEnd && removed[nextRemoved] < stop {
-                        chunk += old[(copied - start)..<(removed[nextRemoved] - start)]
-                        copied = removed[nextRemoved] + 1
-                        nextRemoved += 1
-                    } else {
-                        chunk += old[(copied - start)..<(stop - start)]
-                        copied = stop
-                    }
-                }
-            }
-            // Rows joined to the chunk before keep their positions: the chunk is appended after the total so far.
-            let base = total
-            while nextInserted < insertedEnd {
-                copy(upTo: min(inserted[nextInserted].point, end))
-                positions[nextInserted] = base + chunk.count
-                chunk.append(inserted[nextInserted].slot)
-                nextInserted += 1
-            }
-            copy(upTo: end)
-            nextRemoved = removedEnd
-            append(chunk, touched: true)
-        }
-        if chunks.isEmpty {
-            // An empty order: the inserted rows are the order.
-            for i in inserted.indices { positions[i] = i }
-            append(inserted.map(\.slot), touched: true)
         }
         chunks = rebuilt
         starts = []
@@ -218,7 +334,6 @@ struct RowOrder: Sendable {
             lasts.append(chunk[chunk.count - 1])
             count += chunk.count
         }
-        return positions
     }
 
     #if DEBUG
@@ -271,3 +386,8 @@ extension RandomAccessCollection where Index == Int {
         return low
     }
 }
+
+/// Keeps a value the optimizer would otherwise drop (a read made only to bring memory into the cache).
+@inline(never)
+@_optimize(none)
+func keepAlive(_ value: UInt64) {}

@@ -101,9 +101,44 @@ struct RowStore {
 
     /// The positions of the rows `pks` (-1 for a key with no row, and for 0): one call for a batch, so that the
     /// controller takes the store once (each call from the controller's property copied it, a reference on every
-    /// one of its arrays).
+    /// one of its arrays), and the searches run chunk by chunk (``RowOrder/partitionPoints(of:_:)``).
     func positions(of pks: [UInt64]) -> [Int] {
-        pks.map { pk in pk == 0 ? -1 : position(of: pk) ?? -1 }
+        let targets = targets(pks)
+        let found = order.partitionPoints(of: targets.count) { slot, event in
+            precedes(slot, targets[event].slot) { table.value($0, at: targets[event].bucket) }
+        }
+        return positions(of: targets, at: found.points[...], rows: found.rows[...], among: pks.count)
+    }
+
+    /// A row to find: its place among the keys asked for, its key, its table bucket and its slot.
+    typealias Target = (place: Int, pk: UInt64, bucket: Int, slot: RowSlot)
+
+    /// The rows of `pks` that there are.
+    private func targets(_ pks: [UInt64]) -> [Target] {
+        var targets: [Target] = []
+        targets.reserveCapacity(pks.count)
+        for (place, pk) in pks.enumerated() where pk != 0 {
+            guard let bucket = table.bucket(of: pk) else { continue }
+            targets.append((place, pk, bucket, slot(ofStored: pk, at: bucket)))
+        }
+        return targets
+    }
+
+    /// The positions of `count` keys from their targets' partition points and the rows there (-1 for the keys
+    /// without a target).
+    private func positions(
+        of targets: [Target], at points: ArraySlice<Int>, rows: ArraySlice<UInt64>, among count: Int
+    ) -> [Int] {
+        var result = Array(repeating: -1, count: count)
+        for (target, (point, row)) in zip(targets, zip(points, rows)) {
+            if row == target.pk {
+                result[target.place] = point
+            } else {
+                // Unreachable while the order is consistent with the keys; a linear search keeps the answer right.
+                result[target.place] = order.firstIndex(of: target.pk) ?? -1
+            }
+        }
+        return result
     }
 
     /// Replaces every row with `rows`, which must be in order.
@@ -129,12 +164,55 @@ struct RowStore {
     }
 
     /// Removes the rows at `removed` (ascending positions) and inserts `inserted` (in any order) in one pass that
-    /// rebuilds only the chunks the batch touches. Returns the new position of each inserted row.
+    /// changes only the chunks the batch touches. Returns the new position of each inserted row.
     @discardableResult
     mutating func merge(removing removed: [Int], inserting inserted: [(pk: UInt64, keys: [Value])]) -> [Int] {
-        // Insertion points in the old order, found while the removed rows still have their keys; rows with the
-        // same point are put in order among themselves.
-        let points = inserted.map { insertionIndex($0.keys, $0.pk) }
+        let slots = inserted.map { slot($0.pk, $0.keys) }
+        let points = order.partitionPoints(of: inserted.count) { slot, event in
+            precedes(slot, slots[event]) { inserted[event].keys[$0] }
+        }.points
+        return place(inserted, slots, at: points[...], removing: removed, removedKeys: removed.map { order[$0] })
+    }
+
+    /// A batch in one call: finds the rows `located` (their positions before the batch, -1 for a key with no row
+    /// and for 0), removes those of the first `removedCount` that are there, and inserts `inserted` (in any order).
+    /// Every search of the batch, for the rows to find and for the new rows' places among the old ones, runs in one
+    /// chunk-by-chunk pass (``RowOrder/partitionPoints(of:_:)``), where a call per kind of search read the order
+    /// through once each.
+    /// Returns the located rows' old positions and the new position of each inserted row.
+    mutating func merge(
+        locating located: [UInt64], removingFirst removedCount: Int, inserting inserted: [(pk: UInt64, keys: [Value])]
+    ) -> (old: [Int], new: [Int]) {
+        let targets = targets(located)
+        let slots = inserted.map { slot($0.pk, $0.keys) }
+        let found = order.partitionPoints(of: targets.count + inserted.count) { slot, event in
+            if event < targets.count {
+                return precedes(slot, targets[event].slot) { table.value($0, at: targets[event].bucket) }
+            }
+            let row = event - targets.count
+            return precedes(slot, slots[row]) { inserted[row].keys[$0] }
+        }
+        let old = positions(
+            of: targets, at: found.points[..<targets.count], rows: found.rows[..<targets.count], among: located.count)
+        var removed = old[..<removedCount].enumerated().filter { $0.element >= 0 }.map {
+            ($0.element, located[$0.offset])
+        }
+        removed.sortByKey { UInt64($0.0) }
+        return (
+            old,
+            place(
+                inserted, slots, at: found.points[targets.count...], removing: removed.map(\.0),
+                removedKeys: removed.map(\.1))
+        )
+    }
+
+    /// Removes the rows at `removed` (ascending; their primary keys `removedKeys`) and inserts `inserted` (with
+    /// their slots) at their partition points among the old rows; returns the new position of each inserted row.
+    private mutating func place(
+        _ inserted: [(pk: UInt64, keys: [Value])], _ slots: [RowSlot], at found: ArraySlice<Int>,
+        removing removed: [Int], removedKeys: [UInt64]
+    ) -> [Int] {
+        let points = Array(found)
         var byPoint = Array(inserted.indices)
         byPoint.sortByKey { UInt64(points[$0]) }
         // Rows with one point (rare: they fall between the same two old rows) in their order among themselves.
@@ -149,9 +227,8 @@ struct RowStore {
             }
             start = end
         }
-        for position in removed { table.remove(order[position]) }
-        let placed = order.apply(
-            removing: removed, inserting: byPoint.map { (points[$0], slot(inserted[$0].pk, inserted[$0].keys)) })
+        for pk in removedKeys { table.remove(pk) }
+        let placed = order.apply(removing: removed, inserting: byPoint.map { (points[$0], slots[$0]) })
         for row in inserted { table.set(row.pk, row.keys) }
         var positions = Array(repeating: 0, count: inserted.count)
         for (rank, index) in byPoint.enumerated() { positions[index] = placed[rank] }
