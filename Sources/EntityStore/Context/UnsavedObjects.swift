@@ -126,10 +126,29 @@ extension Array {
             var words = keyed.map { $0.key << placeBits | UInt64($0.place) }
             sortWords(&words)
             let mask = (1 << placeBits) - 1 as UInt64
-            self = words.map { self[Int($0 & mask)] }
+            permute { Int(words[$0] & mask) }
         } else {
             keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.place < $1.place }
-            self = keyed.map { self[$0.place] }
+            permute { keyed[$0].place }
+        }
+    }
+
+    /// Puts the element at `source(i)` at `i` for every `i` (`source` a permutation of the indices), in place by
+    /// following its cycles with swaps: elements are moved, not copied, so that reference-counted ones are not
+    /// retained and released again (mapping to a new array did both for every element, a miss each on cold objects).
+    mutating func permute(_ source: (Int) -> Int) {
+        var placed = Array<Bool>(repeating: false, count: count)
+        withUnsafeMutableBufferPointer { elements in
+            for start in elements.indices where !placed[start] {
+                var current = start
+                while true {
+                    placed[current] = true
+                    let next = source(current)
+                    if next == start { break }
+                    elements.swapAt(current, next)
+                    current = next
+                }
+            }
         }
     }
 }
