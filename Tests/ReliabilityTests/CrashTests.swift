@@ -23,12 +23,20 @@ let crashTrials = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == n
         for trial in 0..<crashTrials {
             let (process, out, _) = try ChildProcess.start(
                 ChildProcess.executable("es-test-helper"), ["bank-saver", path, "\(serial)"])
-            usleep(UInt32.random(in: 5_000...60_000, using: &generator))
+            // The kill comes at a random moment of the saving, counted from the store's opening: counted from the
+            // start, a slow start of the process (a loaded machine) left too little of the window for saves.
+            var output = Data()
+            while !String(decoding: output, as: UTF8.self).contains("ready\n") {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }  // the child ended early; the checks below report it
+                output.append(chunk)
+            }
+            usleep(UInt32.random(in: 0...50_000, using: &generator))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             if process.terminationReason == .uncaughtSignal { killsMidRun += 1 }
-            let acks = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                .split(separator: "\n").filter { $0.hasPrefix("acked ") }
+            output.append(out.fileHandleForReading.readDataToEndOfFile())
+            let acks = String(decoding: output, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("acked ") }
             acknowledged += acks.count
             let store = try PersistentStore.open(path: path, schema: try Fixtures.bankSchema())
             let (total, transfers) = try Fixtures.bankState(store)

@@ -250,11 +250,13 @@ do {
         print("created")
 
     case "bank-saver":
-        // bank-saver PATH FIRST-SERIAL: transfers in a loop, printing "acked N" after each committed save, until
-        // killed.
+        // bank-saver PATH FIRST-SERIAL: prints "ready" once the store is open, then transfers in a loop, printing
+        // "acked N" after each committed save, until killed.
         guard arguments.count == 3, var serial = Int64(arguments[2]) else { fail("usage: bank-saver PATH SERIAL") }
         let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.bankSchema())
         let context = ObjectContext(store: store, name: "bank-saver")
+        print("ready")
+        fflush(nil)
         var generator = SystemRandomNumberGenerator()
         while true {
             try Fixtures.transfer(context, serial: serial, using: &generator)
