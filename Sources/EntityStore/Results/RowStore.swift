@@ -104,14 +104,17 @@ struct RowStore {
     /// one of its arrays), and the searches run chunk by chunk (``RowOrder/partitionPoints(of:_:)``).
     func positions(of pks: [UInt64]) -> [Int] {
         let targets = targets(pks)
-        let found = order.partitionPoints(of: targets.count) { slot, event in
-            precedes(slot, targets[event].slot) { table.value($0, at: targets[event].bucket) }
-        }
+        let found = order.partitionPoints(of: targets.count) { slot, event in precedes(slot, targets[event]) }
         return positions(of: targets, at: found.points[...], rows: found.rows[...], among: pks.count)
     }
 
     /// A row to find: its place among the keys asked for, its key, its table bucket and its slot.
-    typealias Target = (place: Int, pk: UInt64, bucket: Int, slot: RowSlot)
+    private typealias Target = (place: Int, pk: UInt64, bucket: Int, slot: RowSlot)
+
+    /// Whether the row in `slot` comes before the stored row `target`.
+    private func precedes(_ slot: RowSlot, _ target: Target) -> Bool {
+        precedes(slot, target.slot) { table.value($0, at: target.bucket) }
+    }
 
     /// The rows of `pks` that there are.
     private func targets(_ pks: [UInt64]) -> [Target] {
@@ -187,9 +190,7 @@ struct RowStore {
         let targets = targets(located)
         let slots = inserted.map { slot($0.pk, $0.keys) }
         let found = order.partitionPoints(of: targets.count + inserted.count) { slot, event in
-            if event < targets.count {
-                return precedes(slot, targets[event].slot) { table.value($0, at: targets[event].bucket) }
-            }
+            if event < targets.count { return precedes(slot, targets[event]) }
             let row = event - targets.count
             return precedes(slot, slots[row]) { inserted[row].keys[$0] }
         }
