@@ -72,12 +72,12 @@ final class Report {
     func printTable() {
         print("\nMedians of 3 interleaved repetitions:\n")
         print(
-            "scenario".padding(toLength: 58, withPad: " ", startingAt: 0)
-                + "system".padding(toLength: 31, withPad: " ", startingAt: 0) + "median")
+            "scenario".padding(toLength: 60, withPad: " ", startingAt: 0)
+                + "system".padding(toLength: 40, withPad: " ", startingAt: 0) + "median")
         for m in measurements {
             print(
-                m.scenario.padding(toLength: 58, withPad: " ", startingAt: 0)
-                    + m.system.padding(toLength: 31, withPad: " ", startingAt: 0)
+                m.scenario.padding(toLength: 59, withPad: " ", startingAt: 0) + " "
+                    + m.system.padding(toLength: 39, withPad: " ", startingAt: 0) + " "
                     + format(m.median, m.unit))
         }
         print("\nTargets (ratios from this run):\n")

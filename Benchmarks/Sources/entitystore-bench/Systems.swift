@@ -85,16 +85,26 @@ final class RawCLMDB {
     var env: OpaquePointer?
     var records: MDB_dbi = 0
     var index: MDB_dbi = 0
+    var history: MDB_dbi = 0
+    /// The last entry `saveLike` appended to `history`.
+    var historyNumber: UInt64 = 0
 
-    init(path: String) {
+    init(path: String, sync: Environment.SyncMode = .durable) {
         mdb_env_create(&env)
         mdb_env_set_mapsize(env, 1 << 30)
         mdb_env_set_maxdbs(env, 4)
-        mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600)
+        let syncFlags: Int32 =
+            switch sync {
+            case .durable: 0
+            case .noMetaSync: MDB_NOMETASYNC
+            case .noSync: MDB_NOSYNC
+            }
+        mdb_env_open(env, path, UInt32(MDB_NOTLS | syncFlags), 0o600)
         var txn: OpaquePointer?
         mdb_txn_begin(env, nil, 0, &txn)
         mdb_dbi_open(txn, "records", UInt32(MDB_CREATE), &records)
         mdb_dbi_open(txn, "score", UInt32(MDB_CREATE | MDB_DUPSORT), &index)
+        mdb_dbi_open(txn, "history", UInt32(MDB_CREATE), &history)
         mdb_txn_commit(txn)
     }
 
@@ -148,6 +158,46 @@ final class RawCLMDB {
                 var keyValue = MDB_val(mv_size: 8, mv_data: k)
                 var data = MDB_val(mv_size: v.count, mv_data: v.baseAddress)
                 mdb_put(txn, records, &keyValue, &data, 0)
+            }
+        }
+        mdb_txn_commit(txn)
+    }
+
+    /// One durable commit of the writes an EntityStore save of one changed score makes, done by hand: the record
+    /// replaced, the index entry moved from `oldScore` to `score`, and an entry of `entry`'s bytes appended to a
+    /// history database. The floor of a save under this storage layout: what is left above it is the object layer.
+    func saveLike(_ id: Int64, record: [UInt8], oldScore: Int64, score: Int64, entry: [UInt8]) {
+        var txn: OpaquePointer?
+        mdb_txn_begin(env, nil, 0, &txn)
+        var key = RawRecord.key(id)
+        var old = RawRecord.scoreKey(oldScore)
+        var new = RawRecord.scoreKey(score)
+        historyNumber += 1
+        var number = historyNumber.bigEndian
+        var recordCopy = record
+        var entryCopy = entry
+        withUnsafeMutablePointer(to: &key) { k in
+            var keyValue = MDB_val(mv_size: 8, mv_data: k)
+            recordCopy.withUnsafeMutableBytes { v in
+                var data = MDB_val(mv_size: v.count, mv_data: v.baseAddress)
+                mdb_put(txn, records, &keyValue, &data, 0)
+            }
+            withUnsafeMutablePointer(to: &old) { o in
+                var oldKey = MDB_val(mv_size: 8, mv_data: o)
+                var pk = MDB_val(mv_size: 8, mv_data: k)
+                mdb_del(txn, index, &oldKey, &pk)
+            }
+            withUnsafeMutablePointer(to: &new) { n in
+                var newKey = MDB_val(mv_size: 8, mv_data: n)
+                var pk = MDB_val(mv_size: 8, mv_data: k)
+                mdb_put(txn, index, &newKey, &pk, 0)
+            }
+        }
+        withUnsafeMutablePointer(to: &number) { n in
+            var numberKey = MDB_val(mv_size: 8, mv_data: n)
+            entryCopy.withUnsafeMutableBytes { e in
+                var data = MDB_val(mv_size: e.count, mv_data: e.baseAddress)
+                mdb_put(txn, history, &numberKey, &data, UInt32(MDB_APPEND))
             }
         }
         mdb_txn_commit(txn)
