@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Builds the DocC documentation of the public modules, failing on any warning.
-# Symbol graphs come from a build of its own (.build-docs), so they exist even when the main build is up to date.
+# Symbol graphs are extracted from the modules of the ordinary debug build (after `make test` it is up to date, so
+# nothing is compiled again; CI runs this right after the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-graphs="$PWD/.build-docs/symbol-graphs"
-mkdir -p "$graphs"
-swift build --scratch-path .build-docs --target EntityStoreSync \
-    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs"
-mkdir -p docs-out
+swift build --target EntityStoreSync
+modules="$(swift build --show-bin-path)/Modules"
+graphs="$PWD/.build/symbol-graphs"
+rm -rf "$graphs" && mkdir -p "$graphs" docs-out
 for module in LMDB SectionedDiff EntityStore EntityStoreSync; do
-    dir=".build-docs/graphs-$module"
-    rm -rf "$dir" && mkdir -p "$dir"
-    cp "$graphs/$module".symbols.json "$dir/"
-    for extension in "$graphs/$module"@*.symbols.json; do
-        [ -e "$extension" ] && cp "$extension" "$dir/"
-    done
+    dir="$graphs/$module"
+    mkdir -p "$dir"
+    # EntityStore re-exports SectionedDiff's change types, and its articles link to them.
+    swift-symbolgraph-extract -module-name "$module" -I "$modules" -target "$(uname -m)-unknown-linux-gnu" \
+        -output-dir "$dir" -minimum-access-level public -experimental-allowed-reexported-modules=SectionedDiff \
+        -Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap \
+        -Xcc -fmodule-map-file=Sources/CLibPQ/module.modulemap -Xcc -I"$(pkg-config --variable=includedir libpq)"
     docc convert "Sources/$module/$module.docc" --additional-symbol-graph-dir "$dir" \
         --output-path "docs-out/$module.doccarchive" --fallback-display-name "$module" \
         --fallback-bundle-identifier "org.entitystore.$module" --warnings-as-errors \
