@@ -129,6 +129,31 @@ import Testing
         #expect(error?.message == message)
     }
 
+    @Test func keywordsAreASCIIWordsInAnyCase() throws {
+        let reference = try FetchPredicate(
+            "ANY tags.name BEGINSWITH[c] 'a' AND NOT pages BETWEEN {1, 2} OR title IN {'x'} OR pages == NIL"
+                + " OR TRUEPREDICATE")
+        for format in [
+            "any tags.name beginswith[c] 'a' and not pages between {1, 2} or title in {'x'} or pages == nil"
+                + " or truepredicate",
+            "Any tags.name BeginsWith[C] 'a' aNd NoT pages Between {1, 2} Or title In {'x'} oR pages == Nil"
+                + " Or TruePredicate",
+        ] {
+            #expect(try FetchPredicate(format) == reference)
+        }
+        #expect(try FetchPredicate("SOME tags.name == 'a'") == (try FetchPredicate("ANY tags.name == 'a'")))
+        #expect(try FetchPredicate("pages == yes") == (.key("pages") == true))
+        // A word is a keyword only in ASCII: `ın` (dotless i) and `ＩＮ` (full width) upper-case to `IN` but are
+        // names, so they cannot stand where an operator must.
+        for word in ["ın", "ＩＮ", "anḍ"] {
+            let error = entityStoreError { _ = try FetchPredicate("pages \(word) {1, 2}") }
+            #expect(error?.message.contains("expected a comparison operator") == true, "\(word)")
+        }
+        #expect(try FetchPredicate("ın == 1") == (.key("ın") == 1))
+        // Keywords are words only when they stand alone: longer words holding one are key paths.
+        #expect(try FetchPredicate("android == 1 AND orbit == 2") == (.key("android") == 1 && .key("orbit") == 2))
+    }
+
     @Test func limitsOnLengthAndNestingAreEnforced() {
         let long = "title == '" + String(repeating: "x", count: 5000) + "'"
         #expect(entityStoreError { _ = try FetchPredicate(long) }?.message.contains("the limit is 4096") == true)

@@ -184,25 +184,47 @@ struct PredicateParser {
 
     // MARK: Tokens
 
+    /// Whether `c` is white space (ASCII answered without the Unicode property tables).
+    @inline(__always)
+    static func isWhitespace(_ c: Unicode.Scalar) -> Bool {
+        c.value < 0x80 ? c == " " || (0x09...0x0D).contains(c.value) : c.properties.isWhitespace
+    }
+
+    /// Whether `c` may continue a word: a letter, `_` or a digit (ASCII answered without the property tables).
+    @inline(__always)
+    static func isWordCharacter(_ c: Unicode.Scalar) -> Bool {
+        if c.value < 0x80 {
+            let byte = UInt8(c.value) | 0x20
+            return (byte >= 0x61 && byte <= 0x7A) || c == "_" || ("0"..."9").contains(c)
+        }
+        return c.properties.isAlphabetic
+    }
+
+    /// The format's scalars in `range` as a string, appended one by one (a string made from the slice went through
+    /// the standard library's unspecialized generic path, a thousand instructions and more per word).
+    func text(_ range: Range<Int>) -> String {
+        var text = ""
+        text.unicodeScalars.reserveCapacity(range.count)
+        for i in range { text.unicodeScalars.append(scalars[i]) }
+        return text
+    }
+
     mutating func advance() throws {
-        while position < scalars.count, scalars[position].properties.isWhitespace { position += 1 }
+        while position < scalars.count, Self.isWhitespace(scalars[position]) { position += 1 }
         tokenStart = position
         guard position < scalars.count else {
             token = .end
             return
         }
         let c = scalars[position]
-        if c.properties.isAlphabetic || c == "_" || c == "#" || c == "$" {
+        if (Self.isWordCharacter(c) && !("0"..."9").contains(c)) || c == "#" || c == "$" {
             if c == "#" || c == "$" { position += 1 }
             let start = position
-            while position < scalars.count,
-                scalars[position].properties.isAlphabetic || scalars[position] == "_"
-                    || ("0"..."9").contains(scalars[position])
-            {
+            while position < scalars.count, Self.isWordCharacter(scalars[position]) {
                 position += 1
             }
             guard position > start else { throw fail("'\(c)' must be followed by a name") }
-            let word = String(String.UnicodeScalarView(scalars[start..<position]))
+            let word = text(start..<position)
             token = c == "#" ? .escaped(word) : .word(c == "$" ? "$" + word : word)
             return
         }
@@ -233,7 +255,7 @@ struct PredicateParser {
             position += 1
             let start = position
             while position < scalars.count, scalars[position].properties.isAlphabetic { position += 1 }
-            let name = String(String.UnicodeScalarView(scalars[start..<position]))
+            let name = text(start..<position)
             guard ["count", "sum", "avg", "min", "max"].contains(name) else {
                 throw fail("unknown key '@\(name)' (@count, @sum, @avg, @min and @max are supported)")
             }
@@ -276,7 +298,7 @@ struct PredicateParser {
                 break
             }
         }
-        let text = String(String.UnicodeScalarView(scalars[start..<position]))
+        let text = text(start..<position)
         if !isDouble, let n = Int64(text) {
             token = .number(.int(n))
         } else if let d = Double(text), d.isFinite {
@@ -312,9 +334,41 @@ struct PredicateParser {
         token = .string(String(text))
     }
 
-    func isKeyword(_ words: String...) -> Bool {
+    /// Whether the token is the word `keyword` (upper-case ASCII), in any case.
+    ///
+    /// Keywords are ASCII, so a word is one only when it is the keyword's letters in ASCII upper or lower case: a
+    /// word with any other character (`ın` with a dotless i, the Kelvin sign) is a key path. Compared byte by byte
+    /// with no string made: a Foundation case-insensitive comparison per keyword tried was most of the time it took
+    /// to parse a short predicate.
+    func isKeyword(_ keyword: StaticString) -> Bool {
         guard case .word(let w) = token else { return false }
-        return words.contains { $0.caseInsensitiveCompare(w) == .orderedSame }
+        return Self.keywordForm(of: w, is: keyword)
+    }
+
+    /// Whether the token is either of two keywords (see ``isKeyword(_:)``).
+    func isKeyword(_ keyword: StaticString, _ other: StaticString) -> Bool {
+        isKeyword(keyword) || isKeyword(other)
+    }
+
+    /// Whether `word`, with its ASCII letters in upper case, is `keyword`.
+    static func keywordForm(of word: String, is keyword: StaticString) -> Bool {
+        keyword.withUTF8Buffer { keyword in
+            var i = 0
+            for byte in word.utf8 {
+                guard i < keyword.count else { return false }
+                let upper = byte >= 0x61 && byte <= 0x7A ? byte - 0x20 : byte
+                guard upper == keyword[i] else { return false }
+                i += 1
+            }
+            return i == keyword.count
+        }
+    }
+
+    /// `word` in upper case when it is ASCII (a candidate keyword or operator), and "" otherwise: keywords are ASCII,
+    /// and `uppercased()` would turn some other words into one (`ın` into `IN`).
+    static func keywordForm(of word: String) -> String {
+        guard word.utf8.allSatisfy({ $0 < 0x80 }) else { return "" }
+        return String(decoding: word.utf8.map { $0 >= 0x61 && $0 <= 0x7A ? $0 - 0x20 : $0 }, as: UTF8.self)
     }
 
     // MARK: Grammar
@@ -506,7 +560,7 @@ struct PredicateParser {
         case .symbol(">"): op = .greater
         case .symbol(">="): op = .greaterOrEqual
         case .word(let w):
-            switch w.uppercased() {
+            switch Self.keywordForm(of: w) {
             case "BEGINSWITH": op = .beginsWith
             case "ENDSWITH": op = .endsWith
             case "CONTAINS": op = .contains
@@ -552,7 +606,7 @@ struct PredicateParser {
     mutating func parseExpression() throws -> Side {
         switch token {
         case .word(let w):
-            switch w.uppercased() {
+            switch Self.keywordForm(of: w) {
             case "NIL", "NULL":
                 try advance()
                 return .value(.null)
