@@ -19,7 +19,7 @@ extension FetchRequest {
         try context.fetch(request).map { try $0["title"].stringValue }
     }
 
-    @Test func aRequestIsPreparedOnceAndKeyedByItsConstantsAndSortKeys() throws {
+    @Test func aRequestIsPreparedOnceAndKeyedByItsShapeAndSortKeys() throws {
         try withStore { store, _ in
             _ = try Library(store)
             let context = ObjectContext(store: store)
@@ -29,20 +29,135 @@ extension FetchRequest {
             #expect(try titles(context, short) == ["A Wizard of Earthsea", "L'Étranger", "ÉCOLE des femmes"])
             #expect(try titles(ObjectContext(store: store), short) == titles(context, short))
             #expect(store.preparedFetches.count == before + 1)
-            // Another constant, another sort direction: other entries, other answers.
+            // Another constant of the same type: the same entry, bound to its own constant, with its own answers and
+            // its own plan.
             let long = FetchRequest(
                 entity: "Book", predicate: try FetchPredicate("pages < 350"), sortKeys: [SortKey("title")])
             #expect(try titles(context, long).count == 4)
+            #expect(try context.explain(long).description.contains("pages < 350"))
+            #expect(try titles(context, short).count == 3)
+            #expect(store.preparedFetches.count == before + 1)
+            // Another type, nil, another sort direction: other shapes, other entries.
+            let fractional = FetchRequest(
+                entity: "Book", predicate: try FetchPredicate("pages < 199.5"), sortKeys: [SortKey("title")])
+            #expect(try titles(context, fractional) == titles(context, short))
+            let none = FetchRequest(
+                entity: "Book", predicate: try FetchPredicate("pages == nil"), sortKeys: [SortKey("title")])
+            #expect(try titles(context, none) == ["La Peste"])
             var descending = short
             descending.sortKeys = [SortKey("title", ascending: false)]
             #expect(try titles(context, descending) == titles(context, short).reversed())
-            #expect(store.preparedFetches.count == before + 3)
-            // Window and shape are not part of the key: they are applied per fetch.
+            #expect(store.preparedFetches.count == before + 4)
+            // Window and result type are not part of the key: they are applied per fetch.
             var limited = short
             limited.fetchLimit = 1
             #expect(try titles(context, limited) == ["A Wizard of Earthsea"])
             #expect(try context.fetchObjectIDs(short).count == 3)
-            #expect(store.preparedFetches.count == before + 3)
+            #expect(store.preparedFetches.count == before + 4)
+        }
+    }
+
+    /// A fetch whose shape is kept binds the kept form to its own constants: every answer is the answer of the same
+    /// request prepared from nothing, over random predicates of every operator, type, list length (short lists and
+    /// the hashed form of long ones), option and combination.
+    @Test func aFormBoundToNewConstantsAnswersAsAFreshlyPreparedOne() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Item") {
+                Attribute("n", .int64, optional: true, indexed: true)
+                Attribute("nn", .int64, optional: true)
+                Attribute("s", .string, optional: true, indexed: true)
+                Attribute("c", .string, optional: true, indexed: true, caseInsensitive: true)
+                Attribute("d", .double, optional: true)
+                Attribute("b", .bool, optional: true, indexed: true)
+                Attribute("t", .date, optional: true)
+            }
+        }
+        try withStore(schema: schema) { store, _ in
+            var g = SeededGenerator(seed: 19)
+            let ints: [Value] = (0..<12).map { .int(Int64($0)) } + [.int(-3), .int(1 << 40)]
+            let strings: [Value] = ["a", "ab", "B", "b", "caf\u{E9}", "CAFE", "zeta", "", "Z\u{E9}ta"]
+            let doubles: [Value] = [.double(0), .double(-0.0), .double(1.5), .double(.nan), .double(-2), .double(7)]
+            let dates: [Value] = (0..<5).map { .date(Date(timeIntervalSinceReferenceDate: Double($0) * 1e6)) }
+            let bools: [Value] = [.bool(true), .bool(false)]
+            let pools: [(key: String, values: [Value])] = [
+                ("n", ints), ("nn", ints), ("s", strings), ("c", strings), ("d", doubles), ("b", bools), ("t", dates),
+            ]
+            let context = ObjectContext(store: store)
+            for _ in 0..<200 {
+                let item = try context.insert("Item")
+                for (key, values) in pools where Int.random(in: 0..<8, using: &g) != 0 {
+                    try item.setValue(values.randomElement(using: &g)!, forKey: key)
+                }
+            }
+            try context.save()
+
+            /// A random comparison, and a function drawing other constants of the same shape.
+            func comparison() -> (String, [Value], () -> [Value]) {
+                let (key, pool) = pools.randomElement(using: &g)!
+                let isString = key == "s" || key == "c"
+                // Nil stays nil and a value stays a value: that is part of the shape.
+                func another(_ value: Value) -> Value { value.isNull ? .null : pool.randomElement(using: &g)! }
+                func draw() -> Value { Int.random(in: 0..<6, using: &g) == 0 ? .null : pool.randomElement(using: &g)! }
+                let option = isString ? ["", "[c]", "[cd]"].randomElement(using: &g)! : ""
+                var forms: [(String, Int)] = [
+                    ("\(key) ==\(option) %@", 1), ("\(key) !=\(option) %@", 1), ("\(key) < %@", 1),
+                    ("\(key) >= %@", 1), ("\(key) BETWEEN {%@, %@}", 2),
+                ]
+                let length = [1, 2, 3, 8, 11].randomElement(using: &g)!
+                forms.append(
+                    ("\(key) IN {" + Array(repeating: "%@", count: length).joined(separator: ", ") + "}", length))
+                if isString {
+                    forms += [("\(key) BEGINSWITH\(option) %@", 1), ("\(key) CONTAINS\(option) %@", 1)]
+                }
+                let (format, count) = forms.randomElement(using: &g)!
+                let usesStrings = format.contains("BEGINSWITH") || format.contains("CONTAINS")
+                let values = (0..<count).map { _ in usesStrings ? pool.randomElement(using: &g)! : draw() }
+                return (format, values, { values.map(another) })
+            }
+            var shapes = Set<String>()
+            for round in 0..<400 {
+                let parts = (0..<Int.random(in: 1...3, using: &g)).map { _ in comparison() }
+                let joiner = [" AND ", " OR "].randomElement(using: &g)!
+                var format = parts.map { "(\($0.0))" }.joined(separator: joiner)
+                if Int.random(in: 0..<4, using: &g) == 0 { format = "NOT (\(format))" }
+                let first = parts.flatMap { $0.1 }
+                let predicate = { (values: [Value]) in
+                    try FetchPredicate(format: format, arguments: values.map { .value($0) })
+                }
+                let sort = [SortKey("n"), SortKey("s", ascending: false)].randomElement(using: &g)!
+                // Prepared for the first constants, then bound to others (several times, as an app looks up keys).
+                let kept = FetchRequest(entity: "Item", predicate: try predicate(first), sortKeys: [sort])
+                let keptIDs = try context.fetchObjectIDs(kept)
+                for _ in 0..<3 {
+                    let others = parts.flatMap { $0.2() }
+                    let request = FetchRequest(entity: "Item", predicate: try predicate(others), sortKeys: [sort])
+                    let bound = try context.fetchObjectIDs(request)
+                    let boundPlan = try context.explain(request).description
+                    store.preparedFetches.forgetAll()
+                    let fresh = FetchRequest(entity: "Item", predicate: try predicate(others), sortKeys: [sort])
+                    #expect(bound == (try context.fetchObjectIDs(fresh)), "round \(round): \(format) \(others)")
+                    #expect(boundPlan == (try context.explain(fresh).description), "\(format) \(others)")
+                    // The kept request still answers with its own constants.
+                    #expect(try context.fetchObjectIDs(kept) == keptIDs, "\(format) \(first)")
+                }
+                shapes.insert(format + sort.keyPath)
+            }
+            #expect(shapes.count > 300)
+        }
+    }
+
+    @Test func oneShapeIsOneEntryWhateverTheConstants() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            let before = store.preparedFetches.count
+            for pages in 0..<500 {
+                let request = FetchRequest(
+                    entity: "Book", predicate: try FetchPredicate("pages == %d OR title IN {%@, 'x'}", pages, "Momo"))
+                #expect(
+                    try context.fetchObjectIDs(request).count == ([90, 123, 183, 387, 428].contains(pages) ? 2 : 1))
+            }
+            #expect(store.preparedFetches.count == before + 1)
         }
     }
 

@@ -128,6 +128,54 @@ final class CompiledPredicate {
         root = try CompiledPredicate.compile(predicate, entity, schema)
     }
 
+    private init(source: FetchPredicate, root: Node) {
+        self.source = source
+        self.root = root
+    }
+
+    /// This compiled predicate with the constants of `predicate`, a predicate of the same shape (see
+    /// `FetchPredicate.hasSameShape(as:)`): key paths stay resolved and types stay checked, only the comparisons
+    /// are taken from `predicate`. `nil` when the two do not line up node for node (the caller compiles instead).
+    func rebound(to predicate: FetchPredicate) -> CompiledPredicate? {
+        Self.rebind(root, to: predicate).map { CompiledPredicate(source: predicate, root: $0) }
+    }
+
+    private static func rebind(_ node: Node, to predicate: FetchPredicate) -> Node? {
+        switch (node, predicate) {
+        case (.constant(let a), .constant(let b)) where a == b:
+            return node
+        case (.comparison(let path, let old, let other), .comparison(let new)) where old.hasSameShape(as: new):
+            return .comparison(path, new, other)
+        case (.subquery(_, let old, _), .comparison(let new)) where old == new:
+            return node
+        case (.member(let index, _), .comparison(let new)):
+            guard case .list(let values) = new.operand else { return nil }
+            return .member(index, Set(values))
+        case (.and(let nodes), .and(let parts)):
+            guard nodes.count == parts.count else { return nil }
+            var rebound: [Node] = []
+            rebound.reserveCapacity(nodes.count)
+            for (node, part) in zip(nodes, parts) {
+                guard let new = rebind(node, to: part) else { return nil }
+                rebound.append(new)
+            }
+            return .and(rebound)
+        case (.or(let nodes), .or(let parts)):
+            guard nodes.count == parts.count else { return nil }
+            var rebound: [Node] = []
+            rebound.reserveCapacity(nodes.count)
+            for (node, part) in zip(nodes, parts) {
+                guard let new = rebind(node, to: part) else { return nil }
+                rebound.append(new)
+            }
+            return .or(rebound)
+        case (.not(let inner), .not(let part)):
+            return rebind(inner, to: part).map { .not($0) }
+        default:
+            return nil
+        }
+    }
+
     /// Attribute positions of the entity itself that the predicate reads.
     var ownAttributes: Set<Int> {
         var result = Set<Int>()

@@ -6,8 +6,10 @@ import Synchronization
 /// index the predicate can use.
 ///
 /// A fetch's fixed cost used to be most of a small fetch's time (compiling, resolving, choosing an index: ~10k
-/// instructions against ~1k for the read itself). The store keeps prepared fetches by entity, predicate and sort
-/// keys; a request that is only ever built once costs one lookup more.
+/// instructions against ~1k for the read itself). The store keeps prepared fetches by entity, sort keys and the
+/// predicate's *shape* (its constants reduced to their types, see `FetchPredicate.hasSameShape(as:)`), as a database
+/// keeps a prepared statement for its parameters: a fetch with new constants (a lookup by another key) binds the
+/// kept form to them (`bound(to:)`) instead of compiling again.
 final class PreparedFetch: @unchecked Sendable {
     // Immutable after init (CompiledPredicate's only mutable state is its regular expression cache, and predicates
     // that use regular expressions are never shared: see `PreparedFetch.Key.init?`).
@@ -41,11 +43,58 @@ final class PreparedFetch: @unchecked Sendable {
         index = request.predicate.flatMap { QueryPlanner.bestIndex($0, entity, storage) }
     }
 
-    /// What identifies a prepared fetch: the parts of a request that compiling and planning read.
+    private init(
+        storage: EntityStorage, predicate: CompiledPredicate?, sortPaths: [ResolvedKeyPath],
+        recordFilter: RecordFilter?, filterAttributes: [Int], index: QueryPlanner.Choice?
+    ) {
+        self.storage = storage
+        self.predicate = predicate
+        self.sortPaths = sortPaths
+        self.recordFilter = recordFilter
+        self.filterAttributes = filterAttributes
+        self.index = index
+    }
+
+    /// This prepared form for `request`, whose predicate has the same shape as the one it was prepared for: the
+    /// compiled predicate takes the request's constants, and what reads constants (the index ranges, the record
+    /// filter) is worked out for them. What reads only the shape (key paths, sort keys, types, attributes read, which
+    /// index serves) is shared.
+    func bound(to request: FetchRequest, store: PersistentStore) throws -> PreparedFetch {
+        guard let new = request.predicate, let compiled = predicate, new != compiled.source else { return self }
+        guard let rebound = compiled.rebound(to: new) else { return try PreparedFetch(request, store: store) }
+        let entity = storage.entity
+        // Whether an index serves is the shape's; its ranges, and whether they are exact (an IN list with a value
+        // twice has fewer ranges), are the constants'.
+        let index = index == nil ? nil : QueryPlanner.bestIndex(new, entity, storage)
+        return PreparedFetch(
+            storage: storage, predicate: rebound, sortPaths: sortPaths,
+            // Only a fetch whose index does not answer the predicate exactly filters records.
+            recordFilter: recordFilter == nil || index?.exact == true ? nil : RecordFilter(new, entity: entity),
+            filterAttributes: filterAttributes, index: index)
+    }
+
+    /// What identifies a prepared fetch: the parts of a request that compiling and planning read. Predicates are
+    /// compared and hashed by shape: requests that differ only in their constants share a key.
     struct Key: Hashable {
         var entity: String
         var predicate: FetchPredicate?
         var sortKeys: [SortKey]
+
+        static func == (lhs: Key, rhs: Key) -> Bool {
+            guard lhs.entity == rhs.entity, lhs.sortKeys == rhs.sortKeys else { return false }
+            switch (lhs.predicate, rhs.predicate) {
+            case (nil, nil): return true
+            case (let a?, let b?): return a.hasSameShape(as: b)
+            default: return false
+            }
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(entity)
+            hasher.combine(sortKeys)
+            hasher.combine(predicate != nil)
+            predicate?.hashShape(into: &hasher)
+        }
 
         /// The key of `request`, or `nil` when its preparation must not be shared: predicates with regular
         /// expressions (their compiled form caches them, unsynchronised) and large predicates (hashing and
@@ -115,8 +164,9 @@ final class PreparedMemo: Sendable {
     }
 }
 
-/// The store's prepared fetches, bounded: when full, it starts over (an app has a handful of distinct requests;
-/// one that builds endless distinct predicates only pays for preparing them, as it would without the cache).
+/// The store's prepared fetches, one per shape of request, bounded: when full, it starts over (an app has a handful
+/// of shapes of request, whatever constants it fetches with; one that builds endless distinct shapes only pays for
+/// preparing them, as it would without the cache).
 final class PreparedFetches: Sendable {
     private let entries = Locked<[PreparedFetch.Key: PreparedFetch]>([:])
     static let capacity = 128
@@ -134,7 +184,7 @@ final class PreparedFetches: Sendable {
         guard let key = PreparedFetch.Key(request) else { return try PreparedFetch(request, store: store) }
         let prepared: PreparedFetch
         if let found = entries.withLock({ $0[key] }) {
-            prepared = found
+            prepared = try found.bound(to: request, store: store)
         } else {
             prepared = try PreparedFetch(request, store: store)
             entries.withLock { entries in
@@ -146,5 +196,11 @@ final class PreparedFetches: Sendable {
         return prepared
     }
 
+    /// How many shapes of request are kept.
     var count: Int { entries.withLock { $0.count } }
+
+    /// Drops every kept form (requests' memos keep theirs): the next fetch of each shape prepares it again.
+    func forgetAll() {
+        entries.withLock { $0.removeAll() }
+    }
 }
