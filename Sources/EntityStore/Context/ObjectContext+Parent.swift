@@ -58,7 +58,7 @@ extension ObjectContext {
                         (
                             key,
                             try ResolvedKeyPath.resolve(
-                                key.split(separator: ".").map(String.init), from: entity, in: store.schema)
+                                key.keyPathComponents, from: entity, in: store.schema)
                         )
                     }
                     return try window.map { id in
@@ -74,7 +74,7 @@ extension ObjectContext {
                 case .aggregate(let sink):
                     let paths = try sink.keys.map {
                         try ResolvedKeyPath.resolve(
-                            $0.split(separator: ".").map(String.init), from: entity, in: store.schema)
+                            $0.keyPathComponents, from: entity, in: store.schema)
                     }
                     for id in window {
                         let subject = ContextSubject(object: try object(with: id), reader: reader)

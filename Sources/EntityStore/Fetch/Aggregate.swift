@@ -199,7 +199,7 @@ final class AggregateSink {
             EntityStoreError(.invalidFetchRequest, message, entity: entity.name, key: key)
         }
         func type(of key: String) throws -> AttributeType {
-            let path = try ResolvedKeyPath.resolve(key.split(separator: ".").map(String.init), from: entity, in: schema)
+            let path = try ResolvedKeyPath.resolve(key.keyPathComponents, from: entity, in: schema)
             guard case .attribute(_, let attribute) = path.terminal, !path.isToMany else {
                 throw fail("'\(key)' is not an attribute reached through to-one relationships", key: key)
             }

@@ -232,10 +232,20 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
 
 // MARK: - The typed builder
 
+extension String {
+    /// The components of a dotted key path (`author.name` → `["author", "name"]`, empty components dropped). A key
+    /// without a dot is its own only component, made without the split's slices: a request built in a loop (a
+    /// lookup by one key after another) splits its key paths every time.
+    var keyPathComponents: [String] {
+        if isEmpty { return [] }
+        return utf8.contains(UInt8(ascii: ".")) ? split(separator: ".").map(String.init) : [self]
+    }
+}
+
 extension FetchPredicate {
     /// A key path to compare: `.key("author.name") == "Le Guin"`.
     public static func key(_ path: String) -> KeyExpression {
-        KeyExpression(path: path.split(separator: ".").map(String.init))
+        KeyExpression(path: path.keyPathComponents)
     }
 
     /// `ANY path ...`: true when some object of a to-many key path matches.

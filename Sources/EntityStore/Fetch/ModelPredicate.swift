@@ -49,7 +49,7 @@ func comparison<M: Model, V>(
     ModelPredicate(
         .comparison(
             .init(
-                keyPath: ModelKeys.text(keyPath).split(separator: ".").map(String.init), op: op, operand: operand,
+                keyPath: ModelKeys.text(keyPath).keyPathComponents, op: op, operand: operand,
                 options: options, quantifier: quantifier)))
 }
 
@@ -179,13 +179,13 @@ extension KeyPath where Root: Model {
     }
     /// `path.@count op n`: the number of related objects.
     public func count<D: Model>() -> ModelCount<Root> where Value == [D] {
-        ModelCount(path: ModelKeys.text(self).split(separator: ".").map(String.init) + ["@count"])
+        ModelCount(path: ModelKeys.text(self).keyPathComponents + ["@count"])
     }
 
     private func quantified<D: Model>(
         _ quantifier: FetchPredicate.Quantifier, _ inner: ModelPredicate<D>
     ) -> ModelPredicate<Root> {
-        let prefix = ModelKeys.text(self).split(separator: ".").map(String.init)
+        let prefix = ModelKeys.text(self).keyPathComponents
         guard case .comparison(var c) = inner.predicate, c.quantifier == nil else {
             // A compound condition over one related object needs SUBQUERY, which is not supported: say so at use.
             return ModelPredicate(

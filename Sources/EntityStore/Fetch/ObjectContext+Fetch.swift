@@ -173,7 +173,7 @@ extension ObjectContext {
         if let keys = dictionaryKeys {
             dictionaryPaths = try keys.map { key in
                 let path = try ResolvedKeyPath.resolve(
-                    key.split(separator: ".").map(String.init), from: entity, in: store.schema)
+                    key.keyPathComponents, from: entity, in: store.schema)
                 guard case .attribute = path.terminal, !path.isToMany else {
                     throw EntityStoreError(
                         .invalidFetchRequest, "'\(key)' is not an attribute reached through to-one relationships",
@@ -517,7 +517,7 @@ extension ObjectContext {
                 ? registered.objects : candidates.compactMap { registered[$0.id] }
         }
         for keyPath in request.relationshipKeyPathsForPrefetching {
-            try prefetch(keyPath.split(separator: ".").map(String.init), of: objects)
+            try prefetch(keyPath.keyPathComponents, of: objects)
         }
         return objects
     }

@@ -29,7 +29,7 @@ final class PreparedFetch: @unchecked Sendable {
         predicate = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: store.schema) }
         sortPaths = try request.sortKeys.map { key -> ResolvedKeyPath in
             let path = try ResolvedKeyPath.resolve(
-                key.keyPath.split(separator: ".").map(String.init), from: entity, in: store.schema)
+                key.keyPath.keyPathComponents, from: entity, in: store.schema)
             guard case .attribute = path.terminal, !path.isToMany else {
                 throw EntityStoreError(
                     .invalidFetchRequest,

@@ -303,7 +303,7 @@ public final class FetchedResultsController {
             let path: ResolvedKeyPath
             do {
                 path = try ResolvedKeyPath.resolve(
-                    key.keyPath.split(separator: ".").map(String.init), from: entity, in: schema)
+                    key.keyPath.keyPathComponents, from: entity, in: schema)
             } catch let error as EntityStoreError {
                 throw EntityStoreError(
                     .invalidFetchRequest, "\(what) '\(key.keyPath)': \(error.message)", entity: entity.name,

@@ -40,7 +40,7 @@ struct Derivation {
         }
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         func path(_ text: String) throws -> ResolvedKeyPath {
-            let components = text.trimmingCharacters(in: .whitespaces).split(separator: ".").map(String.init)
+            let components = text.trimmingCharacters(in: .whitespaces).keyPathComponents
             guard !components.isEmpty else { throw fail("an empty key path") }
             do {
                 return try ResolvedKeyPath.resolve(components, from: entity, in: schema)
