@@ -154,6 +154,14 @@ import Testing
         #expect(try FetchPredicate("android == 1 AND orbit == 2") == (.key("android") == 1 && .key("orbit") == 2))
     }
 
+    @Test func builtKeyPathsSplitOnDotsAsParsedOnes() throws {
+        #expect((.key("author.name") == "Le Guin") == (try FetchPredicate("author.name == 'Le Guin'")))
+        #expect((.key("title") == "Momo") == (try FetchPredicate("title == 'Momo'")))
+        #expect((.key("author..name") == "x") == (.key("author.name") == "x"))
+        guard case .comparison(let empty) = .key("") == 1 else { Issue.record("not a comparison"); return }
+        #expect(empty.keyPath.isEmpty)
+    }
+
     @Test func limitsOnLengthAndNestingAreEnforced() {
         let long = "title == '" + String(repeating: "x", count: 5000) + "'"
         #expect(entityStoreError { _ = try FetchPredicate(long) }?.message.contains("the limit is 4096") == true)
