@@ -152,28 +152,25 @@ final class CompiledPredicate {
             guard case .list(let values) = new.operand else { return nil }
             return .member(index, Set(values))
         case (.and(let nodes), .and(let parts)):
-            guard nodes.count == parts.count else { return nil }
-            var rebound: [Node] = []
-            rebound.reserveCapacity(nodes.count)
-            for (node, part) in zip(nodes, parts) {
-                guard let new = rebind(node, to: part) else { return nil }
-                rebound.append(new)
-            }
-            return .and(rebound)
+            return rebind(nodes, to: parts).map { .and($0) }
         case (.or(let nodes), .or(let parts)):
-            guard nodes.count == parts.count else { return nil }
-            var rebound: [Node] = []
-            rebound.reserveCapacity(nodes.count)
-            for (node, part) in zip(nodes, parts) {
-                guard let new = rebind(node, to: part) else { return nil }
-                rebound.append(new)
-            }
-            return .or(rebound)
+            return rebind(nodes, to: parts).map { .or($0) }
         case (.not(let inner), .not(let part)):
             return rebind(inner, to: part).map { .not($0) }
         default:
             return nil
         }
+    }
+
+    private static func rebind(_ nodes: [Node], to parts: [FetchPredicate]) -> [Node]? {
+        guard nodes.count == parts.count else { return nil }
+        var rebound: [Node] = []
+        rebound.reserveCapacity(nodes.count)
+        for (node, part) in zip(nodes, parts) {
+            guard let new = rebind(node, to: part) else { return nil }
+            rebound.append(new)
+        }
+        return rebound
     }
 
     /// Attribute positions of the entity itself that the predicate reads.
