@@ -374,3 +374,47 @@ extension FetchRequest {
         }
     }
 }
+
+@Suite struct PredicateShapeTests {
+    @Test func onlyTheConstantsTypesAndNilMakeTheShape() throws {
+        let shapes: [(String, String, Bool)] = [
+            ("pages == 3", "pages == 400", true),
+            ("pages == 3", "pages == 3.5", false),
+            ("pages == 3", "pages == nil", false),
+            ("pages IN {1, 2}", "pages IN {7, 7}", true),
+            ("pages IN {1, 2}", "pages IN {1, 2, 3}", false),
+            ("pages IN {1, 2}", "pages IN {1, nil}", false),
+            ("title LIKE 'a*'", "title LIKE 'b*'", false),
+            ("title BEGINSWITH[c] 'a'", "title BEGINSWITH[c] 'zz'", true),
+            ("title BEGINSWITH[c] 'a'", "title BEGINSWITH 'a'", false),
+            ("pages > 1 AND score < 2.0", "pages > 9 AND score < -1.0", true),
+            ("pages > 1 AND score < 2.0", "pages > 1 OR score < 2.0", false),
+            ("NOT pages > 1", "NOT pages > 2", true),
+            ("title == 'a'", "author.name == 'a'", false),
+        ]
+        for (a, b, same) in shapes {
+            let (p, q) = (try FetchPredicate(a), try FetchPredicate(b))
+            #expect(p.hasSameShape(as: q) == same, "\(a) ~ \(b)")
+            #expect(q.hasSameShape(as: p) == same, "\(b) ~ \(a)")
+            if same {
+                var (h, k) = (Hasher(), Hasher())
+                p.hashShape(into: &h)
+                q.hashShape(into: &k)
+                #expect(h.finalize() == k.finalize(), "\(a) ~ \(b)")
+            }
+        }
+    }
+
+    @Test func aCompiledPredicateReboundToAnotherShapeIsRefused() throws {
+        try withStore { store, _ in
+            let entity = try #require(store.schema.entity("Book"))
+            let compiled = try CompiledPredicate(
+                try FetchPredicate("pages > 1 AND title == 'a'"), entity: entity, schema: store.schema)
+            #expect(compiled.rebound(to: try FetchPredicate("pages > 1 OR title == 'a'")) == nil)
+            #expect(compiled.rebound(to: try FetchPredicate("pages > 1")) == nil)
+            #expect(compiled.rebound(to: try FetchPredicate("pages > 1 AND title BEGINSWITH 'a'")) == nil)
+            let rebound = try #require(compiled.rebound(to: try FetchPredicate("pages > 7 AND title == 'b'")))
+            #expect(rebound.source == (try FetchPredicate("pages > 7 AND title == 'b'")))
+        }
+    }
+}

@@ -31,17 +31,22 @@ extension FetchPredicate {
         case .comparison(let c):
             hasher.combine(1 as UInt8)
             c.hashShape(into: &hasher)
-        case .and(let parts), .or(let parts):
-            hasher.combine(isAnd ? 2 as UInt8 : 3)
-            hasher.combine(parts.count)
-            for part in parts { part.hashShape(into: &hasher) }
+        case .and(let parts):
+            hasher.combine(2 as UInt8)
+            Self.hashShapes(of: parts, into: &hasher)
+        case .or(let parts):
+            hasher.combine(3 as UInt8)
+            Self.hashShapes(of: parts, into: &hasher)
         case .not(let inner):
             hasher.combine(4 as UInt8)
             inner.hashShape(into: &hasher)
         }
     }
 
-    private var isAnd: Bool { if case .and = self { true } else { false } }
+    private static func hashShapes(of parts: [FetchPredicate], into hasher: inout Hasher) {
+        hasher.combine(parts.count)
+        for part in parts { part.hashShape(into: &hasher) }
+    }
 }
 
 extension FetchPredicate.Comparison {
