@@ -70,7 +70,7 @@ stress: deps
 
 # The concurrency, multi-context and multi-process tests under ThreadSanitizer.
 tsan: deps
-	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|HandleTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|PublisherTests|EngineCorrectnessTests|ControllerTests|ConcurrencyTests'
+	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|HandleTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|PublisherTests|EngineCorrectnessTests|ControllerTests|ConcurrencyTests|IdentityCacheTests'
 
 docs:
 	bash scripts/docs.sh

@@ -268,11 +268,23 @@ extension ObjectContext {
         return model
     }
 
+    /// Wraps managed objects of the model's entity, in order (see ``wrap(_:as:)``). A loop over the concrete array
+    /// rather than `map`, which a generic caller runs unspecialized, through the collection's witnesses per element.
+    func wrapAll<M: Model>(_ objects: [ManagedObject], as type: M.Type) -> [M] {
+        [M](unsafeUninitializedCapacity: objects.count) { buffer, count in
+            for index in objects.indices {
+                (buffer.baseAddress! + index).initialize(to: wrap(objects[index], as: type))
+            }
+            count = objects.count
+        }
+    }
+
     /// Checks a model class against the store's schema, once per store, and gives its entity's name.
     ///
-    /// The context remembers what the store checked and the class's entity name (`entityName` describes the class
-    /// by default, which costs more than the rest of a typed lookup), so that a typed access takes no lock and
-    /// names its entity once per class.
+    /// The context remembers the last class it checked, and the others in a table once it has used two, so that a
+    /// typed access in a context of one model class takes no lock and fills no table (a context made for one typed
+    /// fetch checks once); the entity's name comes from the process-wide cache of ``ModelKeys/entityName(of:)``
+    /// (`entityName` describes the class by default, which costs more than the rest of a typed lookup).
     @discardableResult
     func checkModel<M: Model>(_ type: M.Type) throws -> String {
         let id = ObjectIdentifier(type)
@@ -282,13 +294,16 @@ extension ObjectContext {
             lastCheckedEntityName = entityName
             return entityName
         }
-        let entityName = type.entityName
+        let entityName = ModelKeys.entityName(of: type)
         if !store.checkedModels.withLock({ $0.contains(id) }) {
             try type.check(against: try store.storage(for: entityName).entity)
             store.checkedModels.withLock { _ = $0.insert(id) }
             store.modelClasses.withLock { if $0[entityName] == nil { $0[entityName] = type } }
         }
-        checkedModels[id] = entityName
+        if let previous = lastCheckedModel {
+            checkedModels[previous] = lastCheckedEntityName
+            checkedModels[id] = entityName
+        }
         lastCheckedModel = id
         lastCheckedEntityName = entityName
         return entityName

@@ -17,26 +17,16 @@ final class KeyRecorder {
 /// destination), which gives `author.name`. Both are cached.
 @usableFromInline
 enum ModelKeys {
-    /// By the key path object: the compiler hands every access of a property the same (immortal) key path. Read
-    /// without a lock: the table is immutable, replaced by a larger copy when a key is added (rare), and the old
-    /// copies are kept (a reader may still hold one).
-    private static let slots = Locked<[ObjectIdentifier: PropertySlot]>([:])
-    /// The current table's address (0 before the first).
-    private static let published = Atomic<Int>(0)
-    /// Every table published (only touched inside `slots`'s lock).
-    nonisolated(unsafe) private static var tables: [SlotTable] = []
-    /// The key paths named so far (only touched inside `slots`'s lock): kept alive with their entries, so that an
-    /// identifier is never reused for another key path.
-    nonisolated(unsafe) private static var retained: [AnyKeyPath] = []
+    /// By the storage key path object: the compiler hands every access of a property the same (immortal) key path.
+    /// Slots live as long as the process, so they are handed out unretained: a typed access then retains nothing to
+    /// find its attribute.
+    private static let slots = IdentityCache<PropertySlot>(limit: .max)
 
     /// The slot of a typed property: its key (the one its wrapper was given, or its name) and where the key was last
     /// found in an entity's attributes; found once per property (by its storage key path) and cached, so that an
     /// access reads neither the wrapper nor the key path's text, and a read or write finds the attribute without
     /// comparing names along the entity. Found the first time, the storage key path (which Observation knows the
     /// property by, see `ModelObservation`) is also kept for ``announceExternalChange(of:_:)``.
-    ///
-    /// Slots live as long as the process (the table keeps them), so they are handed out unretained: a typed access
-    /// then retains nothing to find its attribute.
     @inlinable
     static func slot<Owner: Model, Wrapper: ModelProperty>(
         of owner: Owner, _ storageKeyPath: ReferenceWritableKeyPath<Owner, Wrapper>
@@ -60,9 +50,7 @@ enum ModelKeys {
 
     @usableFromInline
     static func cachedSlot(_ keyPath: AnyKeyPath) -> Unmanaged<PropertySlot>? {
-        guard let pointer = UnsafeRawPointer(bitPattern: published.load(ordering: .acquiring)) else { return nil }
-        // Published tables are never freed: no retain needed to read one.
-        return Unmanaged<SlotTable>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.slot(for: keyPath) }
+        slots.value(for: ObjectIdentifier(keyPath))
     }
 
     /// Names a property from the key given to its wrapper, or from its storage key path (`\Book._title` → `title`),
@@ -72,19 +60,14 @@ enum ModelKeys {
         _ explicit: String?, _ keyPath: AnyKeyPath, owner: ObjectIdentifier, announcer: @escaping Announcer
     ) -> Unmanaged<PropertySlot> {
         let id = ObjectIdentifier(keyPath)
-        if let slot = slots.withLock({ $0[id] }) { return .passUnretained(slot) }
+        if let slot = slots.value(for: id) { return slot }
         let key = explicit ?? name(ofStorage: keyPath)
-        return slots.withLock {
-            if let slot = $0[id] { return .passUnretained(slot) }
-            let slot = PropertySlot(key)
-            $0[id] = slot
-            retained.append(keyPath)
+        // The announcer is kept before the slot can be found: an observer registers through a getter that found it.
+        let slot = slots.add(PropertySlot(key), for: id, retaining: keyPath) {
             announcers.withLock { $0[owner, default: []].append(announcer) }
-            let table = SlotTable($0)
-            tables.append(table)
-            published.store(Int(bitPattern: Unmanaged.passUnretained(table).toOpaque()), ordering: .releasing)
-            return .passUnretained(slot)
         }
+        // The cache takes every slot (no limit).
+        return slot!
     }
 
     /// Announces a change of one property (its key path) of a model to its registrar's observers. (Not `@Sendable`
@@ -117,26 +100,83 @@ enum ModelKeys {
         return name
     }
 
-    private static let paths = Locked<[AnyKeyPath: [String]]>([:])
+    // MARK: - Key paths an app writes
+
+    /// What a model key path reads, by key path: equal key paths (written at several call sites, or built at run
+    /// time) share one recording.
+    private static let paths = Locked<[AnyKeyPath: ModelKeyPathKeys]>([:])
+    /// The same by the key path object, read without a lock: the compiler hands a call site the same object every
+    /// time, so a typed fetch in a loop finds its keys without hashing the key path. Bounded: key paths built at run
+    /// time are new objects each time, and each entry keeps its key path alive.
+    private static let keysByObject = IdentityCache<ModelKeyPathKeys>(limit: 4096)
+
+    /// What a key path reads (see ``path(_:)`` and ``text(_:)``).
+    static func keys<M: Model, V>(_ keyPath: KeyPath<M, V>) -> ModelKeyPathKeys {
+        let id = ObjectIdentifier(keyPath)
+        if let keys = keysByObject.value(for: id) { return keys.takeUnretainedValue() }
+        let keys =
+            paths.withLock({ $0[keyPath] })
+            ?? {
+                let recorder = KeyRecorder()
+                _ = M.recordingInstance(recorder)[keyPath: keyPath]
+                let keys = ModelKeyPathKeys(
+                    recorder.keys,
+                    text: recorder.keys.isEmpty
+                        ? "<\(keyPath) reads no @Stored, @ToOne or @ToMany property>"
+                        : recorder.keys.joined(separator: "."))
+                return paths.withLock { table in
+                    if let existing = table[keyPath] { return existing }
+                    table[keyPath] = keys
+                    return keys
+                }
+            }()
+        keysByObject.add(keys, for: id, retaining: keyPath)
+        return keys
+    }
 
     /// The keys a model key path reads, in order (`\Book.author?.name` → `["author", "name"]`); empty when it reads
     /// no typed property.
-    static func path<M: Model, V>(_ keyPath: KeyPath<M, V>) -> [String] {
-        if let path = paths.withLock({ $0[keyPath] }) { return path }
-        let recorder = KeyRecorder()
-        _ = M.recordingInstance(recorder)[keyPath: keyPath]
-        let path = recorder.keys
-        paths.withLock { $0[keyPath] = path }
-        return path
-    }
+    static func path<M: Model, V>(_ keyPath: KeyPath<M, V>) -> [String] { keys(keyPath).path }
 
     /// The key path as text for predicates and sorts; a path that reads no typed property (or a computed property
     /// reading several) gives a key that names the problem, so that the fetch fails saying so.
-    static func text<M: Model, V>(_ keyPath: KeyPath<M, V>) -> String {
-        let path = path(keyPath)
-        guard !path.isEmpty else { return "<\(keyPath) reads no @Stored, @ToOne or @ToMany property>" }
-        return path.joined(separator: ".")
+    static func text<M: Model, V>(_ keyPath: KeyPath<M, V>) -> String { keys(keyPath).text }
+
+    /// ``text(_:)`` split into a predicate's key path components.
+    static func components<M: Model, V>(_ keyPath: KeyPath<M, V>) -> [String] { keys(keyPath).components }
+
+    // MARK: - Entity names
+
+    /// Entity names by model class (``Model/entityName`` describes the class by default, which costs more than the
+    /// rest of a typed fetch). A class's entity name is taken to be constant.
+    private static let entityNames = IdentityCache<EntityNameBox>(limit: .max)
+
+    /// The entity a model class maps to (its ``Model/entityName``, asked once per process).
+    static func entityName(of type: Model.Type) -> String {
+        let id = ObjectIdentifier(type)
+        if let box = entityNames.value(for: id) { return box.takeUnretainedValue().name }
+        let box = EntityNameBox(type.entityName)
+        return (entityNames.add(box, for: id, retaining: nil) ?? .passUnretained(box)).takeUnretainedValue().name
     }
+}
+
+/// The keys a model key path reads, as a path, as text and as a predicate's components.
+final class ModelKeyPathKeys: Sendable {
+    let path: [String]
+    let text: String
+    let components: [String]
+
+    init(_ path: [String], text: String) {
+        self.path = path
+        self.text = text
+        components = text.keyPathComponents
+    }
+}
+
+/// A model class's entity name, as a cache entry.
+final class EntityNameBox: Sendable {
+    let name: String
+    init(_ name: String) { self.name = name }
 }
 
 /// A typed property's key and the position its attribute had in the last entity it was read or written in.
@@ -147,43 +187,4 @@ final class PropertySlot: Sendable {
     /// a model used with several schemas stays right (it looks the key up again where the hint is wrong).
     @usableFromInline let hint = Atomic<Int>(-1)
     init(_ key: String) { self.key = key }
-}
-
-/// An immutable table from key path objects to property slots: open addressing over the objects' addresses, so a
-/// typed access finds its slot with a multiply and a compare or two (a `Dictionary` hashes with SipHash).
-final class SlotTable {
-    private let mask: Int
-    /// `mask + 1` entries: a key path object's address (0 for none) and its slot. The slots are retained by the
-    /// entries dictionary the table was made from, which `ModelKeys` keeps.
-    private let entries: UnsafeMutablePointer<(address: UInt, slot: Unmanaged<PropertySlot>?)>
-
-    init(_ slots: [ObjectIdentifier: PropertySlot]) {
-        var capacity = 16
-        while capacity < slots.count * 2 { capacity *= 2 }
-        mask = capacity - 1
-        entries = .allocate(capacity: capacity)
-        entries.initialize(repeating: (0, nil), count: capacity)
-        for (id, slot) in slots {
-            var index = Self.start(UInt(bitPattern: id), mask)
-            while entries[index].address != 0 { index = (index + 1) & mask }
-            entries[index] = (UInt(bitPattern: id), Unmanaged.passUnretained(slot))
-        }
-    }
-
-    deinit { entries.deallocate() }
-
-    private static func start(_ address: UInt, _ mask: Int) -> Int {
-        Int(truncatingIfNeeded: ((address >> 4) &* 0x9E37_79B9_7F4A_7C15) >> 40) & mask
-    }
-
-    func slot(for keyPath: AnyKeyPath) -> Unmanaged<PropertySlot>? {
-        let address = UInt(bitPattern: ObjectIdentifier(keyPath))
-        var index = Self.start(address, mask)
-        while true {
-            let entry = entries[index]
-            if entry.address == address { return entry.slot }
-            if entry.address == 0 { return nil }
-            index = (index + 1) & mask
-        }
-    }
 }

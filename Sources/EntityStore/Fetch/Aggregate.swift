@@ -132,7 +132,7 @@ public struct AggregateRequest: Sendable, Hashable {
 
     /// A request over the models a typed predicate matches.
     public init<M: Model>(_ type: M.Type, where predicate: ModelPredicate<M>? = nil) {
-        self.init(entity: type.entityName, where: predicate?.predicate)
+        self.init(entity: ModelKeys.entityName(of: type), where: predicate?.predicate)
     }
 
     /// Adds a group key from a typed model's key path (`request.group(by: \Book.author?.name)`).

@@ -29,7 +29,8 @@ public struct ModelFetchRequest<M: Model>: Sendable {
 
     /// The untyped request it stands for.
     public var fetchRequest: FetchRequest {
-        var request = FetchRequest(entity: M.entityName, predicate: predicate?.predicate, sortKeys: sortKeys)
+        var request = FetchRequest(
+            entity: ModelKeys.entityName(of: M.self), predicate: predicate?.predicate, sortKeys: sortKeys)
         request.fetchLimit = fetchLimit
         request.fetchOffset = fetchOffset
         request.fetchBatchSize = fetchBatchSize
@@ -45,7 +46,7 @@ extension ObjectContext {
     /// - Throws: What the untyped fetch throws, and a mismatch of the model class with the schema.
     public func fetch<M: Model>(_ request: ModelFetchRequest<M>) throws -> [M] {
         try checkModel(M.self)
-        return try fetch(request.fetchRequest).map { wrap($0, as: M.self) }
+        return wrapAll(try fetch(request.fetchRequest), as: M.self)
     }
 
     /// Fetches models of a type.
@@ -57,10 +58,12 @@ extension ObjectContext {
         _ type: M.Type, where predicate: ModelPredicate<M>? = nil, sortedBy sortKeys: [SortKey] = [],
         limit: Int = 0, offset: Int = 0
     ) throws -> [M] {
-        var request = ModelFetchRequest<M>(where: predicate, sortedBy: sortKeys)
+        // The untyped request made here, not through a `ModelFetchRequest` (a generic value whose conversion copies
+        // the request): a typed fetch in a loop pays little more than the untyped one.
+        var request = FetchRequest(entity: try checkModel(M.self), predicate: predicate?.predicate, sortKeys: sortKeys)
         request.fetchLimit = limit
         request.fetchOffset = offset
-        return try fetch(request)
+        return wrapAll(try fetch(request), as: M.self)
     }
 
     /// The first model in the order (`nil` when none matches).
@@ -72,7 +75,7 @@ extension ObjectContext {
 
     /// The number of models that match.
     public func count<M: Model>(_ type: M.Type, where predicate: ModelPredicate<M>? = nil) throws -> Int {
-        try count(for: FetchRequest(entity: M.entityName, predicate: predicate?.predicate))
+        try count(for: FetchRequest(entity: ModelKeys.entityName(of: M.self), predicate: predicate?.predicate))
     }
 
     /// The number of models a typed request matches (within its window).

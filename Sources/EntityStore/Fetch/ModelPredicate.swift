@@ -49,7 +49,7 @@ func comparison<M: Model, V>(
     ModelPredicate(
         .comparison(
             .init(
-                keyPath: ModelKeys.text(keyPath).keyPathComponents, op: op, operand: operand,
+                keyPath: ModelKeys.components(keyPath), op: op, operand: operand,
                 options: options, quantifier: quantifier)))
 }
 
@@ -179,13 +179,13 @@ extension KeyPath where Root: Model {
     }
     /// `path.@count op n`: the number of related objects.
     public func count<D: Model>() -> ModelCount<Root> where Value == [D] {
-        ModelCount(path: ModelKeys.text(self).keyPathComponents + ["@count"])
+        ModelCount(path: ModelKeys.components(self) + ["@count"])
     }
 
     private func quantified<D: Model>(
         _ quantifier: FetchPredicate.Quantifier, _ inner: ModelPredicate<D>
     ) -> ModelPredicate<Root> {
-        let prefix = ModelKeys.text(self).keyPathComponents
+        let prefix = ModelKeys.components(self)
         guard case .comparison(var c) = inner.predicate, c.quantifier == nil else {
             // A compound condition over one related object needs SUBQUERY, which is not supported: say so at use.
             return ModelPredicate(

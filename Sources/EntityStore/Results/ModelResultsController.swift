@@ -52,7 +52,7 @@ public final class ModelResultsController<M: Model> {
     }
 
     /// The models in order, every section.
-    public var fetchedObjects: [M] { controller.fetchedObjects.map { context.wrap($0, as: M.self) } }
+    public var fetchedObjects: [M] { context.wrapAll(controller.fetchedObjects, as: M.self) }
 
     /// The model at a path.
     ///

@@ -289,10 +289,11 @@ extension PersistentStore {
         _ type: M.Type, where predicate: ModelPredicate<M>? = nil, _ assignments: ModelAssignment<M>...,
         author: String? = nil
     ) throws -> BatchResult {
-        try type.check(against: try storage(for: type.entityName).entity)
+        let entityName = ModelKeys.entityName(of: type)
+        try type.check(against: try storage(for: entityName).entity)
         var values: [String: Value] = [:]
         for assignment in assignments { values[assignment.key] = assignment.value }
-        return try batchUpdate(type.entityName, where: predicate?.predicate, set: values, author: author)
+        return try batchUpdate(entityName, where: predicate?.predicate, set: values, author: author)
     }
 
     /// Deletes every model a predicate matches, with the delete rules (see ``batchDelete(_:where:author:)-(String,_,_)``).
@@ -300,8 +301,9 @@ extension PersistentStore {
     public func batchDelete<M: Model>(
         _ type: M.Type, where predicate: ModelPredicate<M>? = nil, author: String? = nil
     ) throws -> BatchResult {
-        try type.check(against: try storage(for: type.entityName).entity)
-        return try batchDelete(type.entityName, where: predicate?.predicate, author: author)
+        let entityName = ModelKeys.entityName(of: type)
+        try type.check(against: try storage(for: entityName).entity)
+        return try batchDelete(entityName, where: predicate?.predicate, author: author)
     }
 
     /// The objects of `entityName` a predicate matches, in the transaction (a fetch's plan, without a context's
