@@ -52,12 +52,16 @@ open class Model {
         return makeRegistrar()
     }
 
-    /// Where registrars are taken from and returned to: the context's pool, given when the context wraps the
-    /// object (owned by the model, so that neither a read nor the deinit goes through the object's context).
+    /// Where registrars are taken from and returned to: the context's pool, taken with the first registrar (owned
+    /// by the model, so that the deinit does not go through the object's context). A model never read takes
+    /// neither: a typed fetch whose models are counted or passed on makes no pool and retains none per model.
     @exclusivity(unchecked) var registrarPool: Unmanaged<RegistrarPool>?
 
     @usableFromInline
     func makeRegistrar() -> Unmanaged<RegistrarBox> {
+        if registrarPool == nil, let context = managedObject.context {
+            registrarPool = .passRetained(context.registrarPool)
+        }
         let registrar =
             registrarPool?._withUnsafeGuaranteedRef { $0.take() } ?? Unmanaged.passRetained(RegistrarBox())
         registrarIfAny = registrar
@@ -263,7 +267,6 @@ extension ObjectContext {
             modelClass = own
         }
         let model = modelClass.init(managedObject: object)
-        model.registrarPool = .passRetained(registrarPool)
         object.model = model
         return model
     }
