@@ -190,7 +190,8 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
         get throws { try value(forKey: key) }
     }
 
-    /// Sets an attribute. Setting the value it already has is no change.
+    /// Sets an attribute. Setting the value it already has is no change. A number of the other numeric type is
+    /// taken when it converts exactly (`setValue(4, forKey: "rating")` for a double attribute stores `4.0`).
     /// - Throws: ``EntityStoreError/Code/typeMismatch`` for a value of another type (or nil for a required
     ///   attribute is allowed here and refused by `save()`), ``EntityStoreError/Code/invalidValue`` for a value the
     ///   store cannot hold (`Decimal.nan`), ``EntityStoreError/Code/unknownKey``,
@@ -206,12 +207,12 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
 
     private func setTransient(_ value: Value, at index: Int, key: String) throws {
         let attribute = entity.transientAttributes[index]
-        if let type = value.type, type != attribute.type {
+        guard let converted = value.converted(to: attribute.type) else {
             throw EntityStoreError(
                 .typeMismatch, "\(entity.name).\(key) is \(attribute.type.withArticle); got \(value)",
                 entity: entity.name, key: key, objectID: objectID)
         }
-        try liveContext().setTransient(self, index: index, to: value)
+        try liveContext().setTransient(self, index: index, to: converted)
     }
 
     /// The value of a typed property's attribute, found through its slot (see `PropertySlot`).
@@ -241,9 +242,13 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
         }
         let attributeType = entity.attributes[index].type
         if let type = value.type, type != attributeType {
-            throw EntityStoreError(
-                .typeMismatch, "\(entity.name).\(key) is \(attributeType.withArticle); got \(value)",
-                entity: entity.name, key: key, objectID: objectID)
+            // A number of the other numeric type is taken when it converts exactly (4 for a double).
+            guard let converted = value.converted(to: attributeType) else {
+                throw EntityStoreError(
+                    .typeMismatch, "\(entity.name).\(key) is \(attributeType.withArticle); got \(value)",
+                    entity: entity.name, key: key, objectID: objectID)
+            }
+            return try setValue(converted, at: index, key: key)
         }
         if let problem = value.storageProblem {
             throw EntityStoreError(

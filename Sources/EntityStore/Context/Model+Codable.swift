@@ -46,7 +46,7 @@ extension ManagedObject {
         let fields = try ValueCoding.encode(value)
         for (key, value) in fields.sorted(by: { $0.key < $1.key }) {
             let index = try attributeIndex(key)
-            if let type = value.type, type != entity.attributes[index].type {
+            if value.converted(to: entity.attributes[index].type) == nil {
                 throw EntityStoreError(
                     .typeMismatch,
                     "\(entity.name).\(key) is \(entity.attributes[index].type.withArticle); got \(value)",
@@ -91,7 +91,7 @@ extension ObjectContext {
                 throw EntityStoreError(
                     .unknownKey, "\(entityName) has no attribute '\(key)'", entity: entityName, key: key)
             }
-            if let type = value.type, type != attribute.type {
+            if value.converted(to: attribute.type) == nil {
                 throw EntityStoreError(
                     .typeMismatch, "\(entityName).\(key) is \(attribute.type.withArticle); got \(value)",
                     entity: entityName, key: key)

@@ -68,6 +68,21 @@ public struct Attribute: Codable, Sendable, Hashable {
         self.isUnique = unique
         self.isCaseInsensitive = caseInsensitive
         self.renamedFrom = renamedFrom
+        normalizeNumbers()
+    }
+}
+
+extension Attribute {
+    /// Gives the default and the rules' bounds the attribute's numeric type where they convert exactly
+    /// (``Value/converted(to:)``): `Attribute("rating", .double, default: 0)` means `0.0`. A value that does not
+    /// convert is left as it is, for the schema's validation to name.
+    mutating func normalizeNumbers() {
+        if let converted = defaultValue.converted(to: type) { defaultValue = converted }
+        if var rules = validation {
+            if let minimum = rules.minimum, let converted = minimum.converted(to: type) { rules.minimum = converted }
+            if let maximum = rules.maximum, let converted = maximum.converted(to: type) { rules.maximum = converted }
+            validation = rules
+        }
     }
 }
 

@@ -43,6 +43,15 @@ public struct Schema: Codable, Sendable, Equatable {
     /// ``Entity/superentity``).
     public init(version: Int, entities: [Entity]) throws {
         self.version = version
+        var entities = entities
+        for e in entities.indices {
+            for a in entities[e].attributes.indices { entities[e].attributes[a].normalizeNumbers() }
+            entities[e].transientAttributes = entities[e].transientAttributes.map {
+                var attribute = $0
+                attribute.normalizeNumbers()
+                return attribute
+            }
+        }
         let (resolved, failures) = Self.resolvingInheritance(entities)
         self.entities = resolved
         try validate(inheritanceFailures: failures)

@@ -48,6 +48,25 @@ enum ValueSemantics {
     }
 }
 
+extension Value {
+    /// The value as an attribute of `type` holds it: the value itself when it is of that type (or nil), or a number
+    /// of the other numeric type that converts exactly (`4` for a double attribute, `4.0` for an int64 one, as
+    /// Core Data's `NSNumber` would); `nil` when the attribute cannot hold it (`4.5` for an int64 attribute, an integer
+    /// beyond 2^53 that a double would round, a string for a number).
+    func converted(to type: AttributeType) -> Value? {
+        guard let own = self.type, own != type else { return self }
+        switch (self, type) {
+        case (.int(let integer), .double):
+            let double = Double(integer)
+            return Int64(exactly: double) == integer ? .double(double) : nil
+        case (.double(let double), .int64):
+            return Int64(exactly: double).map(Value.int)
+        default:
+            return nil
+        }
+    }
+}
+
 extension String {
     /// The string in Unicode normalization form C (ASCII text is returned as it is, without work).
     var canonicalForm: String {

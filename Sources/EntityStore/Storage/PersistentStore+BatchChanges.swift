@@ -56,7 +56,7 @@ extension PersistentStore {
         let entity = storage.entity
         var failures: [EntityStoreError.Failure] = []
         var assignments: [(index: Int, value: Value)] = []
-        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+        for (key, given) in values.sorted(by: { $0.key < $1.key }) {
             guard let index = entity.attributeIndex(key) else {
                 let what =
                     entity.relationship(key) != nil
@@ -65,6 +65,8 @@ extension PersistentStore {
                 continue
             }
             let attribute = entity.attributes[index]
+            // A number of the other numeric type is taken when it converts exactly.
+            let value = given.converted(to: attribute.type) ?? given
             if attribute.derivation != nil {
                 failures.append(
                     .init(entity: entity.name, key: key, message: "'\(key)' is derived: it is computed when saved"))

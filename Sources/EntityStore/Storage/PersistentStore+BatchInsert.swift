@@ -45,7 +45,7 @@ extension PersistentStore {
         for (position, object) in objects.enumerated() {
             var values = defaults.ownCopy()
             var mistyped = Set<Int>()  // reported once, as a wrong type
-            for (key, value) in object {
+            for (key, given) in object {
                 guard let index = entity.attributeIndex(key) else {
                     failures.append(Self.notAnAttribute(key, of: entity, position: "object \(position)"))
                     continue
@@ -54,6 +54,7 @@ extension PersistentStore {
                     failures.append(Self.derivedKey(key, of: entity, position: "object \(position)"))
                     continue
                 }
+                let value = Self.converted(given, to: types[index])
                 if let (failure, wrongType) = Self.check(value, types[index], rules[index], entity, index, position) {
                     failures.append(failure)
                     if wrongType {
@@ -119,6 +120,7 @@ extension PersistentStore {
         }
         if !failures.isEmpty { throw Self.batchFailure(failures) }
         guard !rows.isEmpty else { return [] }
+        var rows = rows
         let complete = positions == Array(entity.attributes.indices)
         let defaults = entity.attributes.map(\.defaultValue)
         var full: [[Value]] = []
@@ -137,8 +139,14 @@ extension PersistentStore {
             }
             var values = complete ? row : defaults.ownCopy()
             var mistyped = Set<Int>()
+            var converted = false
             for (column, index) in positions.enumerated() {
-                let value = row[column]
+                var value = row[column]
+                if let type = value.type, type != types[column], let number = value.converted(to: types[column]) {
+                    // A number converted to the attribute's type: the row is not stored as given.
+                    value = number
+                    converted = true
+                }
                 if let (failure, wrongType) = Self.check(value, types[column], rules[column], entity, index, position) {
                     failures.append(failure)
                     if wrongType {
@@ -146,12 +154,16 @@ extension PersistentStore {
                         continue
                     }
                 }
-                if !complete { values[index] = value }
+                if !complete || converted { values[index] = value }
             }
             if required.contains(where: { values[$0].isNull }) {
                 Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
             }
-            if !complete { full.append(values) }
+            if !complete {
+                full.append(values)
+            } else if converted {
+                rows[position] = values
+            }
         }
         if !failures.isEmpty { throw Self.batchFailure(failures) }
         return try insertRows(complete ? rows : full, storage, author: author)
@@ -225,6 +237,13 @@ extension PersistentStore {
         guard let rules, let broken = rules.problem(with: value) else { return nil }
         let key = entity.attributes[index].name
         return (.init(entity: entity.name, key: key, message: "object \(position): \(key): \(broken)"), false)
+    }
+
+    /// `value`, or the number of the other numeric type it converts to exactly (``Value/converted(to:)``).
+    @inline(__always)
+    private static func converted(_ value: Value, to type: AttributeType) -> Value {
+        guard let own = value.type, own != type else { return value }
+        return value.converted(to: type) ?? value
     }
 
     private static func checkRequired(
