@@ -426,6 +426,12 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
     }
 }
 
+/// `count` repetitions as blocks of about a tenth of them (at least one each), for sides that alternate.
+func blocks(of count: Int) -> [Int] {
+    let size = max(1, count / 10)
+    return stride(from: 0, to: count, by: size).map { min(size, count - $0) }
+}
+
 /// S4, lookups by a new value each time (an app looking up one key after another): each fetch builds its request
 /// with another score, through the dynamic builder (`.key("score") == score`) and through the typed API
 /// (`\Item.score == score`); SQLite binds it to its prepared statement.
@@ -436,23 +442,12 @@ func s4NewValues(_ report: Report, _ n: Int, _ store: PersistentStore, _ sqlite:
     defer { sqlite3_finalize(statement) }
     let repeats = 400
     let profiled = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "newvalue"
+    let typedProfiled = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "newvalue-typed"
     var esHits = 0
     var typedHits = 0
     var sqliteHits = 0
-    for repetition in 0..<3 {
-        // The same scores on both sides, spread over the range, none repeated within a repetition.
-        let scores = (0..<repeats).map { Int64((($0 + repetition * repeats) * 7919) % 10_000) }
-        // Each side reads them once untimed first: the loop timed first would otherwise pay for the first touch of
-        // the records' pages and the next find them cached (the typed loop ran faster than the dynamic one).
-        for score in scores {
-            consume(
-                try ObjectContext(store: store).fetch(
-                    FetchRequest(entity: "Item", predicate: .key("score") == .int(score))
-                ).count)
-            sqlite3_bind_int64(statement, 1, score)
-            consume(sqlite.readRows(statement).count)
-        }
-        var start = now()
+    func dynamicLookups(_ scores: ArraySlice<Int64>) throws -> Double {
+        let start = now()
         if profiled { entitystore_profile_toggle() }
         for score in scores {
             let context = ObjectContext(store: store)
@@ -461,9 +456,10 @@ func s4NewValues(_ report: Report, _ n: Int, _ store: PersistentStore, _ sqlite:
             esHits += try context.fetch(request).count
         }
         if profiled { entitystore_profile_toggle() }
-        report.record(name, "EntityStore", "s", (now() - start) / Double(repeats))
-        start = now()
-        let typedProfiled = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "newvalue-typed"
+        return now() - start
+    }
+    func typedLookups(_ scores: ArraySlice<Int64>) throws -> Double {
+        let start = now()
         if typedProfiled { entitystore_profile_toggle() }
         for score in scores {
             let context = ObjectContext(store: store)
@@ -472,25 +468,59 @@ func s4NewValues(_ report: Report, _ n: Int, _ store: PersistentStore, _ sqlite:
             ).count
         }
         if typedProfiled { entitystore_profile_toggle() }
-        report.record(name, "EntityStore typed models", "s", (now() - start) / Double(repeats))
-        start = now()
+        return now() - start
+    }
+    for repetition in 0..<3 {
+        // The same scores on both sides, spread over the range, none repeated within a repetition.
+        let scores = (0..<repeats).map { Int64((($0 + repetition * repeats) * 7919) % 10_000) }
+        // Each side reads them once untimed first, so that no timed loop pays for the first touch of the pages.
+        for score in scores {
+            consume(
+                try ObjectContext(store: store).fetch(
+                    FetchRequest(entity: "Item", predicate: .key("score") == .int(score))
+                ).count)
+            sqlite3_bind_int64(statement, 1, score)
+            consume(sqlite.readRows(statement).count)
+        }
+        // Against SQLite: one loop each, as every other case measures.
+        report.record(name, "EntityStore", "s", try dynamicLookups(scores[...]) / Double(repeats))
+        let start = now()
         for score in scores {
             sqlite3_bind_int64(statement, 1, score)
             sqliteHits += sqlite.readRows(statement).count
         }
         report.record(name, "SQLite", "s", (now() - start) / Double(repeats))
+        // Typed against dynamic: in turns over blocks of a tenth of the lookups, each first in every other block.
+        // The path that reads a block's records second finds them in the CPU's cache: one loop each, the typed
+        // loop second, ran faster than the dynamic one.
+        var (paired, typed) = (0.0, 0.0)
+        var first = 0
+        for (number, block) in blocks(of: repeats).enumerated() {
+            let part = scores[first..<(first + block)]
+            first += block
+            if number % 2 == 0 {
+                paired += try dynamicLookups(part)
+                typed += try typedLookups(part)
+            } else {
+                typed += try typedLookups(part)
+                paired += try dynamicLookups(part)
+            }
+        }
+        report.record(name, "EntityStore, in turns with typed", "s", paired / Double(repeats))
+        report.record(name, "EntityStore typed models", "s", typed / Double(repeats))
     }
-    guard esHits == sqliteHits, typedHits == sqliteHits else {
+    guard esHits == 2 * sqliteHits, typedHits == sqliteHits else {
         throw BenchFailure(
-            "S4: by new values EntityStore found \(esHits) objects, typed \(typedHits), SQLite \(sqliteHits)")
+            "S4: by new values EntityStore found \(esHits / 2) objects, typed \(typedHits), SQLite \(sqliteHits)")
     }
     let es = report.median(name, "EntityStore")
+    let paired = report.median(name, "EntityStore, in turns with typed")
     let typed = report.median(name, "EntityStore typed models")
     let lite = report.median(name, "SQLite")
     report.target(
         "S4", "\(name): at least 1.3x faster than SQLite", es * 1.3 <= lite,
-        String(format: "%.2fx (%.1f hits a fetch)", lite / es, Double(esHits) / Double(3 * repeats)))
+        String(format: "%.2fx (%.1f hits a fetch)", lite / es, Double(sqliteHits) / Double(3 * repeats)))
     report.target(
-        "S4", "\(name): typed models at most 10% more than the dynamic path", typed <= 1.1 * es,
-        String(format: "%+.0f%%", 100 * (typed / es - 1)))
+        "S4", "\(name): typed models at most 10% more than the dynamic path", typed <= 1.1 * paired,
+        String(format: "%+.0f%%", 100 * (typed / paired - 1)))
 }
