@@ -234,12 +234,25 @@ extension PersistentStore {
                 }
 
                 var keyBuffer: [UInt8] = []
+                // Only the indexed attributes are decoded (the others are stepped over): their values name the
+                // index entries to remove. Per entity, found once.
+                var indexed: (name: String, needed: [Bool])?
+                var stored: [Value] = []
                 for id in order {
                     let storage = try storage(for: id.entityName)
                     let entity = storage.entity
                     let pk = id.primaryKey
+                    if indexed?.name != entity.name {
+                        var needed = [Bool](repeating: false, count: entity.attributes.count)
+                        for (index, _) in storage.indexes { needed[index] = true }
+                        indexed = (entity.name, needed)
+                        stored = []
+                    }
                     if let bytes = try txn.get(pk, in: storage.records) {
-                        let (stored, _) = try RecordCodec.decode(bytes, entity: entity, key: pk)
+                        if !storage.indexes.isEmpty {
+                            try RecordCodec.decode(
+                                bytes, entity: entity, needed: indexed!.needed, into: &stored, key: pk)
+                        }
                         for (index, database) in storage.indexes {
                             IndexKey.encode(
                                 stored[index], caseInsensitive: entity.attributes[index].isCaseInsensitive,
@@ -266,9 +279,11 @@ extension PersistentStore {
                         }
                     }
                 }
-                var changes = order.map { id -> ObjectChange in
-                    let attributes = storages[id.entityName]?.entity.attributes.map(\.name) ?? []
-                    return ObjectChange(objectID: id, kind: .delete, changedKeys: attributes)
+                // Each entity's shared list of attribute names, not a list made per object.
+                var changes = try order.map { id -> ObjectChange in
+                    ObjectChange(
+                        objectID: id, kind: .delete,
+                        changedKeys: try storage(for: id.entityName).entityBox.attributeNames)
                 }
                 for (target, keys) in nullified.sorted(by: { $0.key < $1.key }) where !deleted.contains(target) {
                     changes.append(ObjectChange(objectID: target, kind: .update, changedKeys: keys.sorted()))
