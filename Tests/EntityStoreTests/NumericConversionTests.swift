@@ -24,6 +24,13 @@ import Testing
         #expect(gauge.attributes[0].validation?.maximum == .double(10))
         #expect(gauge.attributes[1].defaultValue == .int(2))
         #expect(gauge.transientAttributes[0].defaultValue == .double(1))
+        // An attribute changed after it was declared is given its types again by the schema.
+        var changed = Attribute("rate", .double)
+        changed.defaultValue = 3
+        changed.validation = .range(0, 5)
+        let later = try #require(try Schema(version: 1) { Entity("E") { changed } }.entity("E"))
+        #expect(later.attributes[0].defaultValue == .double(3))
+        #expect(later.attributes[0].validation?.maximum == .double(5))
         // One that does not convert is still refused, named.
         let refused = entityStoreError {
             _ = try Schema(version: 1) { Entity("E") { Attribute("n", .int64, default: 2.5) } }

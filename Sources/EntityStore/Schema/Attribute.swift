@@ -84,6 +84,13 @@ extension Attribute {
             validation = rules
         }
     }
+
+    /// The attribute with ``normalizeNumbers()`` applied.
+    func normalizingNumbers() -> Attribute {
+        var attribute = self
+        attribute.normalizeNumbers()
+        return attribute
+    }
 }
 
 /// What happens to related objects when an object is deleted.

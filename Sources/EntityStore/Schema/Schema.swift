@@ -43,14 +43,12 @@ public struct Schema: Codable, Sendable, Equatable {
     /// ``Entity/superentity``).
     public init(version: Int, entities: [Entity]) throws {
         self.version = version
-        var entities = entities
-        for e in entities.indices {
-            for a in entities[e].attributes.indices { entities[e].attributes[a].normalizeNumbers() }
-            entities[e].transientAttributes = entities[e].transientAttributes.map {
-                var attribute = $0
-                attribute.normalizeNumbers()
-                return attribute
-            }
+        // Attributes may have been changed since they were declared: their numbers are given their types again.
+        let entities = entities.map { entity in
+            var entity = entity
+            entity.attributes = entity.attributes.map { $0.normalizingNumbers() }
+            entity.transientAttributes = entity.transientAttributes.map { $0.normalizingNumbers() }
+            return entity
         }
         let (resolved, failures) = Self.resolvingInheritance(entities)
         self.entities = resolved

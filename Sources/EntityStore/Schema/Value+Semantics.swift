@@ -65,6 +65,13 @@ extension Value {
             return nil
         }
     }
+
+    /// ``converted(to:)``, or the value as it is when it does not convert (for the caller's check to name).
+    @inline(__always)
+    func converting(to type: AttributeType) -> Value {
+        guard let own = self.type, own != type else { return self }
+        return converted(to: type) ?? self
+    }
 }
 
 extension String {

@@ -66,7 +66,7 @@ extension PersistentStore {
             }
             let attribute = entity.attributes[index]
             // A number of the other numeric type is taken when it converts exactly.
-            let value = given.converted(to: attribute.type) ?? given
+            let value = given.converting(to: attribute.type)
             if attribute.derivation != nil {
                 failures.append(
                     .init(entity: entity.name, key: key, message: "'\(key)' is derived: it is computed when saved"))

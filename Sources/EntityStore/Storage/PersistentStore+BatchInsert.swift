@@ -54,7 +54,7 @@ extension PersistentStore {
                     failures.append(Self.derivedKey(key, of: entity, position: "object \(position)"))
                     continue
                 }
-                let value = Self.converted(given, to: types[index])
+                let value = given.converting(to: types[index])
                 if let (failure, wrongType) = Self.check(value, types[index], rules[index], entity, index, position) {
                     failures.append(failure)
                     if wrongType {
@@ -141,12 +141,9 @@ extension PersistentStore {
             var mistyped = Set<Int>()
             var converted = false
             for (column, index) in positions.enumerated() {
-                var value = row[column]
-                if let type = value.type, type != types[column], let number = value.converted(to: types[column]) {
-                    // A number converted to the attribute's type: the row is not stored as given.
-                    value = number
-                    converted = true
-                }
+                let value = row[column].converting(to: types[column])
+                // A number converted to the attribute's type: the row is not stored as given.
+                if value.type != row[column].type { converted = true }
                 if let (failure, wrongType) = Self.check(value, types[column], rules[column], entity, index, position) {
                     failures.append(failure)
                     if wrongType {
@@ -237,13 +234,6 @@ extension PersistentStore {
         guard let rules, let broken = rules.problem(with: value) else { return nil }
         let key = entity.attributes[index].name
         return (.init(entity: entity.name, key: key, message: "object \(position): \(key): \(broken)"), false)
-    }
-
-    /// `value`, or the number of the other numeric type it converts to exactly (``Value/converted(to:)``).
-    @inline(__always)
-    private static func converted(_ value: Value, to type: AttributeType) -> Value {
-        guard let own = value.type, own != type else { return value }
-        return value.converted(to: type) ?? value
     }
 
     private static func checkRequired(
