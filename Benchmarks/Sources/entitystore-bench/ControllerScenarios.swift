@@ -55,7 +55,9 @@ func s6(_ report: Report, _ n: Int, batchesPerRepetition: Int = 5) throws {
     let items = (0..<n).map(ItemData.make)
     let path = temporaryDirectory("s6")
     let store = try entityStore(path, items)
-    for sectioned in [false, true] {
+    // ES_PROFILE_ONLY=flat or sectioned runs one of the two (for a profile of one).
+    let only = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"]
+    for sectioned in [false, true] where only != (sectioned ? "flat" : "sectioned") {
         let name = "S6 controller after 1% of \(n) rows change" + (sectioned ? ", 100 sections" : ", flat")
         // The moves and reordered objects of the first batch, or of the first batch with more moves than reordered
         // objects: every batch is checked.
