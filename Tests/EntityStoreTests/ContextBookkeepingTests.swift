@@ -167,9 +167,60 @@ import Testing
         let taken = pending.take { context.registered[$0] }
         #expect(taken.map(\.object.objectID) == [0, 1, 2].map { objects[$0].objectID })
         #expect(taken.map(\.isUserDriven) == [false, false, true])
-        #expect(taken[2].before === first)
+        guard case .state(let recorded) = taken[2].before else {
+            Issue.record("the state recorded first was not kept")
+            return
+        }
+        #expect(recorded === first)
         #expect(pending.isEmpty)
         #expect(objects.allSatisfy { !$0.tracking.contains(.pending) })
+    }
+
+    /// A write of an attribute records the values alone; a later change of anything else in the same processing
+    /// window completes the record into a whole state with those values, so the event reports both changes
+    /// against the state before the first.
+    @Test func aValuesRecordIsCompletedByALaterChangeOfAnythingElse() throws {
+        let temporary = try TemporaryStore(schema: try Fixtures.projectSchema())
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let task = try context.insert("Task")
+        try task.setValue(.string("write"), forKey: "title")
+        let tag = try context.insert("Tag")
+        try tag.setValue(.string("home"), forKey: "name")
+        try context.save()
+        var records: [ChangeRecord] = []
+        let token = context.addObserver { records.append($0) }
+        defer { token.cancel() }
+
+        try task.setValue(.string("edit"), forKey: "title")
+        context._checkInvariants()
+        try task.add(tag, toKey: "tags")
+        try task.setValue(.int(3), forKey: "rank")
+        context._checkInvariants()
+        context.processPendingChanges()
+        let change = try #require(records.last?.changes.first { $0.objectID == task.objectID })
+        #expect(change.kind == .update)
+        #expect(Set(change.changedKeys) == ["title", "rank", "tags"])
+        #expect(change.oldValues == ["title": .string("write"), "rank": .int(0)])
+        #expect(change.newValues == ["title": .string("edit"), "rank": .int(3)])
+        #expect(change.oldRelationships == ["tags": []])
+
+        // Values changed and then deleted in one window: a delete with the values before the first change.
+        try task.setValue(.string("gone"), forKey: "title")
+        try context.delete(task)
+        context._checkInvariants()
+        context.processPendingChanges()
+        let deleted = try #require(records.last?.changes.first { $0.objectID == task.objectID })
+        #expect(deleted.kind == .delete)
+        #expect(deleted.oldValues["title"] == .string("edit"))
+        #expect(deleted.oldRelationships["tags"] == [tag.objectID])
+
+        // A value set and set back in one window is no change at all.
+        try tag.setValue(.string("away"), forKey: "name")
+        try tag.setValue(.string("home"), forKey: "name")
+        let count = records.count
+        context.processPendingChanges()
+        #expect(records.count == count || records.last?.changes.contains { $0.objectID == tag.objectID } == false)
     }
 
     /// An object detached by `reset()` with a pending change, and the object registered under its ID afterwards and

@@ -69,7 +69,11 @@ do {
     if runs("S4") || runs("S5") {
         try s4s5(report, queryN: runs("S4") ? sizes.query : 0, scanN: runs("S5") ? sizes.scan : 0)
     }
-    if runs("S6") { try s6(report, sizes.controller) }
+    if runs("S6") {
+        // ES_S6_BATCHES=N times N batches per controller (for a profile dominated by the batches).
+        let batches = ProcessInfo.processInfo.environment["ES_S6_BATCHES"].flatMap { Int($0) } ?? 5
+        try s6(report, sizes.controller, batchesPerRepetition: batches)
+    }
     if runs("S6") || runs("S7") {
         // One store of controllerMemory objects for both: building a million objects takes a while.
         let n = sizes.controllerMemory

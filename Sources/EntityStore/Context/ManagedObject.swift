@@ -76,6 +76,9 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     @exclusivity(unchecked) private var pendingRecord: [UInt8]?
     /// The fixed-size values read from ``pendingRecord`` without decoding it (see ``loadedValue(at:)``).
     @exclusivity(unchecked) private var pendingReads: UInt8 = 0
+    /// The object's entry in its context's pending changes, while it has one (``Tracking/pending``). Beside
+    /// ``pendingReads``, in the padding before the next word.
+    @exclusivity(unchecked) var pendingIndex: UInt32 = 0
     /// Transient values (``Entity/transientAttributes``), and their values at the last save; empty until set.
     @exclusivity(unchecked) var transientValues: [Value] = []
     @exclusivity(unchecked) var committedTransients: [Value] = []

@@ -391,7 +391,7 @@ public final class ObjectContext {
     /// ``willChange(_:attribute:)`` for a registered object's write of attribute `attribute`, whose value is `old`:
     /// the object in hand, so no lookup of it by ID.
     func willChange(_ object: ManagedObject, attribute: Int, old: Value) {
-        recordPending(object)
+        pending.recordValues(object, userDriven: userDrivenDepth > 0)
         object.announceChange()
         undo.recordAttribute(object, attribute, old)
         snapshotForSave(object.objectID, object)

@@ -5,11 +5,33 @@
 /// object already recorded is a bit test, where a dictionary keyed by ID hashed the ID (and at a million new
 /// objects missed the cache) on every first change, and two sets of IDs did again for the touches.
 struct PendingChanges {
+    /// What an object was before its first change since the last processing.
+    enum Before {
+        /// It did not exist.
+        case absent
+        /// Its whole state.
+        case state(ObjectState)
+        /// Its attribute values, when only they have changed since: everything else is as the object has it now.
+        /// An attribute write (the usual change) records no whole state: the state, an allocation and a reference
+        /// on each of the object's arrays, was most of what processing an update cost. A later change of anything
+        /// else completes it into a whole state (``record(_:userDriven:before:)``).
+        case values([Value])
+
+        /// The whole state, or nil when the object did not exist (`object` completes values alone).
+        func state(of object: ManagedObject) -> ObjectState? {
+            switch self {
+            case .absent: nil
+            case .state(let state): state
+            case .values(let values): ObjectState(object).with(values: values)
+            }
+        }
+    }
+
     /// One recorded object.
     struct Entry {
         let object: ManagedObject
-        /// The state before the first change since the last processing; nil when the object did not exist then.
-        var before: ObjectState?
+        /// The state before the first change since the last processing.
+        var before: Before
         /// Its place in the order recorded: entries of one ID keep it when sorted.
         let place: Int
         /// Set by ``take(registered:)``: the scopes the object was changed in.
@@ -25,17 +47,37 @@ struct PendingChanges {
 
     private static let marks: ManagedObject.Tracking = [.pending, .touchedUserDriven, .touchedOther]
 
-    /// Records `object`'s state before its first change, unless it is recorded already, and the scope it is
-    /// changed in.
+    /// Records `object`'s state before its first change, unless it is recorded already (a record of its values
+    /// alone is completed into a whole state), and the scope it is changed in.
     @inline(__always)
     mutating func record(_ object: ManagedObject, userDriven: Bool, before: () -> ObjectState?) {
+        let touch: ManagedObject.Tracking = userDriven ? .touchedUserDriven : .touchedOther
+        if object.tracking.contains(.pending) {
+            object.tracking.insert(touch)
+            let index = Int(object.pendingIndex)
+            if case .values(let values) = entries[index].before {
+                entries[index].before = .state(ObjectState(object).with(values: values))
+            }
+            return
+        }
+        object.tracking.insert([.pending, touch])
+        object.pendingIndex = UInt32(entries.count)
+        entries.append(Entry(object: object, before: before().map(Before.state) ?? .absent, place: entries.count))
+    }
+
+    /// Records `object`'s values before a write of one of them, unless a state of it is recorded already, and the
+    /// scope it is changed in. An object whose values are not loaded gets its whole state recorded.
+    @inline(__always)
+    mutating func recordValues(_ object: ManagedObject, userDriven: Bool) {
         let touch: ManagedObject.Tracking = userDriven ? .touchedUserDriven : .touchedOther
         if object.tracking.contains(.pending) {
             object.tracking.insert(touch)
             return
         }
         object.tracking.insert([.pending, touch])
-        entries.append(Entry(object: object, before: before(), place: entries.count))
+        object.pendingIndex = UInt32(entries.count)
+        let before: Before = object.values.map(Before.values) ?? .state(ObjectState(object))
+        entries.append(Entry(object: object, before: before, place: entries.count))
     }
 
     /// The recorded objects ordered by ID, each ID once, with their scopes; the record is emptied.
@@ -101,12 +143,13 @@ struct PendingChanges {
     }
 
     #if DEBUG
-    /// Checks the bits against the entries: every recorded object marked pending, and no object twice.
+    /// Checks the bits against the entries: every recorded object marked pending, at its index, and no object twice.
     func _checkInvariants() {
         var seen = Set<ObjectIdentifier>()
-        for entry in entries {
+        for (index, entry) in entries.enumerated() {
             precondition(entry.object.tracking.contains(.pending), "\(entry.object.objectID) is recorded unmarked")
             precondition(seen.insert(ObjectIdentifier(entry.object)).inserted, "\(entry.object.objectID) twice")
+            precondition(entry.object.pendingIndex == index, "\(entry.object.objectID) points at another entry")
         }
     }
     #endif

@@ -123,7 +123,7 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
 
     init(
         objectID: ObjectID, kind: Kind, changedKeys: [String], old: ValueStorage, new: ValueStorage,
-        oldRelationships: [String: [ObjectID]] = [:], isUserDriven: Bool = false
+        oldRelationships: [String: [ObjectID]] = Dictionary(), isUserDriven: Bool = false
     ) {
         self.objectID = objectID
         self.kind = kind

@@ -127,11 +127,14 @@ extension ObjectContext {
         let entries = pending.take { registered[$0] }
         var changes: [ObjectChange] = []
         changes.reserveCapacity(entries.count)
-        for entry in entries {
-            guard var change = difference(entry.object, entry.before) else { continue }
-            change.isUserDriven = entry.isUserDriven
-            noteProcessed(entry.object, userDriven: change.isUserDriven)
-            changes.append(change)
+        for index in entries.indices {
+            let object = entries[index].object
+            let isUserDriven = entries[index].isUserDriven
+            // Appended as made, without a copy of the change (a reference more on each of its arrays, and back).
+            guard appendDifference(object, entries[index].before, isUserDriven: isUserDriven, to: &changes) else {
+                continue
+            }
+            noteProcessed(object, userDriven: isUserDriven)
         }
         deliver(ChangeRecord(kind: .objectsDidChange, changes: changes, author: name, contextID: contextID))
     }
@@ -184,58 +187,95 @@ extension ObjectContext {
         processedUnsaved = []
     }
 
-    /// The change between an object's recorded state and its state now; `nil` when nothing changed.
-    func difference(_ object: ManagedObject, _ before: ObjectState?) -> ObjectChange? {
+    /// Appends the change between an object's recorded state and its state now to `changes`; returns false (and
+    /// appends nothing) when nothing changed.
+    func appendDifference(
+        _ object: ManagedObject, _ before: PendingChanges.Before, isUserDriven: Bool = false,
+        to changes: inout [ObjectChange]
+    ) -> Bool {
         let id = object.objectID
-        let wasAlive = before.map { !$0.isDeleted } ?? false
         let isAlive = !object.isDeleted && object.context === self
         let names = object.entityBox.attributeNames
+        // The whole state when one was recorded; with values alone, the rest of the state is the object's own.
+        let (state, previous, wasAlive): (ObjectState?, [Value]?, Bool) =
+            switch before {
+            case .absent: (nil, nil, false)
+            case .values(let values): (nil, values, true)
+            case .state(let state): (state, state.values ?? state.committed, !state.isDeleted)
+            }
         switch (wasAlive, isAlive) {
         case (false, true):
-            return ObjectChange(
-                objectID: id, kind: .insert, changedKeys: names, old: .dictionary([:]),
-                new: .positional(names: names, values: object.values ?? []))
+            changes.append(
+                ObjectChange(
+                    objectID: id, kind: .insert, changedKeys: names, old: .dictionary([:]),
+                    new: .positional(names: names, values: object.values ?? []), isUserDriven: isUserDriven))
+            return true
         case (true, false):
-            let old = before?.values ?? before?.committed
-            return ObjectChange(
-                objectID: id, kind: .delete, changedKeys: names, old: .positional(names: names, values: old ?? []),
-                new: .dictionary([:]), oldRelationships: before?.related.mapValues { $0.sorted() } ?? [:])
-        case (true, true):
-            guard let before else { return nil }
-            // The changed attributes' names and values as they are: the dictionaries are built only when read.
-            var (keys, old, new): ([String], ObjectChange.ValueStorage, ObjectChange.ValueStorage) =
-                ([], .dictionary([:]), .dictionary([:]))
-            if let previous = before.values ?? before.committed, let current = object.values {
-                (keys, old, new) = ObjectChange.differences(object.entityBox, from: previous, to: current)
-            }
-            if before.transients != object.transientValues {
-                let names = object.entity.transientAttributes.map(\.name)
-                let previous = before.transients.isEmpty ? object.savedTransients : before.transients
-                let current = object.currentTransients
-                var (oldValues, newValues) = (old.values(of: keys), new.values(of: keys))
-                for i in names.indices where previous[i] != current[i] {
-                    keys.append(names[i])
-                    oldValues.append(previous[i])
-                    newValues.append(current[i])
-                }
-                (old, new) = (.positional(names: keys, values: oldValues), .positional(names: keys, values: newValues))
-            }
-            var oldRelationships: [String: [ObjectID]] = [:]
-            for relationship in object.entity.relationships {
-                // A relationship loaded after the state was recorded held what the store holds then (it cannot change
-                // before it is loaded): the targets it was loaded with.
-                guard let current = object.related[relationship.name],
-                    let previous = before.related[relationship.name] ?? object.committedRelated[relationship.name],
-                    previous != current
-                else { continue }
-                keys.append(relationship.name)
-                oldRelationships[relationship.name] = previous.sorted()
-            }
-            guard !keys.isEmpty else { return nil }
-            return ObjectChange(
-                objectID: id, kind: .update, changedKeys: keys, old: old, new: new, oldRelationships: oldRelationships)
+            changes.append(
+                ObjectChange(
+                    objectID: id, kind: .delete, changedKeys: names,
+                    old: .positional(names: names, values: previous ?? []),
+                    new: .dictionary([:]),
+                    oldRelationships: (state?.related ?? object.related).mapValues { $0.sorted() },
+                    isUserDriven: isUserDriven))
+            return true
         case (false, false):
-            return nil
+            return false
+        case (true, true):
+            break
         }
+        guard let state else {
+            // Values alone changed (the usual update): one comparison, no temporaries to copy into the change.
+            guard let previous, let current = object.values else { return false }
+            let (keys, old, new) = ObjectChange.differences(object.entityBox, from: previous, to: current)
+            guard !keys.isEmpty else { return false }
+            changes.append(
+                ObjectChange(
+                    objectID: id, kind: .update, changedKeys: keys, old: old, new: new, isUserDriven: isUserDriven))
+            return true
+        }
+        // The changed attributes' names and values as they are: the dictionaries are built only when read.
+        var (keys, old, new): ([String], ObjectChange.ValueStorage, ObjectChange.ValueStorage) =
+            ([], .dictionary([:]), .dictionary([:]))
+        if let previous, let current = object.values {
+            (keys, old, new) = ObjectChange.differences(object.entityBox, from: previous, to: current)
+        }
+        appendTransientDifferences(object, state, &keys, &old, &new)
+        var oldRelationships: [String: [ObjectID]] = [:]
+        for relationship in object.entity.relationships {
+            // A relationship loaded after the state was recorded held what the store holds then (it cannot change
+            // before it is loaded): the targets it was loaded with.
+            guard let current = object.related[relationship.name],
+                let previous = state.related[relationship.name] ?? object.committedRelated[relationship.name],
+                previous != current
+            else { continue }
+            keys.append(relationship.name)
+            oldRelationships[relationship.name] = previous.sorted()
+        }
+        guard !keys.isEmpty else { return false }
+        changes.append(
+            ObjectChange(
+                objectID: id, kind: .update, changedKeys: keys, old: old, new: new, oldRelationships: oldRelationships,
+                isUserDriven: isUserDriven))
+        return true
+    }
+
+    /// Adds the transient attributes whose values differ between `state` and `object` to an update's keys and
+    /// values.
+    private func appendTransientDifferences(
+        _ object: ManagedObject, _ state: ObjectState, _ keys: inout [String], _ old: inout ObjectChange.ValueStorage,
+        _ new: inout ObjectChange.ValueStorage
+    ) {
+        guard state.transients != object.transientValues else { return }
+        let names = object.entity.transientAttributes.map(\.name)
+        let previous = state.transients.isEmpty ? object.savedTransients : state.transients
+        let current = object.currentTransients
+        var (oldValues, newValues) = (old.values(of: keys), new.values(of: keys))
+        for i in names.indices where previous[i] != current[i] {
+            keys.append(names[i])
+            oldValues.append(previous[i])
+            newValues.append(current[i])
+        }
+        (old, new) = (.positional(names: keys, values: oldValues), .positional(names: keys, values: newValues))
     }
 }
