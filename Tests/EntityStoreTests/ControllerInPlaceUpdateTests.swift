@@ -90,14 +90,43 @@ import Testing
     /// membership change sticks to the row across the batch's records.
     @Test func anInsertFollowedByAnUpdateInOneBatchStaysAnInsert() {
         let id = ObjectID(entityName: "Item", primaryKey: 7)
-        var affected: [ObjectID: FetchedResultsController.AffectedRow] = [:]
+        var affected = FetchedResultsController.AffectedRows()
         affected.note(id, [], false, structural: true)
         affected.note(id, ["title"], false, structural: false)
-        #expect(affected[id]?.isStructural == true && affected[id]?.keys == ["title"])
-        var updated: [ObjectID: FetchedResultsController.AffectedRow] = [:]
+        #expect(affected.ids == [id])
+        #expect(affected.rows.first?.isStructural == true && affected.rows.first?.keys == ["title"])
+        var updated = FetchedResultsController.AffectedRows()
         updated.note(id, ["title"], true, structural: false)
         updated.note(id, ["position"], false, structural: false)
-        #expect(updated[id]?.isStructural == false && updated[id]?.isUserDriven == false)
+        #expect(updated.rows.first?.isStructural == false && updated.rows.first?.isUserDriven == false)
+    }
+
+    /// Rows noted out of order (several records of one save, dependents found through relationships) come out in
+    /// ID order, each ID once, its changes joined in the order noted.
+    @Test func affectedRowsComeOutInIDOrderEachOnce() {
+        var g = SeededGenerator(seed: 5)
+        var affected = FetchedResultsController.AffectedRows()
+        var reference: [ObjectID: (keys: [String], userDriven: Bool, structural: Bool)] = [:]
+        for step in 0..<400 {
+            let id = ObjectID(
+                entityName: Bool.random(using: &g) ? "Item" : "Group", primaryKey: UInt64.random(in: 1...60, using: &g))
+            let keys = step % 3 == 0 ? [] : ["k\(step % 5)"]
+            let userDriven = Bool.random(using: &g)
+            let structural = step % 7 == 0
+            affected.note(id, keys, userDriven, structural: structural)
+            let before = reference[id]
+            reference[id] = (
+                (before?.keys ?? []) + keys, (before?.userDriven ?? true) && userDriven,
+                (before?.structural ?? false) || structural
+            )
+        }
+        affected.normalize()
+        #expect(affected.ids == reference.keys.sorted())
+        for (id, row) in zip(affected.ids, affected.rows) {
+            #expect(row.keys == reference[id]?.keys)
+            #expect(row.isUserDriven == reference[id]?.userDriven)
+            #expect(row.isStructural == reference[id]?.structural)
+        }
     }
 
     /// A new row whose owner is deleted in the same save: the insert, the delete rule's nullification and the save

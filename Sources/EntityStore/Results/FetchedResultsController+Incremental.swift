@@ -176,14 +176,16 @@ extension FetchedResultsController {
         return (result, locatedPositions)
     }
 
-    /// `ids` split into the rows to recompute and the candidates for updates in place: rows of the entities the
-    /// results hold whose changes name only keys the plan does not read. Such a change cannot move the row or put
-    /// it in or out of the results; a candidate outside them stays outside, unreported.
+    /// The affected rows split into the rows to recompute (with whether each one's changes named keys) and the
+    /// candidates for updates in place: rows of the entities the results hold whose changes name only keys the plan
+    /// does not read. Such a change cannot move the row or put it in or out of the results; a candidate outside them
+    /// stays outside, unreported. Both lists keep the rows' ID order.
     func splitInPlace(
-        _ ids: [ObjectID], _ affected: [ObjectID: AffectedRow], _ plan: Plan
-    ) -> (moving: [ObjectID], candidates: [ObjectID]) {
-        guard let readKeys = plan.readKeys else { return (ids, []) }
+        _ affected: AffectedRows, _ plan: Plan
+    ) -> (moving: [ObjectID], namedKeys: [Bool], candidates: [ObjectID]) {
+        guard let readKeys = plan.readKeys else { return (affected.ids, affected.rows.map { !$0.keys.isEmpty }, []) }
         var moving: [ObjectID] = []
+        var namedKeys: [Bool] = []
         var candidates: [ObjectID] = []
         // Whether changes to `keys` leave a row in place; asked again only for other keys (the rows of a batch
         // mostly share their key lists, one per changed attribute, and comparing a shared list is one check).
@@ -195,27 +197,24 @@ extension FetchedResultsController {
             lastAnswer = keys.allSatisfy { !$0.utf8.contains(UInt8(ascii: ".")) && !readKeys.contains($0) }
             return lastAnswer
         }
-        for id in ids {
-            guard let row = affected[id], !row.isStructural, !row.keys.isEmpty, staysInPlace(row.keys) else {
+        for (id, row) in zip(affected.ids, affected.rows) {
+            guard !row.isStructural, !row.keys.isEmpty, staysInPlace(row.keys) else {
                 moving.append(id)
+                namedKeys.append(!row.keys.isEmpty)
                 continue
             }
             if plan.holds(id.entityName) { candidates.append(id) }
         }
-        return (moving, candidates)
+        return (moving, namedKeys, candidates)
     }
 
-    /// Applies the changes of `ids` and computes the batch incrementally.
-    func applyIncrementally(
-        _ ids: [ObjectID], _ affected: [ObjectID: AffectedRow], _ plan: Plan
-    ) throws
-        -> IncrementalBatch
-    {
+    /// Applies the changes of `affected` (in ID order) and computes the batch incrementally.
+    func applyIncrementally(_ affected: AffectedRows, _ plan: Plan) throws -> IncrementalBatch {
         let oldStarts = sectionStarts
         let oldCount = rows.count
         // Rows whose changes name no key the plan reads keep their place among the unaffected rows: they are not
         // read, removed or re-inserted, only reported (an update, or a move when their run of rows moves).
-        let (moving, candidates) = splitInPlace(ids, affected, plan)
+        let (moving, movingNamedKeys, candidates) = splitInPlace(affected, plan)
         let candidateKeys = candidates.map(\.primaryKey)
         let (recomputed, candidatePositions) =
             moving.isEmpty
@@ -228,8 +227,10 @@ extension FetchedResultsController {
         for (id, position) in zip(candidates, candidatePositions) where position >= 0 { inPlace.append((id, position)) }
         inPlace.sortByKey { UInt64($0.old) }
         let (old, new) = (recomputed.old, recomputed.new)
-        // Whether each recomputed row's changes named keys (an update is reported for those that stay put).
-        let namedKeys = recomputed.ids.map { !(affected[$0]?.keys.isEmpty ?? true) }
+        // Whether each recomputed row's changes named keys (an update is reported for those that stay put): the
+        // recomputed rows are the moving ones, in the same (ID) order.
+        assert(recomputed.ids == moving || moving.isEmpty, "the recomputed rows are not the moving rows in order")
+        let namedKeys = movingNamedKeys
         /// How many rows updated in place the old positions `range` hold.
         func inPlaceCount(_ range: Range<Int>) -> Int {
             inPlace.partitionPoint { $0.old < range.upperBound } - inPlace.partitionPoint { $0.old < range.lowerBound }

@@ -22,9 +22,7 @@ extension FetchedResultsController {
             guard !affected.isEmpty else { return }
             if context.isInBatch {
                 // One batch for the whole save: rows are read when it ends.
-                for (id, row) in affected {
-                    pendingBatch.note(id, row.keys, row.isUserDriven, structural: row.isStructural)
-                }
+                pendingBatch.note(affected)
             } else {
                 try apply(affected, plan)
             }
@@ -36,8 +34,9 @@ extension FetchedResultsController {
     /// Delivers the rows a batch touched, as one batch.
     func endBatch() {
         guard !pendingBatch.isEmpty else { return }
-        let affected = pendingBatch
-        pendingBatch = [:]
+        var affected = pendingBatch
+        pendingBatch = AffectedRows()
+        affected.normalize()
         guard hasFetched, failure == nil, let plan else { return }
         do {
             try apply(affected, plan)
@@ -50,21 +49,20 @@ extension FetchedResultsController {
     /// starts again.
     func fail(_ error: EntityStoreError) {
         failure = error
-        pendingBatch = [:]
+        pendingBatch = AffectedRows()
         for receiver in receivers { receiver.controller(self, didFailWith: error) }
     }
 
     /// The controller's objects a record touches: its own changed objects and the objects whose predicate, sort or
     /// section values read what changed.
-    func collect(_ record: ChangeRecord, _ plan: Plan) throws -> [ObjectID: AffectedRow] {
+    func collect(_ record: ChangeRecord, _ plan: Plan) throws -> AffectedRows {
         // With pending changes the controller follows the context's processed changes (a save's record repeats
         // them); without, it shows the stored state: saves and merges only.
         if fetchRequest.includesPendingChanges ? record.kind == .didSave : record.kind == .objectsDidChange {
-            return [:]
+            return AffectedRows()
         }
         // One entry per affected object: the keys that changed, and whether every change to it was user-driven.
-        var affected: [ObjectID: AffectedRow] = [:]
-        affected.reserveCapacity(record.changes.count)
+        var affected = AffectedRows(minimumCapacity: record.changes.count)
         // By index: a change copied out of the array took a reference on each of its arrays and dictionaries.
         let changes = record.changes
         for index in changes.indices {
@@ -80,44 +78,50 @@ extension FetchedResultsController {
                 }
             }
         }
+        affected.normalize()
         return affected
     }
 
     /// Recomputes the affected rows and delivers the batch (two when some changes were user-driven).
-    func apply(_ affected: [ObjectID: AffectedRow], _ plan: Plan) throws {
-        // Lists, not sets: the keys of a dictionary are distinct already, and are only walked.
-        var userIDs: [ObjectID] = []
-        var otherIDs: [ObjectID] = []
-        for (id, row) in affected {
-            if row.isUserDriven { userIDs.append(id) } else { otherIDs.append(id) }
+    func apply(_ affected: AffectedRows, _ plan: Plan) throws {
+        // In ID order, as the affected rows are (most batches have no user-driven rows: no split to make).
+        var user = AffectedRows()
+        var other = affected
+        if affected.rows.contains(where: \.isUserDriven) {
+            other = AffectedRows(minimumCapacity: affected.count)
+            for (id, row) in zip(affected.ids, affected.rows) {
+                if row.isUserDriven {
+                    user.note(id, row.keys, true, structural: row.isStructural)
+                } else {
+                    other.note(id, row.keys, false, structural: row.isStructural)
+                }
+            }
         }
         let receivers = self.receivers
         let wantsUserDriven = receivers.contains { $0.deliversUserDrivenChanges }
         if isUnwindowed && !receivers.contains(where: \.deliversWholeBatches) {
             // O(k log n): no window to shift, no whole-list forms to build.
-            if !userIDs.isEmpty {
-                let batch = try applyIncrementally(userIDs, affected, plan)
+            if !user.isEmpty {
+                let batch = try applyIncrementally(user, plan)
                 if wantsUserDriven { deliver(batch, userDriven: true) }
             }
-            if !otherIDs.isEmpty { deliver(try applyIncrementally(otherIDs, affected, plan), userDriven: false) }
+            if !other.isEmpty { deliver(try applyIncrementally(other, plan), userDriven: false) }
             return
         }
-        func changedKeys(_ ids: [ObjectID]) -> [ObjectID: Set<String>] {
-            var result: [ObjectID: Set<String>] = [:]
-            for id in ids { result[id] = Set(affected[id]?.keys ?? []) }
-            return result
+        func changedKeys(_ rows: AffectedRows) -> [ObjectID: Set<String>] {
+            Dictionary(uniqueKeysWithValues: zip(rows.ids, rows.rows.lazy.map { Set($0.keys) }))
         }
-        if !userIDs.isEmpty {
+        if !user.isEmpty {
             let before = displayed
-            _ = try updateRows(userIDs, plan)
+            _ = try updateRows(user.ids, plan)
             if wantsUserDriven {
-                deliver(try ChangeSet(from: before, to: displayed, changedKeys: changedKeys(userIDs)), userDriven: true)
+                deliver(try ChangeSet(from: before, to: displayed, changedKeys: changedKeys(user)), userDriven: true)
             }
         }
-        if !otherIDs.isEmpty {
+        if !other.isEmpty {
             let before = displayed
-            _ = try updateRows(otherIDs, plan)
-            deliver(try ChangeSet(from: before, to: displayed, changedKeys: changedKeys(otherIDs)), userDriven: false)
+            _ = try updateRows(other.ids, plan)
+            deliver(try ChangeSet(from: before, to: displayed, changedKeys: changedKeys(other)), userDriven: false)
         }
     }
 
@@ -241,20 +245,66 @@ extension FetchedResultsController {
     }
 }
 
-extension [ObjectID: FetchedResultsController.AffectedRow] {
-    /// Adds `keys` to `id`'s entry; the row stays user-driven only if every change to it was, and is structural if
-    /// any change to it was.
-    mutating func note(_ id: ObjectID, _ keys: [String], _ userDriven: Bool, structural: Bool) {
-        // One access to the entry (a lookup and then an insert hashed the ID twice).
-        { (row: inout FetchedResultsController.AffectedRow?) in
-            guard row != nil else {
-                row = FetchedResultsController.AffectedRow(
-                    keys: keys, isUserDriven: userDriven, isStructural: structural)
-                return
+extension FetchedResultsController {
+    /// The controller's objects a batch touched, each once, in ID order (after ``normalize()``), with what the
+    /// batch did to each: parallel arrays rather than a dictionary by ID, so that the steps of a batch (splitting
+    /// off the rows updated in place, reading the rows, reporting) walk them in order without hashing and comparing
+    /// an ID per step. A change record lists its changes in ID order, so a batch of one record is in order as noted.
+    struct AffectedRows {
+        private(set) var ids: [ObjectID] = []
+        private(set) var rows: [AffectedRow] = []
+        /// Whether `ids` are in order and distinct.
+        private var isNormal = true
+
+        var isEmpty: Bool { ids.isEmpty }
+        var count: Int { ids.count }
+
+        init(minimumCapacity: Int = 0) {
+            ids.reserveCapacity(minimumCapacity)
+            rows.reserveCapacity(minimumCapacity)
+        }
+
+        /// Adds `keys` to `id`'s entry; the row stays user-driven only if every change to it was, and is structural
+        /// if any change to it was.
+        mutating func note(_ id: ObjectID, _ keys: [String], _ userDriven: Bool, structural: Bool) {
+            if let last = ids.last, isNormal {
+                if last == id {
+                    rows[rows.count - 1].add(keys, userDriven, structural: structural)
+                    return
+                }
+                if id < last { isNormal = false }
             }
-            row!.keys += keys
-            row!.isUserDriven = row!.isUserDriven && userDriven
-            row!.isStructural = row!.isStructural || structural
-        }(&self[id])
+            ids.append(id)
+            rows.append(AffectedRow(keys: keys, isUserDriven: userDriven, isStructural: structural))
+        }
+
+        /// Adds every entry of `other`.
+        mutating func note(_ other: AffectedRows) {
+            for (id, row) in zip(other.ids, other.rows) {
+                note(id, row.keys, row.isUserDriven, structural: row.isStructural)
+            }
+        }
+
+        /// Puts the entries in ID order, each ID once (the entries of one ID joined in the order noted).
+        mutating func normalize() {
+            guard !isNormal else { return }
+            var order = Array(ids.indices)
+            order.sort { ids[$0] != ids[$1] ? ids[$0] < ids[$1] : $0 < $1 }
+            var joined = AffectedRows(minimumCapacity: ids.count)
+            for index in order {
+                joined.note(
+                    ids[index], rows[index].keys, rows[index].isUserDriven, structural: rows[index].isStructural)
+            }
+            self = joined
+        }
+    }
+}
+
+extension FetchedResultsController.AffectedRow {
+    /// Joins another change of the same row.
+    mutating func add(_ keys: [String], _ userDriven: Bool, structural: Bool) {
+        self.keys += keys
+        isUserDriven = isUserDriven && userDriven
+        isStructural = isStructural || structural
     }
 }

@@ -99,7 +99,7 @@ public final class FetchedResultsController {
     var observation: ObservationToken?
     var hasFetched = false
     /// The rows touched by the records of a batch still open (a save), delivered as one batch when it ends.
-    var pendingBatch: [ObjectID: AffectedRow] = [:]
+    var pendingBatch = AffectedRows()
 
     /// Creates a controller; nothing is fetched until ``performFetch()``.
     public init(fetchRequest: FetchRequest, context: ObjectContext, sectionNameKeyPath: String? = nil) {
@@ -282,7 +282,7 @@ public final class FetchedResultsController {
                 { [weak self] record in self?.handle(record) }, endOfBatch: { [weak self] in self?.endBatch() })
         }
         failure = nil
-        pendingBatch = [:]
+        pendingBatch = AffectedRows()
         if wasFetched { deliver(try ChangeSet(from: old, to: displayed), userDriven: false) }
     }
 
