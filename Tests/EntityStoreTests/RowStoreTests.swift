@@ -129,14 +129,18 @@ import Testing
         let targets = (0..<300).map { i in
             i < 100 ? UInt64.random(in: 0..<300, using: &g) : UInt64.random(in: 0...4100, using: &g)
         }
-        let batched = order.partitionPoints(of: targets.count) { slot, event in slot.pk < targets[event] }
+        let batched = order.partitionPoints(of: targets.map { RowSlot(pk: $0) }, words: 0) { slot, event in
+            slot.pk < targets[event]
+        }
         let single = targets.map { target in order.partitionPoint { $0.pk < target } }
         #expect(batched.points == single)
         // The row at each point, 0 past the last row.
         #expect(batched.rows == single.map { $0 < keys.count ? keys[$0] : 0 })
         #expect(single.contains(keys.count), "a point past the last row")
         #expect(single.contains { order.starts.dropFirst().contains($0) }, "a point at a chunk's first row")
-        #expect(order.partitionPoints(of: 1) { _, _ in true }.points == [keys.count], "after every row")
+        #expect(
+            order.partitionPoints(of: [RowSlot(pk: 1)], words: 0) { _, _ in true }.points == [keys.count],
+            "after every row")
 
         let copy = order
         let positions = order.apply(
@@ -184,6 +188,55 @@ import Testing
         Self.check(merged, expected)
         for (row, position) in zip(shuffled, positions) { #expect(expected[position].pk == row.pk) }
         Self.check(oneByOne, expected)
+    }
+
+    /// With one or two sort keys the slots' words and the primary key decide the order, and a batch's searches
+    /// compare them inline: nil keys, a word equal to the opaque marker (`Int64.max` ascending), NaN and both zeros
+    /// send a comparison to the keys, and every answer is the one the keys give.
+    @Test(arguments: [1, 2])
+    func searchesDecidedByTheWordsAnswerAsTheKeysDo(keyCount: Int) {
+        var g = SeededGenerator(seed: UInt64(30 + keyCount))
+        let sortKeys = [SortKey("group"), SortKey("score", ascending: false)].prefix(keyCount)
+        let types: [AttributeType?] = Array([.int64, .double].prefix(keyCount))
+        func keys() -> [Value] {
+            let group: Value =
+                switch Int.random(in: 0..<12, using: &g) {
+                case 0: .null
+                case 1: .int(.max)
+                case 2: .int(.min)
+                default: .int(Int64.random(in: -3...3, using: &g))
+                }
+            let score: Value =
+                Int.random(in: 0..<10, using: &g) == 0
+                ? .null : .double([-0.5, 0, -0.0, 1.5, .infinity, .nan][Int.random(in: 0..<6, using: &g)])
+            return Array([group, score].prefix(keyCount))
+        }
+        func precedes(_ a: Reference, _ b: Reference) -> Bool {
+            for (i, key) in sortKeys.enumerated() {
+                let order = key.order(a.keys[i], b.keys[i])
+                if order != .orderedSame { return order == .orderedAscending }
+            }
+            return a.pk < b.pk
+        }
+        let initial = (1...6000).map { Reference(pk: UInt64($0), keys: keys()) }.sorted(by: precedes)
+        var merged = RowStore(sortKeys: Array(sortKeys), types: types)
+        #expect(merged.decidingWords == keyCount)
+        merged.replaceAll(with: initial.map { ($0.pk, $0.keys) })
+        var oneByOne = merged
+        let removedPositions = Array(Set((0..<800).map { _ in Int.random(in: 0..<6000, using: &g) })).sorted()
+        let removedPKs = removedPositions.map { initial[$0].pk }
+        let inserted = (removedPKs.prefix(400) + (7000..<7300)).map { Reference(pk: $0, keys: keys()) }
+        let located = merged.positions(of: initial.map(\.pk))
+        #expect(located == Array(initial.indices))
+        let positions = merged.merge(removing: removedPositions, inserting: inserted.map { ($0.pk, $0.keys) })
+        for position in removedPositions.reversed() { oneByOne.remove(at: position) }
+        for row in inserted { oneByOne.insert(row.pk, row.keys) }
+        let removedSet = Set(removedPKs)
+        let expected = (initial.filter { !removedSet.contains($0.pk) } + inserted).sorted(by: precedes)
+        #expect(merged.order.keys(in: 0..<merged.count) == expected.map(\.pk))
+        #expect(oneByOne.order.keys(in: 0..<oneByOne.count) == expected.map(\.pk))
+        for (row, position) in zip(inserted, positions) { #expect(expected[position].pk == row.pk) }
+        #expect(merged.positions(of: expected.map(\.pk)) == Array(expected.indices))
     }
 
     /// Batches that empty whole chunks, thin others out, and pour thousands of rows into one chunk's range: the

@@ -90,27 +90,62 @@ struct RowOrder: Sendable {
     /// How many searches of one chunk make reading it through first worth it.
     static let readThroughSearches = 4
 
-    /// ``partitionPoint(_:)`` for each of `events` searches at once (`isBefore(slot, event)` must hold for a prefix
-    /// of the order for every event), chunk by chunk: the searches are grouped by the chunk the fences put them in,
-    /// and a chunk searched several times is read through in one sequential pass first. A search on its own misses
-    /// the cache at most steps of its way down (about 380 ns in a 24 KB chunk); after the pass it finds the chunk
-    /// in the cache, and the pass streams at the memory's bandwidth.
+    /// ``partitionPoint(_:)`` for each of `targets` at once: the first position whose row does not come before the
+    /// target, by the chunk it is in. The searches are grouped by the chunk the fences put them in, and a chunk
+    /// searched several times is read through in one sequential pass first. A search on its own misses the cache at
+    /// most steps of its way down (about 380 ns in a 24 KB chunk); after the pass it finds the chunk in the cache,
+    /// and the pass streams at the memory's bandwidth.
     ///
-    /// Returns each search's point, and the primary key of the row there, read while the chunk is in the cache (0
-    /// after the last row: the fences put every other point inside the chunk searched).
+    /// - Parameters:
+    ///   - targets: The slots to find the places of.
+    ///   - words: How many leading words of a slot, then its primary key, decide the order (0, 1 or 2): a target
+    ///     whose words are all real (not ``RowSlot/opaque``) is compared word by word inline, and `isBefore` is
+    ///     asked only against a row whose deciding word is opaque. 0: every comparison asks `isBefore`.
+    ///   - isBefore: Whether a row comes before target `event` (must hold for a prefix of the order).
+    /// - Returns: Each search's point, and the primary key of the row there, read while the chunk is in the cache (0
+    ///   after the last row: the fences put every other point inside the chunk searched).
     func partitionPoints(
-        of events: Int, _ isBefore: (RowSlot, Int) -> Bool
+        of targets: [RowSlot], words: Int, _ isBefore: (RowSlot, Int) -> Bool
     ) -> (points: [Int], rows: [UInt64]) {
+        let events = targets.count
         var points = Array(repeating: count, count: events)
         var rows = Array(repeating: 0 as UInt64, count: events)
         guard events > 0, !chunks.isEmpty else { return (points, rows) }
+        /// The first of `slots` that does not come before target `event`.
+        func search(_ slots: UnsafeBufferPointer<RowSlot>, _ event: Int) -> Int {
+            let target = targets[event]
+            let opaque = RowSlot.opaque
+            switch words {
+            case 2 where target.lead != opaque && target.second != opaque:
+                return slots.partitionPoint { slot in
+                    if slot.lead != target.lead {
+                        return slot.lead != opaque ? slot.lead < target.lead : isBefore(slot, event)
+                    }
+                    if slot.second != target.second {
+                        return slot.second != opaque ? slot.second < target.second : isBefore(slot, event)
+                    }
+                    return slot.pk < target.pk
+                }
+            case 1 where target.lead != opaque:
+                return slots.partitionPoint { slot in
+                    if slot.lead != target.lead {
+                        return slot.lead != opaque ? slot.lead < target.lead : isBefore(slot, event)
+                    }
+                    return slot.pk < target.pk
+                }
+            default:
+                return slots.partitionPoint { isBefore($0, event) }
+            }
+        }
         // Each search's chunk (chunks.count: after every row), then the searches grouped by chunk.
         var chunkOf = Array(repeating: 0, count: events)
         var firsts = Array(repeating: 0, count: chunks.count + 3)
-        for event in 0..<events {
-            let chunk = lasts.partitionPoint { isBefore($0, event) }
-            chunkOf[event] = chunk
-            firsts[chunk + 2] += 1
+        lasts.withUnsafeBufferPointer { lasts in
+            for event in 0..<events {
+                let chunk = search(lasts, event)
+                chunkOf[event] = chunk
+                firsts[chunk + 2] += 1
+            }
         }
         for chunk in 0...chunks.count { firsts[chunk + 2] += firsts[chunk + 1] }
         var grouped = Array(repeating: 0, count: events)
@@ -125,7 +160,7 @@ struct RowOrder: Sendable {
             chunks[chunk].withUnsafeBufferPointer { slots in
                 if searches.count >= Self.readThroughSearches { sum &+= Self.readThrough(slots) }
                 for event in searches {
-                    let point = slots.partitionPoint { isBefore($0, event) }
+                    let point = search(slots, event)
                     points[event] = starts[chunk] + point
                     if point < slots.count { rows[event] = slots[point].pk }
                 }

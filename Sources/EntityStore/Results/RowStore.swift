@@ -14,6 +14,9 @@ struct RowStore {
     let sortKeys: [SortKey]
     /// How many leading keys have words in the order's slots (at most two).
     let inlineKeys: Int
+    /// How many of a slot's words, then its primary key, decide the order: the inline keys when they are all the
+    /// sort keys, else 0 (a tie of the words is broken by the keys in the table).
+    var decidingWords: Int { inlineKeys == sortKeys.count ? inlineKeys : 0 }
 
     /// A store for rows sorted by `sortKeys`, whose key columns have the attribute types `types` (`nil` for a
     /// column that may hold any value).
@@ -104,7 +107,9 @@ struct RowStore {
     /// one of its arrays), and the searches run chunk by chunk (``RowOrder/partitionPoints(of:_:)``).
     func positions(of pks: [UInt64]) -> [Int] {
         let targets = targets(pks)
-        let found = order.partitionPoints(of: targets.count) { slot, event in precedes(slot, targets[event]) }
+        let found = order.partitionPoints(of: targets.map(\.slot), words: decidingWords) { slot, event in
+            precedes(slot, targets[event])
+        }
         return positions(of: targets, at: found.points[...], rows: found.rows[...], among: pks.count)
     }
 
@@ -172,7 +177,7 @@ struct RowStore {
     @discardableResult
     mutating func merge(removing removed: [Int], inserting inserted: [(pk: UInt64, keys: [Value])]) -> [Int] {
         let slots = inserted.map { slot($0.pk, $0.keys) }
-        let points = order.partitionPoints(of: inserted.count) { slot, event in
+        let points = order.partitionPoints(of: slots, words: decidingWords) { slot, event in
             precedes(slot, slots[event]) { inserted[event].keys[$0] }
         }.points
         return place(inserted, slots, at: points[...], removing: removed, removedKeys: removed.map { order[$0] })
@@ -189,7 +194,7 @@ struct RowStore {
     ) -> (old: [Int], new: [Int]) {
         let targets = targets(located)
         let slots = inserted.map { slot($0.pk, $0.keys) }
-        let found = order.partitionPoints(of: targets.count + inserted.count) { slot, event in
+        let found = order.partitionPoints(of: targets.map(\.slot) + slots, words: decidingWords) { slot, event in
             if event < targets.count { return precedes(slot, targets[event]) }
             let row = event - targets.count
             return precedes(slot, slots[row]) { inserted[row].keys[$0] }
