@@ -6,56 +6,113 @@
 /// - Returns: For each element, whether it belongs to the chosen subsequence.
 @inlinable
 package func heaviestIncreasingSubsequence(keys: [Int], weights: [Int]) -> [Bool] {
-    let count = keys.count
-    guard count > 0 else { return [] }
-    // Ranks of the keys, 1-based, for the tree.
-    // Ranks by (key, index): sorted as words (the key above the index) when the keys are small non-negative
-    // numbers, as ranks are; sorting the indices through the keys read the array at every comparison.
-    var rank = [Int](repeating: 0, count: count)
-    let indexBits = UInt64.bitWidth - (count - 1).leadingZeroBitCount
-    if let smallest = keys.min(), smallest >= 0, UInt64(keys.max()!).leadingZeroBitCount >= indexBits {
-        var words = keys.enumerated().map { UInt64($0.element) << indexBits | UInt64($0.offset) }
-        sortWords(&words)
-        let mask = (1 << indexBits) - 1 as UInt64
-        for (position, word) in words.enumerated() { rank[Int(word & mask)] = position + 1 }
-    } else {
-        let order = keys.indices.sorted { keys[$0] != keys[$1] ? keys[$0] < keys[$1] : $0 < $1 }
-        for (position, index) in order.enumerated() { rank[index] = position + 1 }
-    }
-    var treeWeight = [Int](repeating: 0, count: count + 1)
-    var treeIndex = [Int](repeating: -1, count: count + 1)
-    var best = [Int](repeating: 0, count: count)
-    var previous = [Int](repeating: -1, count: count)
-    for i in 0..<count {
-        // The best chain ending at a key below this one.
-        var r = rank[i] - 1
-        var bestWeight = 0
-        var bestIndex = -1
-        while r > 0 {
-            if treeWeight[r] > bestWeight {
-                bestWeight = treeWeight[r]
-                bestIndex = treeIndex[r]
-            }
-            r -= r & -r
+    var workspace = IncreasingSubsequenceWorkspace()
+    return workspace.heaviest(keys: keys, weights: weights)
+}
+
+/// The buffers of ``heaviestIncreasingSubsequence(keys:weights:)``, kept between calls: a controller's batch asks
+/// for one subsequence per touched section (a hundred of a few dozen runs each), and making the seven arrays for
+/// each was most of what a small one cost.
+@usableFromInline
+package struct IncreasingSubsequenceWorkspace {
+    @usableFromInline var rank: [Int] = []
+    @usableFromInline var words: [UInt64] = []
+    @usableFromInline var treeWeight: [Int] = []
+    @usableFromInline var treeIndex: [Int] = []
+    @usableFromInline var best: [Int] = []
+    @usableFromInline var previous: [Int] = []
+    @usableFromInline var kept: [Bool] = []
+
+    @inlinable
+    package init() {}
+
+    /// The heaviest strictly increasing subsequence of `keys` (distinct) weighted by `weights` (positive): for each
+    /// element, whether it belongs to it. The result shares the workspace's storage until the next call.
+    @inlinable
+    package mutating func heaviest(keys: [Int], weights: [Int]) -> [Bool] {
+        let count = keys.count
+        kept.removeAll(keepingCapacity: true)
+        guard count > 0 else { return kept }
+        // Ranks of the keys, 1-based, for the tree: by (key, index), sorted as words (the key above the index) when
+        // the keys are small non-negative numbers, as ranks are; sorting the indices through the keys read the
+        // array at every comparison.
+        Self.reset(&rank, count, 0)
+        let indexBits = UInt64.bitWidth - (count - 1).leadingZeroBitCount
+        if let smallest = keys.min(), smallest >= 0, UInt64(keys.max()!).leadingZeroBitCount >= indexBits {
+            words.removeAll(keepingCapacity: true)
+            for (index, key) in keys.enumerated() { words.append(UInt64(key) << indexBits | UInt64(index)) }
+            // The runs of a batch come mostly in order (most rows keep theirs): an insertion sort does little more
+            // than one pass, where the radix sort paid its passes over 256 counts for every section's few dozen.
+            if !Self.insertionSort(&words, moves: 8 * count + 64) { sortWords(&words) }
+            let mask = (1 << indexBits) - 1 as UInt64
+            for (position, word) in words.enumerated() { rank[Int(word & mask)] = position + 1 }
+        } else {
+            let order = keys.indices.sorted { keys[$0] != keys[$1] ? keys[$0] < keys[$1] : $0 < $1 }
+            for (position, index) in order.enumerated() { rank[index] = position + 1 }
         }
-        best[i] = bestWeight + weights[i]
-        previous[i] = bestIndex
-        r = rank[i]
-        while r <= count {
-            if best[i] > treeWeight[r] {
-                treeWeight[r] = best[i]
-                treeIndex[r] = i
+        Self.reset(&treeWeight, count + 1, 0)
+        Self.reset(&treeIndex, count + 1, -1)
+        Self.reset(&best, count, 0)
+        Self.reset(&previous, count, -1)
+        for i in 0..<count {
+            // The best chain ending at a key below this one.
+            var r = rank[i] - 1
+            var bestWeight = 0
+            var bestIndex = -1
+            while r > 0 {
+                if treeWeight[r] > bestWeight {
+                    bestWeight = treeWeight[r]
+                    bestIndex = treeIndex[r]
+                }
+                r -= r & -r
             }
-            r += r & -r
+            best[i] = bestWeight + weights[i]
+            previous[i] = bestIndex
+            r = rank[i]
+            while r <= count {
+                if best[i] > treeWeight[r] {
+                    treeWeight[r] = best[i]
+                    treeIndex[r] = i
+                }
+                r += r & -r
+            }
+        }
+        Self.reset(&kept, count, false)
+        var current = best.indices.max { best[$0] < best[$1] } ?? -1
+        while current >= 0 {
+            kept[current] = true
+            current = previous[current]
+        }
+        return kept
+    }
+
+    /// Sorts `words` by insertion while it takes at most `moves` moves; returns false (the words partly sorted) when
+    /// they are too far from their order for that.
+    @inlinable
+    static func insertionSort(_ words: inout [UInt64], moves: Int) -> Bool {
+        var budget = moves
+        return words.withUnsafeMutableBufferPointer { buffer in
+            for i in buffer.indices.dropFirst() {
+                let word = buffer[i]
+                var j = i
+                while j > 0 && buffer[j - 1] > word {
+                    buffer[j] = buffer[j - 1]
+                    j -= 1
+                    budget -= 1
+                }
+                buffer[j] = word
+                if budget < 0 { return false }
+            }
+            return true
         }
     }
-    var kept = [Bool](repeating: false, count: count)
-    var current = best.indices.max { best[$0] < best[$1] } ?? -1
-    while current >= 0 {
-        kept[current] = true
-        current = previous[current]
+
+    /// Makes `array` `count` copies of `value`, in its own storage when it has room.
+    @inlinable
+    static func reset<T>(_ array: inout [T], _ count: Int, _ value: T) {
+        array.removeAll(keepingCapacity: true)
+        array.append(contentsOf: repeatElement(value, count: count))
     }
-    return kept
 }
 
 /// Stayers of a section in new order, grouped into runs of consecutive old ranks, each weighted by its items:
@@ -75,6 +132,7 @@ package struct WeightedRuns<Member> {
     @usableFromInline package var starts: [Int] = []
     @usableFromInline var previous = -2
     @usableFromInline let itemCount: Int
+    @usableFromInline var workspace = IncreasingSubsequenceWorkspace()
 
     /// Runs weighted for lists holding `itemCount` items in all (old plus new, plus one).
     @inlinable
@@ -107,12 +165,20 @@ package struct WeightedRuns<Member> {
 
     /// The members of the runs a heaviest increasing subsequence does not keep: the ones to move.
     @inlinable
-    package func movedMembers() -> [Member] {
-        let kept = heaviestIncreasingSubsequence(keys: keys, weights: weights)
+    package mutating func movedMembers() -> [Member] {
         var moved: [Member] = []
-        for run in starts.indices where !kept[run] {
-            moved += members[starts[run]..<(run + 1 < starts.count ? starts[run + 1] : members.count)]
-        }
+        forEachMovedMember { moved.append($0) }
         return moved
+    }
+
+    /// Calls `body` with each member of the runs a heaviest increasing subsequence does not keep, in order.
+    @inlinable
+    package mutating func forEachMovedMember(_ body: (Member) -> Void) {
+        let kept = workspace.heaviest(keys: keys, weights: weights)
+        for run in starts.indices where !kept[run] {
+            for member in members[starts[run]..<(run + 1 < starts.count ? starts[run + 1] : members.count)] {
+                body(member)
+            }
+        }
     }
 }

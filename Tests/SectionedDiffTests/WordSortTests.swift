@@ -44,4 +44,34 @@ import Testing
             #expect(shifted == kept, "round \(round): the two sorts chose differently")
         }
     }
+
+    /// One workspace asked again and again (as a controller asks once per section) answers as a fresh one: inputs
+    /// nearly in order (sorted by insertion), shuffled ones (past the insertion sort's budget, sorted by words),
+    /// larger and smaller than the last, and empty.
+    @Test func aReusedWorkspaceAnswersAsAFreshOne() {
+        var g = SeededGenerator(seed: 29)
+        var workspace = IncreasingSubsequenceWorkspace()
+        for round in 0..<300 {
+            let count = [0, 1, 7, 40, 150, 700][round % 6]
+            var keys = Array(0..<(count * 2)).shuffled(using: &g).prefix(count).sorted()
+            if round % 4 == 1 {
+                keys.shuffle(using: &g)
+            } else {
+                // Nearly in order: a few keys taken out and put back elsewhere.
+                for _ in 0..<min(count, 5) {
+                    let from = Int.random(in: 0..<count, using: &g)
+                    keys.insert(keys.remove(at: from), at: Int.random(in: 0..<count, using: &g))
+                }
+            }
+            let weights = (0..<count).map { _ in Int.random(in: 1...9, using: &g) }
+            let reused = workspace.heaviest(keys: keys, weights: weights)
+            let chosen = keys.indices.filter { reused[$0] }
+            #expect(reused.count == count)
+            #expect(zip(chosen, chosen.dropFirst()).allSatisfy { keys[$0] < keys[$1] }, "round \(round)")
+            if count <= 150 {
+                #expect(chosen.map { weights[$0] }.reduce(0, +) == Self.heaviestWeight(keys, weights), "round \(round)")
+            }
+            #expect(reused == heaviestIncreasingSubsequence(keys: keys, weights: weights), "round \(round)")
+        }
+    }
 }

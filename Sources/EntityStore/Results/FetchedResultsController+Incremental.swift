@@ -35,6 +35,17 @@ extension FetchedResultsController {
         return ItemPath(section: section, item: index - starts[section].start)
     }
 
+    /// The section holding the row at `index`, from the sections' first rows `firsts` (a batch's many lookups
+    /// search plain integers, not the pairs of a key and a start, whose keys are copied as they are read).
+    func section(ofRowAt index: Int, firsts: [Int]) -> Int {
+        max(0, firsts.partitionPoint { $0 <= index } - 1)
+    }
+
+    func path(ofRowAt index: Int, firsts: [Int]) -> ItemPath {
+        let section = section(ofRowAt: index, firsts: firsts)
+        return ItemPath(section: section, item: index - (firsts.isEmpty ? 0 : firsts[section]))
+    }
+
     /// The index of `id`'s row in `rows`, found by binary search on its keys.
     func rowIndex(of id: ObjectID, _ plan: Plan) -> Int? {
         guard plan.holds(id.entityName) else { return nil }
@@ -147,7 +158,8 @@ extension FetchedResultsController {
                 (key: sectionStarts[$0].key, count: sectionEnd($0) - sectionStarts[$0].start)
             }
             if sectionNameKeyPath != nil {
-                for index in removed { sizes[section(ofRowAt: index, in: sectionStarts)].count -= 1 }
+                let firsts = sectionStarts.map(\.start)
+                for index in removed { sizes[section(ofRowAt: index, firsts: firsts)].count -= 1 }
             } else if !sizes.isEmpty {
                 sizes[0].count -= removed.count
             }
@@ -231,10 +243,6 @@ extension FetchedResultsController {
         // recomputed rows are the moving ones, in the same (ID) order.
         assert(recomputed.ids == moving || moving.isEmpty, "the recomputed rows are not the moving rows in order")
         let namedKeys = movingNamedKeys
-        /// How many rows updated in place the old positions `range` hold.
-        func inPlaceCount(_ range: Range<Int>) -> Int {
-            inPlace.partitionPoint { $0.old < range.upperBound } - inPlace.partitionPoint { $0.old < range.lowerBound }
-        }
         var movedInPlace = Array(repeating: false, count: inPlace.count)
 
         let itemCount = oldCount + rows.count + 1
@@ -252,10 +260,12 @@ extension FetchedResultsController {
                 (oldToNew[i], newToOld[n]) = (n, i)
             }
         }
-        func oldEnd(_ s: Int) -> Int { s + 1 < oldStarts.count ? oldStarts[s + 1].start : oldCount }
-        func newEnd(_ s: Int) -> Int { s + 1 < sectionStarts.count ? sectionStarts[s + 1].start : rows.count }
-        func oldSection(_ index: Int) -> Int { section(ofRowAt: index, in: oldStarts) }
-        func newSection(_ index: Int) -> Int { section(ofRowAt: index, in: sectionStarts) }
+        let oldFirsts = oldStarts.map(\.start)
+        let newFirsts = sectionStarts.map(\.start)
+        func oldEnd(_ s: Int) -> Int { s + 1 < oldFirsts.count ? oldFirsts[s + 1] : oldCount }
+        func newEnd(_ s: Int) -> Int { s + 1 < newFirsts.count ? newFirsts[s + 1] : rows.count }
+        func oldSection(_ index: Int) -> Int { section(ofRowAt: index, firsts: oldFirsts) }
+        func newSection(_ index: Int) -> Int { section(ofRowAt: index, firsts: newFirsts) }
 
         // The recomputed rows by position, old and new (positions and places): a touched section's are a slice,
         // found by binary search.
@@ -316,9 +326,9 @@ extension FetchedResultsController {
             guard newS >= 0 else { continue }
             // Old walk: ranks of recomputed stayers, and blocks of unaffected rows (rank, old position, length).
             blocks.removeAll(keepingCapacity: true)
-            var position = oldStarts[oldS].start
+            var position = oldFirsts[oldS]
             var next = 0
-            for (index, place) in slice(oldByPosition, oldStarts[oldS].start..<oldEnd(oldS)) {
+            for (index, place) in slice(oldByPosition, oldFirsts[oldS]..<oldEnd(oldS)) {
                 if index > position { blocks.append((next, position, index - position)) }
                 next += index - position
                 if new[place] >= 0 && newSection(new[place]) == newS {
@@ -352,8 +362,8 @@ extension FetchedResultsController {
                     }
                 }
             }
-            position = sectionStarts[newS].start
-            for (index, place) in slice(newByPosition, sectionStarts[newS].start..<newEnd(newS)) {
+            position = newFirsts[newS]
+            for (index, place) in slice(newByPosition, newFirsts[newS]..<newEnd(newS)) {
                 take(index - position, at: position)
                 if rank[place] >= 0 { elements.append(.stayer(place: place, rank: rank[place])) }
                 position = index + 1
@@ -362,16 +372,22 @@ extension FetchedResultsController {
 
             // Runs of consecutive ranks, weighted exactly as ChangeSet weighs them (the same builder).
             runs.removeAll()
+            // The pieces of unaffected rows come in the order of their old positions (the walk takes the blocks in
+            // order): the rows updated in place among them are counted by a cursor, not searched for per piece.
+            var cursor = inPlace.isEmpty ? 0 : inPlace.partitionPoint { $0.old < oldFirsts[oldS] }
             for element in elements {
                 switch element {
                 case .unaffected(let r, let oldPosition, _, let length):
-                    let unchanged = length - (inPlace.isEmpty ? 0 : inPlaceCount(oldPosition..<(oldPosition + length)))
-                    runs.append(rank: r, count: length, unchanged: unchanged, member: element)
+                    while cursor < inPlace.count && inPlace[cursor].old < oldPosition { cursor += 1 }
+                    var end = cursor
+                    while end < inPlace.count && inPlace[end].old < oldPosition + length { end += 1 }
+                    runs.append(rank: r, count: length, unchanged: length - (end - cursor), member: element)
+                    cursor = end
                 case .stayer(let place, let r):
                     runs.append(rank: r, unchanged: namedKeys[place] ? 0 : 1, member: element)
                 }
             }
-            for element in runs.movedMembers() {
+            runs.forEachMovedMember { element in
                 switch element {
                 case .stayer(let place, _): moved[place] = true
                 case .unaffected(_, let oldPosition, let newPosition, let length):
@@ -386,8 +402,8 @@ extension FetchedResultsController {
                         movedUnaffected.append(
                             (
                                 id(rows.pk(at: newPosition + offset), plan),
-                                path(ofRowAt: oldPosition + offset, in: oldStarts),
-                                path(ofRowAt: newPosition + offset, in: sectionStarts)
+                                path(ofRowAt: oldPosition + offset, firsts: oldFirsts),
+                                path(ofRowAt: newPosition + offset, firsts: newFirsts)
                             ))
                     }
                 }
@@ -399,14 +415,16 @@ extension FetchedResultsController {
             let id = recomputed.ids[place]
             switch (old[place], new[place]) {
             case (let index, -1) where index >= 0:
-                if oldToNew[oldSection(index)] >= 0 { batch.deletes.append((id, path(ofRowAt: index, in: oldStarts))) }
+                if oldToNew[oldSection(index)] >= 0 {
+                    batch.deletes.append((id, path(ofRowAt: index, firsts: oldFirsts)))
+                }
             case (-1, let index) where index >= 0:
                 if newToOld[newSection(index)] >= 0 {
-                    batch.inserts.append((id, path(ofRowAt: index, in: sectionStarts)))
+                    batch.inserts.append((id, path(ofRowAt: index, firsts: newFirsts)))
                 }
             case (let before, let after) where before >= 0 && after >= 0:
-                let from = path(ofRowAt: before, in: oldStarts)
-                let to = path(ofRowAt: after, in: sectionStarts)
+                let from = path(ofRowAt: before, firsts: oldFirsts)
+                let to = path(ofRowAt: after, firsts: newFirsts)
                 let oldSurvives = oldToNew[from.section] >= 0
                 let newSurvives = newToOld[to.section] >= 0
                 if oldToNew[from.section] != to.section || moved[place] {
@@ -441,8 +459,8 @@ extension FetchedResultsController {
             guard !movedInPlace[row] else { continue }
             batch.updates.append(
                 (
-                    entry.id, path(ofRowAt: entry.old, in: oldStarts),
-                    path(ofRowAt: rank + insertedBefore, in: sectionStarts)
+                    entry.id, path(ofRowAt: entry.old, firsts: oldFirsts),
+                    path(ofRowAt: rank + insertedBefore, firsts: newFirsts)
                 ))
         }
         batch.moves += movedUnaffected
