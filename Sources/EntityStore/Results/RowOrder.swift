@@ -26,8 +26,8 @@ struct RowSlot: Sendable, Equatable {
 /// sixteenth of the rows and stay in the cache, so a search reads a group of a chunk (a few cache lines) where a
 /// binary search of the whole chunk missed the cache at most of its ten steps.
 struct RowOrder: Sendable {
-    static let fillChunk = 1024
-    static let maximumChunk = 2048
+    static let fillChunk = 256
+    static let maximumChunk = 512
     /// Rows per sampled group.
     static let sampleStride = 16
 
@@ -319,10 +319,14 @@ struct RowOrder: Sendable {
         var total = 0
         var nextRemoved = 0
         var nextInserted = 0
+        // The chunks' sizes come from their starts, and each start is rewritten as the pass leaves it: a chunk the
+        // batch does not touch is not visited (its header is a cache miss, and each visit of a chunk in an array of
+        // chunks a retain and a release).
         for c in chunks.indices {
             let start = starts[c]
-            let oldCount = chunks[c].count
-            let end = start + oldCount
+            let end = c + 1 < starts.count ? starts[c + 1] : count
+            let oldCount = end - start
+            starts[c] = total
             var removedEnd = nextRemoved
             while removedEnd < removed.count && removed[removedEnd] < end { removedEnd += 1 }
             var insertedEnd = nextInserted
@@ -403,6 +407,20 @@ struct RowOrder: Sendable {
     /// After a batch: drops emptied chunks, joins each touched chunk to the one before when both are small
     /// (removals thin chunks out), splits those over the maximum, and recomputes the starts and fences.
     private mutating func rebalance(_ touched: [Bool]) {
+        // The usual batch leaves every chunk within its bounds: only the touched chunks' fences and samples change.
+        var structural = false
+        for c in touched.indices where touched[c] {
+            let size = chunks[c].count
+            if size == 0 || size > Self.maximumChunk || (c > 0 && chunks[c - 1].count + size <= Self.fillChunk) {
+                structural = true
+                break
+            }
+        }
+        if !structural {
+            for c in touched.indices where touched[c] { refresh(c) }
+            count = starts[starts.count - 1] + chunks[chunks.count - 1].count
+            return
+        }
         var rebuilt: [[RowSlot]] = []
         rebuilt.reserveCapacity(chunks.count + 1)
         // Each rebuilt chunk's samples, nil where the chunk changed (made once it is final).
