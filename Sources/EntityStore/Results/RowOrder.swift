@@ -70,10 +70,26 @@ struct RowOrder: Sendable {
         return samples
     }
 
-    /// Sets chunk `chunk`'s fence and samples from its rows, after a change to them.
+    /// Sets chunk `chunk`'s fence and samples from its rows, after a change to them. The samples are rewritten in
+    /// their array: a new one each time was fresh memory, a cache miss on every line it wrote.
     private mutating func refresh(_ chunk: Int) {
         lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
-        samples[chunk] = Self.samples(of: chunks[chunk])
+        Self.resample(&samples[chunk], of: chunks[chunk])
+    }
+
+    /// Makes `samples` the samples of `chunk`, in place.
+    private static func resample(_ samples: inout [RowSlot], of chunk: [RowSlot]) {
+        let needed = (chunk.count + sampleStride - 1) / sampleStride
+        if samples.count > needed {
+            samples.removeLast(samples.count - needed)
+        } else if samples.count < needed {
+            samples.append(contentsOf: repeatElement(RowSlot(pk: 0), count: needed - samples.count))
+        }
+        samples.withUnsafeMutableBufferPointer { samples in
+            chunk.withUnsafeBufferPointer { rows in
+                for group in 0..<needed { samples[group] = rows[min(rows.count, (group + 1) * sampleStride) - 1] }
+            }
+        }
     }
 
     /// The first row of chunk `chunk` (whose rows are `slots`) that does not satisfy `isBefore`, found through the
