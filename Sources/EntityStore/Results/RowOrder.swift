@@ -70,15 +70,17 @@ struct RowOrder: Sendable {
         return samples
     }
 
-    /// Sets chunk `chunk`'s fence and samples from its rows, after a change to them. The samples are rewritten in
-    /// their array: a new one each time was fresh memory, a cache miss on every line it wrote.
-    private mutating func refresh(_ chunk: Int) {
+    /// Sets chunk `chunk`'s fence and samples from its rows, after a change to the rows from offset `changed` on.
+    /// The samples are rewritten in their array (a new one each time was fresh memory, a cache miss on every line
+    /// it wrote), and only from the group holding `changed`: the rows before it are where they were.
+    private mutating func refresh(_ chunk: Int, from changed: Int = 0) {
         lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
-        Self.resample(&samples[chunk], of: chunks[chunk])
+        Self.resample(&samples[chunk], of: chunks[chunk], from: changed / Self.sampleStride)
     }
 
-    /// Makes `samples` the samples of `chunk`, in place.
-    private static func resample(_ samples: inout [RowSlot], of chunk: [RowSlot]) {
+    /// Makes `samples` the samples of `chunk`, in place, rewriting the groups from `first` on (those before it
+    /// must be unchanged, and full).
+    private static func resample(_ samples: inout [RowSlot], of chunk: [RowSlot], from first: Int) {
         let needed = (chunk.count + sampleStride - 1) / sampleStride
         if samples.count > needed {
             samples.removeLast(samples.count - needed)
@@ -87,7 +89,9 @@ struct RowOrder: Sendable {
         }
         samples.withUnsafeMutableBufferPointer { samples in
             chunk.withUnsafeBufferPointer { rows in
-                for group in 0..<needed { samples[group] = rows[min(rows.count, (group + 1) * sampleStride) - 1] }
+                for group in min(first, needed)..<needed {
+                    samples[group] = rows[min(rows.count, (group + 1) * sampleStride) - 1]
+                }
             }
         }
     }
@@ -331,7 +335,8 @@ struct RowOrder: Sendable {
             self = RowOrder(inserted.map(\.slot))
             return positions
         }
-        var touched = Array(repeating: false, count: chunks.count)
+        // Where each chunk's rows first changed (an offset among its old rows), Int.max for a chunk not touched.
+        var changedFrom = Array(repeating: Int.max, count: chunks.count)
         var total = 0
         var nextRemoved = 0
         var nextInserted = 0
@@ -356,7 +361,7 @@ struct RowOrder: Sendable {
                 total += oldCount
                 continue
             }
-            touched[c] = true
+            changedFrom[c] = min(removals.first ?? end, insertions.first?.point ?? end) - start
             let newCount = oldCount - removals.count + insertions.count
             if chunks[c].capacity < newCount { chunks[c].reserveCapacity(newCount + Self.slack) }
             Self.compact(&chunks[c], removing: removals, from: start)
@@ -365,7 +370,7 @@ struct RowOrder: Sendable {
             }
             total += newCount
         }
-        rebalance(touched)
+        rebalance(changedFrom)
         return positions
     }
 
@@ -422,7 +427,8 @@ struct RowOrder: Sendable {
 
     /// After a batch: drops emptied chunks, joins each touched chunk to the one before when both are small
     /// (removals thin chunks out), splits those over the maximum, and recomputes the starts and fences.
-    private mutating func rebalance(_ touched: [Bool]) {
+    private mutating func rebalance(_ changedFrom: [Int]) {
+        let touched = changedFrom.map { $0 != Int.max }
         // The usual batch leaves every chunk within its bounds: only the touched chunks' fences and samples change.
         var structural = false
         for c in touched.indices where touched[c] {
@@ -433,7 +439,7 @@ struct RowOrder: Sendable {
             }
         }
         if !structural {
-            for c in touched.indices where touched[c] { refresh(c) }
+            for c in touched.indices where touched[c] { refresh(c, from: changedFrom[c]) }
             count = starts[starts.count - 1] + chunks[chunks.count - 1].count
             return
         }
