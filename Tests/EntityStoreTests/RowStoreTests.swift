@@ -237,6 +237,9 @@ import Testing
         #expect(oneByOne.order.keys(in: 0..<oneByOne.count) == expected.map(\.pk))
         for (row, position) in zip(inserted, positions) { #expect(expected[position].pk == row.pk) }
         #expect(merged.positions(of: expected.map(\.pk)) == Array(expected.indices))
+        // The searches themselves, not mended by the linear fallback.
+        #expect(merged.searchedPositions(of: initial.map(\.pk)) == merged.positions(of: initial.map(\.pk)))
+        #expect(merged.searchedPositions(of: expected.map(\.pk)) == Array(expected.indices))
     }
 
     /// Batches that empty whole chunks, thin others out, and pour thousands of rows into one chunk's range: the

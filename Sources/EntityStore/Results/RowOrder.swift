@@ -175,6 +175,7 @@ struct RowOrder: Sendable {
             let opaque = RowSlot.opaque
             switch words {
             case 2 where target.lead != opaque && target.second != opaque:
+                if let point = Self.wordSearch(slots, target, secondDecides: true) { return point }
                 return slots.partitionPoint { slot in
                     if slot.lead != target.lead {
                         return slot.lead != opaque ? slot.lead < target.lead : isBefore(slot, event)
@@ -185,6 +186,7 @@ struct RowOrder: Sendable {
                     return slot.pk < target.pk
                 }
             case 1 where target.lead != opaque:
+                if let point = Self.wordSearch(slots, target, secondDecides: false) { return point }
                 return slots.partitionPoint { slot in
                     if slot.lead != target.lead {
                         return slot.lead != opaque ? slot.lead < target.lead : isBefore(slot, event)
@@ -245,6 +247,48 @@ struct RowOrder: Sendable {
         }
         keepAlive(sum)
         return (points, rows)
+    }
+
+    /// The first of `slots` (sorted) that does not come before `target`, compared by their words (the lead, the
+    /// second when `secondDecides`, then the primary key), or nil at the first slot whose deciding word is opaque.
+    ///
+    /// Without a branch on the comparisons: the range halves whatever they answer, and the answer (0 or 1, from
+    /// the flags) only picks the half's base. These searches run over rows loaded into the cache beforehand, where
+    /// a branch on each comparison was mispredicted about half the time (a third of a batch's mispredictions,
+    /// by callgrind's branch simulation).
+    @inline(__always)
+    private static func wordSearch(
+        _ slots: UnsafeBufferPointer<RowSlot>, _ target: RowSlot, secondDecides: Bool
+    ) -> Int? {
+        let opaque = RowSlot.opaque
+        /// 1 when `slot` comes before the target, else 0.
+        @inline(__always) func before(_ slot: RowSlot) -> Int {
+            let lower = slot.pk < target.pk ? 1 : 0
+            let tail: Int
+            if secondDecides {
+                tail = (slot.second < target.second ? 1 : 0) | ((slot.second == target.second ? 1 : 0) & lower)
+            } else {
+                tail = lower
+            }
+            return (slot.lead < target.lead ? 1 : 0) | ((slot.lead == target.lead ? 1 : 0) & tail)
+        }
+        @inline(__always) func isOpaque(_ slot: RowSlot) -> Bool {
+            slot.lead == opaque || (secondDecides && slot.second == opaque)
+        }
+        var base = 0
+        var length = slots.count
+        guard length > 0 else { return 0 }
+        // The answer is in base...base + length.
+        while length > 1 {
+            let half = length >> 1
+            let slot = slots[base + half - 1]
+            if isOpaque(slot) { return nil }
+            base &+= half & (0 &- before(slot))
+            length &-= half
+        }
+        let slot = slots[base]
+        if isOpaque(slot) { return nil }
+        return base &+ before(slot)
     }
 
     /// Reads every cache line of `rows` in order, returning a sum of what it read.

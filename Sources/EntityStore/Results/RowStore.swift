@@ -107,10 +107,24 @@ struct RowStore {
     /// one of its arrays), and the searches run chunk by chunk (``RowOrder/partitionPoints(of:_:)``).
     func positions(of pks: [UInt64]) -> [Int] {
         let targets = targets(pks)
-        let found = order.partitionPoints(of: targets.map(\.slot), words: decidingWords) { slot, event in
+        let found = search(targets)
+        return positions(of: targets, at: found.points[...], rows: found.rows[...], among: pks.count)
+    }
+
+    /// The points the searches find for the rows `pks` (-1 for a key with no row), without the linear search that
+    /// mends a wrong one: for tests of the searches themselves.
+    func searchedPositions(of pks: [UInt64]) -> [Int] {
+        let targets = targets(pks)
+        var result = Array(repeating: -1, count: pks.count)
+        for (target, point) in zip(targets, search(targets).points) { result[target.place] = point }
+        return result
+    }
+
+    /// Each target's partition point in the order, and the row there.
+    private func search(_ targets: [Target]) -> (points: [Int], rows: [UInt64]) {
+        order.partitionPoints(of: targets.map(\.slot), words: decidingWords) { slot, event in
             precedes(slot, targets[event])
         }
-        return positions(of: targets, at: found.points[...], rows: found.rows[...], among: pks.count)
     }
 
     /// A row to find: its place among the keys asked for, its key, its table bucket and its slot.
