@@ -27,21 +27,22 @@ extension FetchedResultsController {
 
     /// The section holding the row at `index` in `starts`.
     func section(ofRowAt index: Int, in starts: [(key: Value, start: Int)]) -> Int {
-        max(0, starts.partitionPoint { $0.start <= index } - 1)
+        section(ofRowAt: index, firsts: starts.lazy.map(\.start))
     }
 
     func path(ofRowAt index: Int, in starts: [(key: Value, start: Int)]) -> ItemPath {
-        let section = section(ofRowAt: index, in: starts)
-        return ItemPath(section: section, item: index - starts[section].start)
+        path(ofRowAt: index, firsts: starts.lazy.map(\.start))
     }
 
     /// The section holding the row at `index`, from the sections' first rows `firsts` (a batch's many lookups
-    /// search plain integers, not the pairs of a key and a start, whose keys are copied as they are read).
-    func section(ofRowAt index: Int, firsts: [Int]) -> Int {
+    /// pass an array of plain integers, not the pairs of a key and a start, whose keys are copied as they are read).
+    func section<Firsts: RandomAccessCollection<Int>>(ofRowAt index: Int, firsts: Firsts) -> Int
+    where Firsts.Index == Int {
         max(0, firsts.partitionPoint { $0 <= index } - 1)
     }
 
-    func path(ofRowAt index: Int, firsts: [Int]) -> ItemPath {
+    func path<Firsts: RandomAccessCollection<Int>>(ofRowAt index: Int, firsts: Firsts) -> ItemPath
+    where Firsts.Index == Int {
         let section = section(ofRowAt: index, firsts: firsts)
         return ItemPath(section: section, item: index - (firsts.isEmpty ? 0 : firsts[section]))
     }

@@ -60,13 +60,7 @@ struct RowOrder: Sendable {
     /// The samples of `chunk`: the last row of each group of ``sampleStride``.
     static func samples(of chunk: [RowSlot]) -> [RowSlot] {
         var samples: [RowSlot] = []
-        samples.reserveCapacity((chunk.count + sampleStride - 1) / sampleStride)
-        var index = sampleStride - 1
-        while index < chunk.count {
-            samples.append(chunk[index])
-            index += sampleStride
-        }
-        if chunk.count % sampleStride != 0, let last = chunk.last { samples.append(last) }
+        resample(&samples, of: chunk, from: 0)
         return samples
     }
 
@@ -539,7 +533,9 @@ struct RowOrder: Sendable {
             precondition(chunk.count <= Self.maximumChunk, "chunk \(i) holds \(chunk.count) rows")
             precondition(starts[i] == position, "chunk \(i) starts at \(starts[i]), expected \(position)")
             precondition(lasts[i] == chunk[chunk.count - 1], "chunk \(i)'s fence is not its last row")
-            precondition(samples[i] == Self.samples(of: chunk), "chunk \(i)'s samples are not its rows'")
+            // Derived apart from resample(_:of:from:): every row that ends a group, and the chunk's last one.
+            let expected = chunk.indices.filter { ($0 + 1) % Self.sampleStride == 0 || $0 == chunk.count - 1 }
+            precondition(samples[i] == expected.map { chunk[$0] }, "chunk \(i)'s samples are not its rows'")
             position += chunk.count
         }
         precondition(position == count, "the chunks hold \(position) rows, count says \(count)")
