@@ -242,6 +242,56 @@ import Testing
         #expect(merged.searchedPositions(of: expected.map(\.pk)) == Array(expected.indices))
     }
 
+    /// The order's batch step alone against a plain array, over small batches whose removals and insertions fall
+    /// together in chunks: an insertion at the point of a removed row, several at one point, at a chunk's first
+    /// row and after the last, runs of removals, and batches that leave a chunk's size as it was (its rows after
+    /// both events stay where they are).
+    @Test func batchesMoveEachStretchOfRowsToItsPlace() throws {
+        var g = SeededGenerator(seed: 41)
+        var reference = (0..<3000).map { RowSlot(pk: UInt64($0 + 1)) }
+        var order = RowOrder(reference)
+        var next: UInt64 = 10_000
+        for round in 0..<300 {
+            var removed = Set<Int>()
+            var points: [Int] = []
+            for _ in 0..<Int.random(in: 0...12, using: &g) {
+                let position = Int.random(in: 0..<reference.count, using: &g)
+                switch Int.random(in: 0..<5, using: &g) {
+                case 0: removed.formUnion(position..<min(reference.count, position + 5))
+                case 1: points.append(contentsOf: repeatElement(position, count: 3))
+                case 2:
+                    removed.insert(position)
+                    points.append(position)
+                case 3: points.append(Int.random(in: 0..<10, using: &g) == 0 ? reference.count : position)
+                default: removed.insert(position)
+                }
+            }
+            // Rows with one point in their order among themselves: here, the order they are made in.
+            let inserted = points.sorted().map { point -> (point: Int, slot: RowSlot) in
+                next += 1
+                return (point, RowSlot(pk: next))
+            }
+            var expected: [RowSlot] = []
+            var k = 0
+            for position in 0...reference.count {
+                while k < inserted.count && inserted[k].point == position {
+                    expected.append(inserted[k].slot)
+                    k += 1
+                }
+                if position < reference.count && !removed.contains(position) { expected.append(reference[position]) }
+            }
+            let positions = order.apply(removing: removed.sorted(), inserting: inserted)
+            order._checkInvariants()
+            // One failing round is enough: the rounds after it start from a wrong order.
+            let keys = order.keys(in: 0..<order.count)
+            try #require(
+                keys == expected.map(\.pk),
+                "round \(round): first wrong at \(keys.indices.first { keys[$0] != expected[$0].pk } ?? keys.count)")
+            for (row, position) in zip(inserted, positions) { #expect(expected[position] == row.slot) }
+            reference = expected
+        }
+    }
+
     /// Batches that empty whole chunks, thin others out, and pour thousands of rows into one chunk's range: the
     /// merge rebuilds only the chunks it touches, so it must join thin ones, split full ones and keep the fences.
     @Test func mergesThatThinAndOverfillChunksKeepTheOrder() {

@@ -402,8 +402,7 @@ struct RowOrder: Sendable {
             changedFrom[c] = min(removals.first ?? end, insertions.first?.point ?? end) - start
             let newCount = oldCount - removals.count + insertions.count
             if chunks[c].capacity < newCount { chunks[c].reserveCapacity(newCount + Self.slack) }
-            Self.compact(&chunks[c], removing: removals, from: start)
-            Self.fill(&chunks[c], inserting: insertions, removed: removals, from: start) { i, position in
+            Self.rearrange(&chunks[c], removing: removals, inserting: insertions, from: start) { i, position in
                 positions[i] = total + position
             }
             total += newCount
@@ -412,55 +411,88 @@ struct RowOrder: Sendable {
         return positions
     }
 
-    /// Removes the rows at global positions `removals` (ascending) from `chunk`, which starts at `start`.
-    private static func compact(_ chunk: inout [RowSlot], removing removals: ArraySlice<Int>, from start: Int) {
-        guard let first = removals.first else { return }
-        let count = chunk.count
-        chunk.withUnsafeMutableBufferPointer { rows in
-            let base = rows.baseAddress!
-            var write = first - start
-            for (k, position) in zip(removals.indices, removals) {
-                let from = position - start + 1
-                let to = k + 1 < removals.endIndex ? removals[k + 1] - start : count
-                if to > from {
-                    UnsafeMutableRawPointer(base + write).copyMemory(
-                        from: base + from, byteCount: (to - from) * MemoryLayout<RowSlot>.stride)
-                }
-                write += to - from
-            }
-        }
-        chunk.removeLast(removals.count)
-    }
-
-    /// Puts `insertions` (global points among the old rows, ascending) into `chunk` (starting at `start`, compacted
-    /// already of the rows at `removed`), moving each stretch of rows once, from the end; `placed` gets each one's
-    /// index in `inserted` and its position in the chunk.
-    private static func fill(
-        _ chunk: inout [RowSlot], inserting insertions: ArraySlice<(point: Int, slot: RowSlot)>,
-        removed: ArraySlice<Int>, from start: Int, placed: (Int, Int) -> Void
+    /// Removes the rows at global positions `removals` (ascending) from `chunk` (starting at `start`) and puts
+    /// `insertions` (global points among the old rows, ascending) before the old rows at their points, moving each
+    /// old row at most once and only when its place changes; `placed` gets each one's index in `inserted` and its
+    /// position in the chunk.
+    ///
+    /// The old rows between two events (a removal or an insertion) form a stretch that shifts by the insertions
+    /// minus the removals before it. Stretches shifting left move first, from the front (each lands on rows before
+    /// it that are gone or moved already), then those shifting right, from the back; the new rows are written
+    /// last, into the gaps. A removal and an insertion in one chunk leave the rows after both where they were, where
+    /// compacting and then filling moved every row after the first event twice (a batch's chunks were most of its
+    /// copying).
+    private static func rearrange(
+        _ chunk: inout [RowSlot], removing removals: ArraySlice<Int>,
+        inserting insertions: ArraySlice<(point: Int, slot: RowSlot)>, from start: Int,
+        placed: (Int, Int) -> Void
     ) {
-        guard !insertions.isEmpty else { return }
-        var end = chunk.count
-        chunk.append(contentsOf: repeatElement(RowSlot(pk: 0), count: insertions.count))
+        let oldCount = chunk.count
+        let growth = insertions.count - removals.count
+        if growth > 0 { chunk.append(contentsOf: repeatElement(RowSlot(pk: 0), count: growth)) }
         chunk.withUnsafeMutableBufferPointer { rows in
             let base = rows.baseAddress!
-            // How many removed rows are before the current point, counted down as the points go down.
-            var removedBefore = removed.endIndex
-            var k = insertions.count
-            while k > 0 {
-                k -= 1
-                let (point, slot) = insertions[insertions.startIndex + k]
-                while removedBefore > removed.startIndex && removed[removedBefore - 1] >= point { removedBefore -= 1 }
-                let at = point - start - (removedBefore - removed.startIndex)
-                if end > at {
-                    UnsafeMutableRawPointer(base + at + k + 1).copyMemory(
-                        from: base + at, byteCount: (end - at) * MemoryLayout<RowSlot>.stride)
+            /// Moves `count` rows at `from` by `shift`.
+            func move(_ from: Int, _ count: Int, by shift: Int) {
+                guard count > 0 && shift != 0 else { return }
+                UnsafeMutableRawPointer(base + from + shift).copyMemory(
+                    from: base + from, byteCount: count * MemoryLayout<RowSlot>.stride)
+            }
+            // Front to back: each stretch's start, end and shift; those shifting left move now.
+            var from = 0
+            var shift = 0
+            var r = removals.startIndex
+            var i = insertions.startIndex
+            while true {
+                let removal = r < removals.endIndex ? removals[r] - start : oldCount
+                let insertion = i < insertions.endIndex ? insertions[i].point - start : oldCount
+                let end = min(removal, insertion)
+                if shift < 0 { move(from, end - from, by: shift) }
+                if r == removals.endIndex && i == insertions.endIndex { break }
+                // An insertion goes before the old row at its point, so before a removal of that row.
+                if insertion <= removal {
+                    shift += 1
+                    i += 1
+                    from = end
+                } else {
+                    shift -= 1
+                    r += 1
+                    from = end + 1
                 }
-                base[at + k] = slot
-                placed(insertions.startIndex + k, at + k)
-                end = at
+            }
+            // Back to front: the stretches shifting right (the last one's shift is the chunk's growth).
+            var end = oldCount
+            r = removals.endIndex
+            i = insertions.endIndex
+            shift = growth
+            while true {
+                let removal = r > removals.startIndex ? removals[r - 1] - start : -1
+                let insertion = i > insertions.startIndex ? insertions[i - 1].point - start : -1
+                // The stretch begins after the last removal before it, or at the last insertion point.
+                let begin = removal >= insertion ? removal + 1 : max(insertion, 0)
+                if shift > 0 { move(begin, end - begin, by: shift) }
+                if r == removals.startIndex && i == insertions.startIndex { break }
+                if removal >= insertion {
+                    shift += 1
+                    r -= 1
+                    end = removal
+                } else {
+                    shift -= 1
+                    i -= 1
+                    end = insertion
+                }
+            }
+            // The new rows, each after the old rows before its point that stay and the new rows before it.
+            var removedBefore = removals.startIndex
+            for k in insertions.indices {
+                let (point, slot) = insertions[k]
+                while removedBefore < removals.endIndex && removals[removedBefore] < point { removedBefore += 1 }
+                let at = point - start - (removedBefore - removals.startIndex) + (k - insertions.startIndex)
+                base[at] = slot
+                placed(k, at)
             }
         }
+        if growth < 0 { chunk.removeLast(-growth) }
     }
 
     /// After a batch: drops emptied chunks, joins each touched chunk to the one before when both are small
