@@ -329,6 +329,49 @@ import Testing
         #expect(delegate.calls.filter { $0 == "will" }.count == 1)
         #expect(delegate.take().count == 2)  // two moves: minimal for a reversal of three
     }
+
+    /// A delegate that changes another object and processes it when a batch ends runs a delivery inside the
+    /// delivery of the first change: a controller that hears the inner change first and the outer one after it
+    /// still reads each changed object as it is now (the context hands each delivery's objects to the controllers
+    /// and restores the outer ones when the inner delivery ends).
+    @Test func changesProcessedInsideAnotherDeliveryReachEveryControllerInOrder() throws {
+        final class Nesting: FetchedResultsControllerDelegate {
+            var change: (() throws -> Void)?
+            func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+                Issue.record("the controller failed: \(error)")
+            }
+            func controllerDidChangeContent(_ controller: FetchedResultsController) {
+                guard let change else { return }
+                self.change = nil
+                #expect(throws: Never.self) { try change() }
+            }
+        }
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let a = try world.add("a", group: "K", rank: 1)
+        try world.add("b", group: "K", rank: 2)
+        let c = try world.add("c", group: "K", rank: 3)
+        try world.context.save()
+        let first = Nesting()
+        let outer = FetchedResultsController(
+            fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("rank")]), context: world.context)
+        outer.delegate = first
+        try outer.performFetch()
+        let second = RecordingDelegate()
+        let inner = try world.controller(sectioned: false, delegate: second)
+        first.change = {
+            try c.setValue(.int(0), forKey: "rank")
+            world.context.processPendingChanges()
+        }
+        try a.setValue(.int(5), forKey: "rank")
+        world.context.processPendingChanges()
+        #expect(world.layout(outer) == ":c,b,a")
+        #expect(world.layout(inner) == ":c,b,a")
+        // The second controller heard c's change (inside the first's batch) before a's.
+        #expect(second.take() == ["move c [0,2]->[0,0]", "move a [0,1]->[0,2]"])
+        let check = try world.controller(sectioned: false, delegate: RecordingDelegate())
+        #expect(check.fetchedObjectIDs == inner.fetchedObjectIDs)
+    }
 }
 
 @Suite struct ControllerSavedOnlyTests {

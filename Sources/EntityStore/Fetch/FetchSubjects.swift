@@ -40,6 +40,28 @@ final class FetchReader {
         return subject
     }
 
+    /// ``subject(for:)``, with the object registered under `id` found among `candidates` (objects in ID order, as
+    /// ``ObjectContext/deliveringObjects``) from `next` on, when it is there: a caller asking for IDs in order
+    /// walks the candidates once (`next` is where the walk stands). An object of the context that it has changed is
+    /// the subject itself; anything else takes the lookups of ``subject(for:)``, so that the answer is the same.
+    func subject(
+        for id: ObjectID, among candidates: [ManagedObject], from next: inout Int
+    ) throws -> (any PredicateSubject)? {
+        if includesPending {
+            while next < candidates.count && candidates[next].objectID < id { next += 1 }
+            if next < candidates.count, candidates[next].objectID == id {
+                let object = candidates[next]
+                // Registered here (a context clears `context` on every object it unregisters), with changes the
+                // context has not saved: the first level ``subject(for:)`` looks at.
+                if object.context === context && context.dirty.contains(object) {
+                    assert(context.registered[id] === object, "\(id) is not the registered object")
+                    return object.isDeleted ? nil : ContextSubject(object: object, reader: self)
+                }
+            }
+        }
+        return try subject(for: id)
+    }
+
     /// The stored targets of a relationship of a stored object.
     func storedTargets(of id: ObjectID, _ relationship: Relationship) throws -> [ObjectID] {
         try store.storedTargets(of: id, relationship, try store.storage(for: id.entityName), txn)

@@ -200,15 +200,19 @@ extension FetchedResultsController {
         var moving: [ObjectID] = []
         var namedKeys: [Bool] = []
         var candidates: [ObjectID] = []
-        // Whether changes to `keys` leave a row in place; asked again only for other keys (the rows of a batch
-        // mostly share their key lists, one per changed attribute, and comparing a shared list is one check).
-        var lastKeys: [String] = []
-        var lastAnswer = false
+        // Whether changes to `keys` leave a row in place, answered once per list: the rows of a batch mostly share
+        // their key lists (an update of one attribute names the entity's one list of that name), so the answers
+        // are kept by the list's storage (alive in `affected` throughout). Remembering only the last list
+        // recomputed the answer whenever two kinds of change alternated, as they do in ID order.
+        var answers: [(storage: UnsafePointer<String>, count: Int, answer: Bool)] = []
         func staysInPlace(_ keys: [String]) -> Bool {
-            if keys == lastKeys { return lastAnswer }
-            lastKeys = keys
-            lastAnswer = keys.allSatisfy { !$0.utf8.contains(UInt8(ascii: ".")) && !readKeys.contains($0) }
-            return lastAnswer
+            let storage = keys.withUnsafeBufferPointer { $0.baseAddress }
+            if let storage, let known = answers.first(where: { $0.storage == storage && $0.count == keys.count }) {
+                return known.answer
+            }
+            let answer = keys.allSatisfy { !$0.utf8.contains(UInt8(ascii: ".")) && !readKeys.contains($0) }
+            if let storage, answers.count < 8 { answers.append((storage, keys.count, answer)) }
+            return answer
         }
         for (id, row) in zip(affected.ids, affected.rows) {
             guard !row.isStructural, !row.keys.isEmpty, staysInPlace(row.keys) else {
