@@ -26,11 +26,11 @@ public final class ObjectContext {
     @exclusivity(unchecked) var registered = ObjectRegistry()
     /// Objects touched since the last save or rollback (some may have been changed back), all registered.
     @exclusivity(unchecked) var dirty = UnsavedObjects()
-    /// The objects of the objects-did-change record being delivered, in ID order: a controller recomputing its
-    /// rows finds each changed object here by a walk in step with its IDs (``FetchReader/subject(for:among:from:)``)
-    /// where a lookup in the registry hashed each ID into a table of every registered object (a cache miss each).
-    /// Empty outside a delivery.
-    @exclusivity(unchecked) var deliveringObjects: [ManagedObject] = []
+    /// The processed entries behind the objects-did-change record being delivered, in ID order (the array
+    /// processing made, not a copy): a controller recomputing its rows finds each changed object here by a walk in
+    /// step with its IDs (``FetchReader/subject(for:among:from:)``) where a lookup in the registry hashed each ID
+    /// into a table of every registered object (a cache miss each). Empty outside a delivery.
+    @exclusivity(unchecked) var deliveringEntries: [PendingChanges.Entry] = []
     /// When set, the state of every object before its first change, for restoring after a failed save.
     @exclusivity(unchecked) var saveSnapshot: [ObjectID: ObjectState?]?
     /// Undo and redo of unsaved changes.

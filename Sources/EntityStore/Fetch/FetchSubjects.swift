@@ -40,17 +40,18 @@ final class FetchReader {
         return subject
     }
 
-    /// ``subject(for:)``, with the object registered under `id` found among `candidates` (objects in ID order, as
-    /// ``ObjectContext/deliveringObjects``) from `next` on, when it is there: a caller asking for IDs in order
-    /// walks the candidates once (`next` is where the walk stands). An object of the context that it has changed is
-    /// the subject itself; anything else takes the lookups of ``subject(for:)``, so that the answer is the same.
+    /// ``subject(for:)``, with the object registered under `id` found among the objects of `candidates` (entries in
+    /// ID order, as ``ObjectContext/deliveringEntries``; an entry whose object did not change is harmless) from
+    /// `next` on, when it is there: a caller asking for IDs in order walks the candidates once (`next` is where the
+    /// walk stands). An object of the context that it has changed is the subject itself; anything else takes the
+    /// lookups of ``subject(for:)``, so that the answer is the same.
     func subject(
-        for id: ObjectID, among candidates: [ManagedObject], from next: inout Int
+        for id: ObjectID, among candidates: [PendingChanges.Entry], from next: inout Int
     ) throws -> (any PredicateSubject)? {
         if includesPending {
-            while next < candidates.count && candidates[next].objectID < id { next += 1 }
-            if next < candidates.count, candidates[next].objectID == id {
-                let object = candidates[next]
+            while next < candidates.count && candidates[next].object.objectID < id { next += 1 }
+            if next < candidates.count, candidates[next].object.objectID == id {
+                let object = candidates[next].object
                 // Registered here (a context clears `context` on every object it unregisters), with changes the
                 // context has not saved: the first level ``subject(for:)`` looks at.
                 if object.context === context && context.dirty.contains(object) {

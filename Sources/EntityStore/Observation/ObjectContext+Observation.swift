@@ -127,8 +127,6 @@ extension ObjectContext {
         let entries = pending.take { registered[$0] }
         var changes: [ObjectChange] = []
         changes.reserveCapacity(entries.count)
-        var objects: [ManagedObject] = []
-        objects.reserveCapacity(entries.count)
         for index in entries.indices {
             let object = entries[index].object
             let isUserDriven = entries[index].isUserDriven
@@ -137,13 +135,12 @@ extension ObjectContext {
                 continue
             }
             noteProcessed(object, userDriven: isUserDriven)
-            objects.append(object)
         }
         // A delivery inside a delivery (an observer that changes objects and processes them) restores the outer
-        // one's objects when it ends.
-        let outer = deliveringObjects
-        deliveringObjects = objects
-        defer { deliveringObjects = outer }
+        // one's entries when it ends.
+        let outer = deliveringEntries
+        deliveringEntries = entries
+        defer { deliveringEntries = outer }
         deliver(ChangeRecord(kind: .objectsDidChange, changes: changes, author: name, contextID: contextID))
     }
 

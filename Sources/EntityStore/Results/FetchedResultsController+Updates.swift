@@ -177,8 +177,8 @@ extension FetchedResultsController {
             let reader = FetchReader(txn: txn, store: context.store, context: context, includesPending: includesPending)
             var result: [Row] = []
             result.reserveCapacity(ids.count)
-            // The IDs are in order, as the context's delivered objects are: one walk finds each changed object.
-            let delivering = context.deliveringObjects
+            // The IDs are in order, as the context's delivered entries are: one walk finds each changed object.
+            let delivering = context.deliveringEntries
             var next = 0
             for id in ids {
                 guard let subject = try reader.subject(for: id, among: delivering, from: &next) else { continue }

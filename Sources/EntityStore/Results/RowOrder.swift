@@ -469,7 +469,7 @@ struct RowOrder: Sendable {
                 let removal = r > removals.startIndex ? removals[r - 1] - start : -1
                 let insertion = i > insertions.startIndex ? insertions[i - 1].point - start : -1
                 // The stretch begins after the last removal before it, or at the last insertion point.
-                let begin = removal >= insertion ? removal + 1 : max(insertion, 0)
+                let begin = removal >= insertion ? removal + 1 : insertion
                 if shift > 0 { move(begin, end - begin, by: shift) }
                 if r == removals.startIndex && i == insertions.startIndex { break }
                 if removal >= insertion {
