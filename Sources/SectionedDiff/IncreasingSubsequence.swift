@@ -17,14 +17,27 @@ package func heaviestIncreasingSubsequence(keys: [Int], weights: [Int]) -> [Bool
 package struct IncreasingSubsequenceWorkspace {
     @usableFromInline var rank: [Int] = []
     @usableFromInline var words: [UInt64] = []
-    @usableFromInline var treeWeight: [Int] = []
-    @usableFromInline var treeIndex: [Int] = []
+    /// The Fenwick tree of prefix maxima: per node, the heaviest chain's weight and its last element.
+    @usableFromInline var tree: [Node] = []
     @usableFromInline var best: [Int] = []
     @usableFromInline var previous: [Int] = []
     @usableFromInline var kept: [Bool] = []
 
     @inlinable
     package init() {}
+
+    /// A node of the tree: the heaviest chain ending at a key in the node's range, and where it ends.
+    @usableFromInline
+    struct Node {
+        @usableFromInline var weight: Int
+        @usableFromInline var index: Int
+
+        @inlinable
+        init(weight: Int, index: Int) {
+            self.weight = weight
+            self.index = index
+        }
+    }
 
     /// The heaviest strictly increasing subsequence of `keys` (distinct) weighted by `weights` (positive): for each
     /// element, whether it belongs to it. The result shares the workspace's storage until the next call.
@@ -39,47 +52,64 @@ package struct IncreasingSubsequenceWorkspace {
         Self.reset(&rank, count, 0)
         let indexBits = UInt64.bitWidth - (count - 1).leadingZeroBitCount
         if let smallest = keys.min(), smallest >= 0, UInt64(keys.max()!).leadingZeroBitCount >= indexBits {
-            words.removeAll(keepingCapacity: true)
-            for (index, key) in keys.enumerated() { words.append(UInt64(key) << indexBits | UInt64(index)) }
+            Self.reset(&words, count, 0)
+            words.withUnsafeMutableBufferPointer { words in
+                for (index, key) in keys.enumerated() { words[index] = UInt64(key) << indexBits | UInt64(index) }
+            }
             // The runs of a batch come mostly in order (most rows keep theirs): an insertion sort does little more
-            // than one pass, where the radix sort paid its passes over 256 counts for every section's few dozen.
-            if !Self.insertionSort(&words, moves: 8 * count + 64) { sortWords(&words) }
+            // than one pass, where the radix sort paid its passes over 256 counts for every section's few dozen. A
+            // flat list's runs are its stayers scattered among a thousand pieces: the sort gives up early for them.
+            if !Self.insertionSort(&words, moves: 2 * count + 64) { sortWords(&words) }
             let mask = (1 << indexBits) - 1 as UInt64
-            for (position, word) in words.enumerated() { rank[Int(word & mask)] = position + 1 }
+            words.withUnsafeBufferPointer { words in
+                rank.withUnsafeMutableBufferPointer { rank in
+                    for (position, word) in words.enumerated() { rank[Int(word & mask)] = position + 1 }
+                }
+            }
         } else {
             let order = keys.indices.sorted { keys[$0] != keys[$1] ? keys[$0] < keys[$1] : $0 < $1 }
             for (position, index) in order.enumerated() { rank[index] = position + 1 }
         }
-        Self.reset(&treeWeight, count + 1, 0)
-        Self.reset(&treeIndex, count + 1, -1)
+        Self.reset(&tree, count + 1, Node(weight: 0, index: -1))
         Self.reset(&best, count, 0)
         Self.reset(&previous, count, -1)
-        for i in 0..<count {
-            // The best chain ending at a key below this one.
-            var r = rank[i] - 1
-            var bestWeight = 0
-            var bestIndex = -1
-            // Both loops select instead of branching: whether a node beats the best so far is data, mispredicted
-            // about half the time, and the loads and stores are of lines in the cache.
-            while r > 0 {
-                let weight = treeWeight[r]
-                let index = treeIndex[r]
-                let better = weight > bestWeight
-                bestWeight = better ? weight : bestWeight
-                bestIndex = better ? index : bestIndex
-                r -= r & -r
-            }
-            let total = bestWeight + weights[i]
-            best[i] = total
-            previous[i] = bestIndex
-            r = rank[i]
-            while r <= count {
-                let weight = treeWeight[r]
-                let index = treeIndex[r]
-                let better = total > weight
-                treeWeight[r] = better ? total : weight
-                treeIndex[r] = better ? i : index
-                r += r & -r
+        // Through pointers: each subscript of the workspace's arrays checked its bounds and its buffer's uniqueness
+        // (the workspace is a stored property), a dozen calls per element at the loops' twenty-odd steps. A node's
+        // weight and index are one 16-byte pair: a step reads one line where two arrays read two.
+        rank.withUnsafeBufferPointer { rank in
+            weights.withUnsafeBufferPointer { weights in
+                tree.withUnsafeMutableBufferPointer { tree in
+                    best.withUnsafeMutableBufferPointer { best in
+                        previous.withUnsafeMutableBufferPointer { previous in
+                            for i in 0..<count {
+                                // The best chain ending at a key below this one.
+                                var r = rank[i] - 1
+                                var bestWeight = 0
+                                var bestIndex = -1
+                                // Both loops select instead of branching: whether a node beats the best so far is
+                                // data, mispredicted about half the time, and the loads and stores are of lines in
+                                // the cache.
+                                while r > 0 {
+                                    let node = tree[r]
+                                    let better = node.weight > bestWeight
+                                    bestWeight = better ? node.weight : bestWeight
+                                    bestIndex = better ? node.index : bestIndex
+                                    r &= r &- 1
+                                }
+                                let total = bestWeight + weights[i]
+                                best[i] = total
+                                previous[i] = bestIndex
+                                r = rank[i]
+                                while r <= count {
+                                    let node = tree[r]
+                                    let better = total > node.weight
+                                    tree[r] = better ? Node(weight: total, index: i) : node
+                                    r &+= r & -r
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
         Self.reset(&kept, count, false)

@@ -18,6 +18,22 @@ import Testing
         }
     }
 
+    /// Words that share some of their bytes (the usual batch: keys in a narrow range above places) sort, wherever
+    /// the shared bytes are.
+    @Test func wordsWithSharedBytesSort() {
+        var g = SeededGenerator(seed: 0x5EED)
+        // Each pattern: the bytes (of the low four) that vary; the others hold a constant.
+        for varying in [[0], [1], [3], [0, 2], [1, 2], [0, 3], [0, 1, 3], [1, 2, 3], [0, 1, 2, 3]] {
+            var mask: UInt64 = 0
+            for byte in varying { mask |= 0xFF << UInt64(byte * 8) }
+            let shared = 0xA5C3_5A3C & ~mask
+            var words = (0..<500).map { _ in UInt64.random(in: 0...UInt64.max, using: &g) & mask | shared }
+            let expected = words.sorted()
+            sortWords(&words)
+            #expect(words == expected, "bytes \(varying) varying")
+        }
+    }
+
     /// The weight of the heaviest strictly increasing subsequence, by the quadratic recurrence.
     static func heaviestWeight(_ keys: [Int], _ weights: [Int]) -> Int {
         var best = weights
