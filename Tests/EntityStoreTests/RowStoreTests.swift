@@ -166,6 +166,25 @@ import Testing
         #expect(store.positions(of: Array(1...64)) == Array(0..<64))
     }
 
+    /// A batch's new rows share one array of keys: each row reads back its own, and a row whose keys fail midway
+    /// leaves no partial row behind.
+    @Test func newRowsKeepEachRowsKeysAndDropAFailedOne() throws {
+        struct Unreadable: Error {}
+        var rows = NewRows(width: 2)
+        rows.append(7, [.int(1), .string("a")])
+        #expect(throws: Unreadable.self) {
+            try rows.append(8) { keys in
+                keys.append(.int(2))
+                throw Unreadable()
+            }
+        }
+        try rows.append(9) { keys in keys += [.int(3), .null] }
+        #expect(rows.pks == [7, 9])
+        #expect(Array(rows.keys(of: 0)) == [.int(1), .string("a")])
+        #expect(Array(rows.keys(of: 1)) == [.int(3), .null])
+        #expect(rows.key(1, of: 1) == .null)
+    }
+
     @Test func mergeEqualsRemovingAndInsertingOneByOne() {
         var g = SeededGenerator(seed: 7)
         let initial = Self.sorted((1...5000).map { Reference(pk: UInt64($0), keys: Self.randomKeys(&g)) })

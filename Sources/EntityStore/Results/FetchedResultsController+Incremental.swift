@@ -124,15 +124,15 @@ extension FetchedResultsController {
         result.ids = ids.sortedIDs()
         // Read first: when the rows cannot be read, nothing has changed yet.
         let fresh = try newRows(for: result.ids, plan)
-        noteEntities(of: fresh.lazy.map(\.id), plan)
+        noteEntities(of: fresh.ids, plan)
         let recomputedKeys = result.ids.map { plan.holds($0.entityName) ? $0.primaryKey : 0 }
         result.new = Array(repeating: -1, count: result.count)
         // The fresh rows are those of the IDs that still match, in the same order: their places among the IDs.
         var places: [Int] = []
-        places.reserveCapacity(fresh.count)
+        places.reserveCapacity(fresh.ids.count)
         var place = 0
-        for row in fresh {
-            while result.ids[place] != row.id { place += 1 }
+        for id in fresh.ids {
+            while result.ids[place] != id { place += 1 }
             places.append(place)
         }
         let rebuild = mergeThreshold == 0 || (ids.count >= mergeThreshold && ids.count * 512 >= rows.count)
@@ -143,13 +143,14 @@ extension FetchedResultsController {
             locatedPositions = Array(before[result.count...])
             let removed = result.old.filter { $0 >= 0 }.sorted()
             for index in removed.reversed() { removeRow(at: index) }
-            for row in fresh { insertRow(row, plan) }
-            let positions = rows.positions(of: fresh.map(\.id.primaryKey))
+            for (row, id) in fresh.ids.enumerated() {
+                insertRow(Row(id: id, keys: Array(fresh.rows.keys(of: row))), plan)
+            }
+            let positions = rows.positions(of: fresh.rows.pks)
             for (place, position) in zip(places, positions) { result.new[place] = position }
         } else {
             let merged = rows.merge(
-                locating: recomputedKeys + located, removingFirst: result.count,
-                inserting: fresh.map { ($0.id.primaryKey, $0.keys) })
+                locating: recomputedKeys + located, removingFirst: result.count, inserting: fresh.rows)
             result.old = Array(merged.old[..<result.count])
             locatedPositions = Array(merged.old[result.count...])
             for (place, position) in zip(places, merged.new) { result.new[place] = position }
@@ -164,8 +165,8 @@ extension FetchedResultsController {
             } else if !sizes.isEmpty {
                 sizes[0].count -= removed.count
             }
-            for row in fresh {
-                let key = sectionKey(of: row)
+            for row in 0..<fresh.rows.count {
+                let key = sectionNameKeyPath == nil ? .null : fresh.rows.key(0, of: row)
                 let section = sectionIndex(for: key, among: sizes.count, plan) { sizes[$0].key }
                 if section < sizes.count && sizes[section].key == key {
                     sizes[section].count += 1

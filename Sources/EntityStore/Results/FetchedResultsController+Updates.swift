@@ -164,9 +164,9 @@ extension FetchedResultsController {
         return result
     }
 
-    /// The rows `ids` (distinct, in ID order: the order the store is read in) have now: those that exist and
-    /// match, with their keys, in the same order.
-    func newRows(for ids: [ObjectID], _ plan: Plan) throws -> [Row] {
+    /// The rows `ids` (distinct, in ID order: the order the store is read in) have now: the IDs of those that exist
+    /// and match, in the same order, and their primary keys and keys as rows to insert.
+    func newRows(for ids: [ObjectID], _ plan: Plan) throws -> (ids: [ObjectID], rows: NewRows) {
         let includesPending = fetchRequest.includesPendingChanges
         // Each key the object's own attribute (read directly; the general walk returns an array per key), found
         // once per batch: a key path read per row was copied per row, a reference on each of its parts.
@@ -175,26 +175,29 @@ extension FetchedResultsController {
         }
         return try context.store.read { txn in
             let reader = FetchReader(txn: txn, store: context.store, context: context, includesPending: includesPending)
-            var result: [Row] = []
-            result.reserveCapacity(ids.count)
+            var found: [ObjectID] = []
+            found.reserveCapacity(ids.count)
+            var rows = NewRows(width: direct.count)
+            rows.reserveCapacity(ids.count)
             // The IDs are in order, as the context's delivered entries are: one walk finds each changed object.
             let delivering = context.deliveringEntries
             var next = 0
             for id in ids {
                 guard let subject = try reader.subject(for: id, among: delivering, from: &next) else { continue }
                 if let predicate = plan.predicate, try !predicate.evaluate(subject) { continue }
-                var keys: [Value] = []
-                keys.reserveCapacity(direct.count)
-                for column in direct.indices {
-                    if let index = direct[column] {
-                        keys.append(try subject.attribute(index))
-                    } else {
-                        keys.append(try CompiledPredicate.values(of: plan.keyPaths[column], subject).first ?? .null)
+                try rows.append(id.primaryKey) { keys in
+                    for column in direct.indices {
+                        if let index = direct[column] {
+                            keys.append(try subject.attribute(index))
+                        } else {
+                            keys.append(
+                                try CompiledPredicate.values(of: plan.keyPaths[column], subject).first ?? .null)
+                        }
                     }
                 }
-                result.append(Row(id: id, keys: keys))
+                found.append(id)
             }
-            return result
+            return (found, rows)
         }
     }
 

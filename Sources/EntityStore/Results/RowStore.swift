@@ -43,10 +43,14 @@ struct RowStore {
     func contains(_ pk: UInt64) -> Bool { table.bucket(of: pk) != nil }
 
     /// The order's slot for a row with `keys`.
-    func slot(_ pk: UInt64, _ keys: [Value]) -> RowSlot {
-        RowSlot(
-            pk: pk, lead: inlineKeys > 0 ? word(0, keys[0]) : RowSlot.opaque,
-            second: inlineKeys > 1 ? word(1, keys[1]) : RowSlot.opaque)
+    func slot(_ pk: UInt64, _ keys: [Value]) -> RowSlot { slot(pk, keys[...]) }
+
+    /// The order's slot for a row with `keys` (a row of ``NewRows``: its first key at the slice's start).
+    func slot(_ pk: UInt64, _ keys: ArraySlice<Value>) -> RowSlot {
+        let first = keys.startIndex
+        return RowSlot(
+            pk: pk, lead: inlineKeys > 0 ? word(0, keys[first]) : RowSlot.opaque,
+            second: inlineKeys > 1 ? word(1, keys[first + 1]) : RowSlot.opaque)
     }
 
     /// The order's slot for the stored row in `bucket`, read from the table's words.
@@ -189,10 +193,12 @@ struct RowStore {
     /// Removes the rows at `removed` (ascending positions) and inserts `inserted` (in any order) in one pass that
     /// changes only the chunks the batch touches. Returns the new position of each inserted row.
     @discardableResult
-    mutating func merge(removing removed: [Int], inserting inserted: [(pk: UInt64, keys: [Value])]) -> [Int] {
-        let slots = inserted.map { slot($0.pk, $0.keys) }
+    mutating func merge(removing removed: [Int], inserting rows: [(pk: UInt64, keys: [Value])]) -> [Int] {
+        var inserted = NewRows(width: table.columns.count)
+        for row in rows { inserted.append(row.pk, row.keys) }
+        let slots = inserted.slots(in: self)
         let points = order.partitionPoints(of: slots, words: decidingWords) { slot, event in
-            precedes(slot, slots[event]) { inserted[event].keys[$0] }
+            precedes(slot, slots[event]) { inserted.key($0, of: event) }
         }.points
         return place(inserted, slots, at: points[...], removing: removed, removedKeys: removed.map { order[$0] })
     }
@@ -204,14 +210,14 @@ struct RowStore {
     /// through once each.
     /// Returns the located rows' old positions and the new position of each inserted row.
     mutating func merge(
-        locating located: [UInt64], removingFirst removedCount: Int, inserting inserted: [(pk: UInt64, keys: [Value])]
+        locating located: [UInt64], removingFirst removedCount: Int, inserting inserted: NewRows
     ) -> (old: [Int], new: [Int]) {
         let targets = targets(located)
-        let slots = inserted.map { slot($0.pk, $0.keys) }
+        let slots = inserted.slots(in: self)
         let found = order.partitionPoints(of: targets.map(\.slot) + slots, words: decidingWords) { slot, event in
             if event < targets.count { return precedes(slot, targets[event]) }
             let row = event - targets.count
-            return precedes(slot, slots[row]) { inserted[row].keys[$0] }
+            return precedes(slot, slots[row]) { inserted.key($0, of: row) }
         }
         let old = positions(
             of: targets, at: found.points[..<targets.count], rows: found.rows[..<targets.count], among: located.count)
@@ -230,11 +236,11 @@ struct RowStore {
     /// Removes the rows at `removed` (ascending; their primary keys `removedKeys`) and inserts `inserted` (with
     /// their slots) at their partition points among the old rows; returns the new position of each inserted row.
     private mutating func place(
-        _ inserted: [(pk: UInt64, keys: [Value])], _ slots: [RowSlot], at found: ArraySlice<Int>,
-        removing removed: [Int], removedKeys: [UInt64]
+        _ inserted: NewRows, _ slots: [RowSlot], at found: ArraySlice<Int>, removing removed: [Int],
+        removedKeys: [UInt64]
     ) -> [Int] {
         let points = Array(found)
-        var byPoint = Array(inserted.indices)
+        var byPoint = Array(0..<inserted.count)
         byPoint.sortByKey { UInt64(points[$0]) }
         // Rows with one point (rare: they fall between the same two old rows) in their order among themselves.
         var start = 0
@@ -243,28 +249,76 @@ struct RowStore {
             while end < byPoint.count && points[byPoint[end]] == points[byPoint[start]] { end += 1 }
             if end - start > 1 {
                 byPoint[start..<end].sort { a, b in
-                    precedes(inserted[a].keys, inserted[a].pk, before: inserted[b].keys, inserted[b].pk)
+                    precedes(inserted.keys(of: a), inserted.pks[a], before: inserted.keys(of: b), inserted.pks[b])
                 }
             }
             start = end
         }
-        keepAlive(table.readHomes(of: inserted.map(\.pk)))  // the removed rows were found: their buckets are cached
+        keepAlive(table.readHomes(of: inserted.pks))  // the removed rows were found: their buckets are cached
         for pk in removedKeys { table.remove(pk) }
         let placed = order.apply(removing: removed, inserting: byPoint.map { (points[$0], slots[$0]) })
-        for row in inserted { table.set(row.pk, row.keys) }
+        for row in 0..<inserted.count { table.set(inserted.pks[row], inserted.keys(of: row)) }
         var positions = Array(repeating: 0, count: inserted.count)
         for (rank, index) in byPoint.enumerated() { positions[index] = placed[rank] }
         return positions
     }
 
     /// Whether the row with `keys` and `pk` comes before the row with `otherKeys` and `other`.
-    func precedes(_ keys: [Value], _ pk: UInt64, before otherKeys: [Value], _ other: UInt64) -> Bool {
+    func precedes(_ keys: ArraySlice<Value>, _ pk: UInt64, before otherKeys: ArraySlice<Value>, _ other: UInt64) -> Bool
+    {
         for (column, key) in sortKeys.enumerated() {
-            let order = key.order(keys[column], otherKeys[column])
+            let order = key.order(keys[keys.startIndex + column], otherKeys[otherKeys.startIndex + column])
             if order != .orderedSame { return order == .orderedAscending }
         }
         return pk < other
     }
+}
+
+/// Rows a batch inserts: their primary keys, and their keys `width` to a row in one array (an array of keys per row
+/// was an allocation per row a batch made and freed).
+struct NewRows {
+    private(set) var pks: [UInt64] = []
+    private(set) var keys: [Value] = []
+    /// Keys per row.
+    let width: Int
+
+    init(width: Int) { self.width = width }
+
+    var count: Int { pks.count }
+
+    /// Makes room for `rows` rows.
+    mutating func reserveCapacity(_ rows: Int) {
+        pks.reserveCapacity(rows)
+        keys.reserveCapacity(rows * width)
+    }
+
+    /// Appends a row: `pk` and its `width` keys.
+    mutating func append(_ pk: UInt64, _ rowKeys: some Sequence<Value>) {
+        pks.append(pk)
+        keys.append(contentsOf: rowKeys)
+        precondition(keys.count == pks.count * width, "a new row's keys are not \(width)")
+    }
+
+    /// Appends a row whose keys `appendKeys` appends, one by one, to the array it is given (when it throws, the
+    /// rows are as they were).
+    mutating func append(_ pk: UInt64, keys appendKeys: (inout [Value]) throws -> Void) rethrows {
+        let start = keys.count
+        var appended = false
+        defer { if !appended { keys.removeSubrange(start...) } }
+        try appendKeys(&keys)
+        appended = true
+        pks.append(pk)
+        precondition(keys.count == pks.count * width, "a new row's keys are not \(width)")
+    }
+
+    /// The keys of row `row`.
+    func keys(of row: Int) -> ArraySlice<Value> { keys[(row * width)..<((row + 1) * width)] }
+
+    /// Key `column` of row `row`.
+    func key(_ column: Int, of row: Int) -> Value { keys[row * width + column] }
+
+    /// Each row's slot in `store`'s order.
+    func slots(in store: RowStore) -> [RowSlot] { (0..<count).map { store.slot(pks[$0], keys(of: $0)) } }
 }
 
 /// Each row's sort keys by primary key, in an open-addressing hash table (linear probing, backward-shift removal).
@@ -396,7 +450,10 @@ struct RowKeyTable {
     }
 
     /// Stores `keys` for `pk`, replacing what it had.
-    mutating func set(_ pk: UInt64, _ keys: [Value]) {
+    mutating func set(_ pk: UInt64, _ keys: [Value]) { set(pk, keys[...]) }
+
+    /// Stores `keys` (a slice, as ``NewRows`` holds them) for `pk`, replacing what it had.
+    mutating func set(_ pk: UInt64, _ keys: ArraySlice<Value>) {
         precondition(pk != 0 && keys.count == columns.count)
         if let existing = bucket(of: pk) {
             release(existing)
@@ -414,7 +471,7 @@ struct RowKeyTable {
         count += 1
     }
 
-    private mutating func write(_ keys: [Value], at bucket: Int) {
+    private mutating func write(_ keys: ArraySlice<Value>, at bucket: Int) {
         var flag: UInt16 = 0
         let base = bucket * stride + 2
         for (column, key) in keys.enumerated() {
