@@ -36,9 +36,13 @@ struct RowOrder: Sendable {
     private(set) var starts: [Int] = []
     /// Each chunk's last row, so that finding a chunk does not visit the chunks.
     private(set) var lasts: [RowSlot] = []
-    /// Each chunk's samples: the last row of each group of ``sampleStride`` rows (the chunk's last row ends the
-    /// last group).
-    private(set) var samples: [[RowSlot]] = []
+    /// Every chunk's samples, the last row of each group of ``sampleStride`` rows (the chunk's last row ends the
+    /// last group), in one array with ``samplesPerChunk`` places a chunk: chunk c's from `c * samplesPerChunk`,
+    /// as many as its rows make groups. An array per chunk was a header to read before the samples' own lines could
+    /// be asked for (a cache miss in turn, on each chunk a batch visits) and a reference taken and dropped.
+    private(set) var samples: [RowSlot] = []
+    /// Places for one chunk's samples: enough for the largest chunk.
+    static let samplesPerChunk = maximumChunk / sampleStride
     private(set) var count = 0
 
     init() {}
@@ -51,43 +55,50 @@ struct RowOrder: Sendable {
             starts.append(start)
             chunks.append(Self.chunk(slots[start..<end]))
             lasts.append(slots[end - 1])
-            samples.append(Self.samples(of: chunks[chunks.count - 1]))
             start = end
         }
         count = slots.count
+        samples = Array(repeating: RowSlot(pk: 0), count: chunks.count * Self.samplesPerChunk)
+        for chunk in chunks.indices { resample(chunk, from: 0) }
     }
 
-    /// The samples of `chunk`: the last row of each group of ``sampleStride``.
-    static func samples(of chunk: [RowSlot]) -> [RowSlot] {
-        var samples: [RowSlot] = []
-        resample(&samples, of: chunk, from: 0)
-        return samples
-    }
+    /// How many samples a chunk of `rows` rows has.
+    @inline(__always)
+    static func sampleCount(_ rows: Int) -> Int { (rows + sampleStride - 1) / sampleStride }
 
-    /// Sets chunk `chunk`'s fence and samples from its rows, after a change to the rows from offset `changed` on.
-    /// The samples are rewritten in their array (a new one each time was fresh memory, a cache miss on every line
-    /// it wrote), and only from the group holding `changed`: the rows before it are where they were.
+    /// Sets chunk `chunk`'s fence and samples from its rows, after a change to the rows from offset `changed` on:
+    /// only the groups from the one holding `changed` are rewritten, the rows before it are where they were.
     private mutating func refresh(_ chunk: Int, from changed: Int = 0) {
         lasts[chunk] = chunks[chunk][chunks[chunk].count - 1]
-        Self.resample(&samples[chunk], of: chunks[chunk], from: changed / Self.sampleStride)
+        resample(chunk, from: changed / Self.sampleStride)
     }
 
-    /// Makes `samples` the samples of `chunk`, in place, rewriting the groups from `first` on (those before it
-    /// must be unchanged, and full).
-    private static func resample(_ samples: inout [RowSlot], of chunk: [RowSlot], from first: Int) {
-        let needed = (chunk.count + sampleStride - 1) / sampleStride
-        if samples.count > needed {
-            samples.removeLast(samples.count - needed)
-        } else if samples.count < needed {
-            samples.append(contentsOf: repeatElement(RowSlot(pk: 0), count: needed - samples.count))
-        }
-        samples.withUnsafeMutableBufferPointer { samples in
-            chunk.withUnsafeBufferPointer { rows in
+    /// Rewrites chunk `chunk`'s samples from group `first` on (those before it must be unchanged, and full).
+    private mutating func resample(_ chunk: Int, from first: Int) {
+        let base = chunk * Self.samplesPerChunk
+        chunks[chunk].withUnsafeBufferPointer { rows in
+            let needed = Self.sampleCount(rows.count)
+            precondition(needed <= Self.samplesPerChunk, "a chunk of \(rows.count) rows is over the maximum")
+            samples.withUnsafeMutableBufferPointer { samples in
                 for group in min(first, needed)..<needed {
-                    samples[group] = rows[min(rows.count, (group + 1) * sampleStride) - 1]
+                    samples[base + group] = rows[min(rows.count, (group + 1) * Self.sampleStride) - 1]
                 }
             }
         }
+    }
+
+    /// Chunk `chunk`'s samples, for a chunk of `rows` rows, in `all` (the whole ``samples`` array).
+    @inline(__always)
+    static func samples(
+        of chunk: Int, rows: Int, in all: UnsafeBufferPointer<RowSlot>
+    ) -> UnsafeBufferPointer<RowSlot> {
+        let base = chunk * samplesPerChunk
+        return UnsafeBufferPointer(rebasing: all[base..<(base + sampleCount(rows))])
+    }
+
+    /// Places for `chunks` chunks' samples, to insert into ``samples``.
+    static func samplePlaces(chunks: Int = 1) -> Repeated<RowSlot> {
+        repeatElement(RowSlot(pk: 0), count: chunks * samplesPerChunk)
     }
 
     /// The first row of chunk `chunk` (whose rows are `slots`) that does not satisfy `isBefore`, found through the
@@ -96,7 +107,9 @@ struct RowOrder: Sendable {
     func partitionPoint(
         inChunk chunk: Int, _ slots: UnsafeBufferPointer<RowSlot>, _ isBefore: (RowSlot) -> Bool
     ) -> Int {
-        let group = samples[chunk].withUnsafeBufferPointer { $0.partitionPoint(isBefore) }
+        let group = samples.withUnsafeBufferPointer {
+            Self.samples(of: chunk, rows: slots.count, in: $0).partitionPoint(isBefore)
+        }
         let low = group * Self.sampleStride
         guard low < slots.count else { return slots.count }
         let high = min(low + Self.sampleStride, slots.count)
@@ -213,9 +226,13 @@ struct RowOrder: Sendable {
         // search's dependent misses, a group after a sample after a fence, cost ~600 ns), then the searches.
         var groupOf = Array(repeating: 0, count: events)
         var sum: UInt64 = 0
+        let allSamples = samples
         for chunk in chunks.indices where firsts[chunk] < firsts[chunk + 1] {
             let searches = grouped[firsts[chunk]..<firsts[chunk + 1]]
-            samples[chunk].withUnsafeBufferPointer { samples in
+            // The chunk's size from the starts (in the cache), so that its samples are asked for before its rows.
+            let size = (chunk + 1 < starts.count ? starts[chunk + 1] : count) - starts[chunk]
+            allSamples.withUnsafeBufferPointer { all in
+                let samples = Self.samples(of: chunk, rows: size, in: all)
                 sum &+= Self.readThrough(samples)
                 for event in searches { groupOf[event] = search(samples, event) }
             }
@@ -312,8 +329,9 @@ struct RowOrder: Sendable {
             chunks = [[slot]]
             starts = [0]
             lasts = [slot]
-            samples = [[slot]]
+            samples = Array(Self.samplePlaces())
             count = 1
+            resample(0, from: 0)
             return
         }
         var (chunk, offset) = locate(position)
@@ -331,7 +349,8 @@ struct RowOrder: Sendable {
             chunks.insert(tail, at: chunk + 1)
             starts.insert(starts[chunk] + Self.fillChunk, at: chunk + 1)
             lasts.insert(tail[tail.count - 1], at: chunk + 1)
-            samples.insert(Self.samples(of: tail), at: chunk + 1)
+            samples.insert(contentsOf: Self.samplePlaces(), at: (chunk + 1) * Self.samplesPerChunk)
+            resample(chunk + 1, from: 0)
         }
         refresh(chunk)
     }
@@ -346,14 +365,14 @@ struct RowOrder: Sendable {
             chunks.remove(at: chunk)
             starts.remove(at: chunk)
             lasts.remove(at: chunk)
-            samples.remove(at: chunk)
+            samples.removeSubrange((chunk * Self.samplesPerChunk)..<((chunk + 1) * Self.samplesPerChunk))
         } else if chunk + 1 < chunks.count, chunks[chunk].count + chunks[chunk + 1].count <= Self.fillChunk {
             // Keep chunks from thinning out after many removals. The merged chunk ends where the next one did.
             chunks[chunk] += chunks[chunk + 1]
             chunks.remove(at: chunk + 1)
             starts.remove(at: chunk + 1)
             lasts.remove(at: chunk + 1)
-            samples.remove(at: chunk + 1)
+            samples.removeSubrange(((chunk + 1) * Self.samplesPerChunk)..<((chunk + 2) * Self.samplesPerChunk))
             refresh(chunk)
         } else {
             refresh(chunk)
@@ -515,8 +534,8 @@ struct RowOrder: Sendable {
         }
         var rebuilt: [[RowSlot]] = []
         rebuilt.reserveCapacity(chunks.count + 1)
-        // Each rebuilt chunk's samples, nil where the chunk changed (made once it is final).
-        var rebuiltSamples: [[RowSlot]?] = []
+        // The old chunk whose samples each rebuilt chunk keeps, nil where the chunk changed (made once it is final).
+        var rebuiltSamples: [Int?] = []
         rebuiltSamples.reserveCapacity(chunks.count + 1)
         for (c, chunk) in chunks.enumerated() {
             if chunk.isEmpty { continue }
@@ -533,13 +552,20 @@ struct RowOrder: Sendable {
                 }
             } else {
                 rebuilt.append(chunk)
-                rebuiltSamples.append(touched[c] ? nil : samples[c])
+                rebuiltSamples.append(touched[c] ? nil : c)
             }
         }
         chunks = rebuilt
-        samples = []
-        samples.reserveCapacity(chunks.count)
-        for (c, kept) in rebuiltSamples.enumerated() { samples.append(kept ?? Self.samples(of: chunks[c])) }
+        let oldSamples = samples
+        samples = Array(Self.samplePlaces(chunks: chunks.count))
+        for (c, kept) in rebuiltSamples.enumerated() {
+            if let kept {
+                let (from, to) = (kept * Self.samplesPerChunk, c * Self.samplesPerChunk)
+                samples[to..<(to + Self.samplesPerChunk)] = oldSamples[from..<(from + Self.samplesPerChunk)]
+            } else {
+                resample(c, from: 0)
+            }
+        }
         starts = []
         starts.reserveCapacity(chunks.count)
         lasts = []
@@ -557,7 +583,8 @@ struct RowOrder: Sendable {
     /// is empty or over the maximum, and the count adds up.
     func _checkInvariants() {
         precondition(
-            chunks.count == starts.count && chunks.count == lasts.count && chunks.count == samples.count,
+            chunks.count == starts.count && chunks.count == lasts.count
+                && chunks.count * Self.samplesPerChunk == samples.count,
             "chunk tables disagree")
         var position = 0
         for (i, chunk) in chunks.enumerated() {
@@ -567,7 +594,10 @@ struct RowOrder: Sendable {
             precondition(lasts[i] == chunk[chunk.count - 1], "chunk \(i)'s fence is not its last row")
             // Derived apart from resample(_:of:from:): every row that ends a group, and the chunk's last one.
             let expected = chunk.indices.filter { ($0 + 1) % Self.sampleStride == 0 || $0 == chunk.count - 1 }
-            precondition(samples[i] == expected.map { chunk[$0] }, "chunk \(i)'s samples are not its rows'")
+            let base = i * Self.samplesPerChunk
+            precondition(
+                Array(samples[base..<(base + expected.count)]) == expected.map { chunk[$0] },
+                "chunk \(i)'s samples are not its rows'")
             position += chunk.count
         }
         precondition(position == count, "the chunks hold \(position) rows, count says \(count)")
