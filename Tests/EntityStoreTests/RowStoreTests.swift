@@ -168,7 +168,7 @@ import Testing
 
     /// A batch's new rows share one array of keys: each row reads back its own, and a row whose keys fail midway
     /// leaves no partial row behind.
-    @Test func newRowsKeepEachRowsKeysAndDropAFailedOne() throws {
+    @Test func newRowsKeepEachRowsKeysAndDropAFailedOne() {
         struct Unreadable: Error {}
         var rows = NewRows(width: 2)
         rows.append(7, [.int(1), .string("a")])
@@ -178,7 +178,7 @@ import Testing
                 throw Unreadable()
             }
         }
-        try rows.append(9) { keys in keys += [.int(3), .null] }
+        rows.append(9) { keys in keys += [.int(3), .null] }
         #expect(rows.pks == [7, 9])
         #expect(Array(rows.keys(of: 0)) == [.int(1), .string("a")])
         #expect(Array(rows.keys(of: 1)) == [.int(3), .null])
