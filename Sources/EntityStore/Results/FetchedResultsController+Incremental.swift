@@ -23,7 +23,12 @@ extension FetchedResultsController {
         }
     }
 
-    func sectionKey(of row: Row) -> Value { sectionNameKeyPath == nil ? .null : row.keys[0] }
+    func sectionKey(of row: Row) -> Value { sectionKey(of: row.keys[...]) }
+
+    /// The section key among a row's `keys` (null without sections).
+    func sectionKey(of keys: ArraySlice<Value>) -> Value {
+        sectionNameKeyPath == nil ? .null : keys[keys.startIndex]
+    }
 
     /// The section holding the row at `index` in `starts`.
     func section(ofRowAt index: Int, in starts: [(key: Value, start: Int)]) -> Int {
@@ -166,7 +171,7 @@ extension FetchedResultsController {
                 sizes[0].count -= removed.count
             }
             for row in 0..<fresh.rows.count {
-                let key = sectionNameKeyPath == nil ? .null : fresh.rows.key(0, of: row)
+                let key = sectionKey(of: fresh.rows.keys(of: row))
                 let section = sectionIndex(for: key, among: sizes.count, plan) { sizes[$0].key }
                 if section < sizes.count && sizes[section].key == key {
                     sizes[section].count += 1
