@@ -29,7 +29,8 @@ public final class ObjectContext {
     /// The processed entries behind the objects-did-change record being delivered, in ID order (the array
     /// processing made, not a copy): a controller recomputing its rows finds each changed object here by a walk in
     /// step with its IDs (``FetchReader/subject(for:among:from:)``) where a lookup in the registry hashed each ID
-    /// into a table of every registered object (a cache miss each). Empty outside a delivery.
+    /// into a table of every registered object (a cache miss each). Their recorded states are released by then
+    /// (`.absent`): only the objects are read. Empty outside a delivery.
     @exclusivity(unchecked) var deliveringEntries: [PendingChanges.Entry] = []
     /// When set, the state of every object before its first change, for restoring after a failed save.
     @exclusivity(unchecked) var saveSnapshot: [ObjectID: ObjectState?]?
