@@ -1,4 +1,5 @@
 import Foundation
+import SectionedDiff
 
 /// The rows of a fetched-results controller, kept small: the rows in result order, in chunks, and each row's sort
 /// keys packed into a hash table by primary key.
@@ -255,12 +256,22 @@ struct RowStore {
             start = end
         }
         keepAlive(table.readHomes(of: inserted.pks))  // the removed rows were found: their buckets are cached
-        for pk in removedKeys { table.remove(pk) }
+        // A removed row that comes back (a move) keeps its bucket, its keys overwritten below: its removal shifted
+        // the entries after it back and its insert probed for a bucket again (a twelfth of placing a batch, by perf samples).
+        var returning = inserted.pks
+        sortWords(&returning)
+        for pk in removedKeys where !Self.contains(returning, pk) { table.remove(pk) }
         let placed = order.apply(removing: removed, inserting: byPoint.map { (points[$0], slots[$0]) })
         for row in 0..<inserted.count { table.set(inserted.pks[row], inserted.keys(of: row)) }
         var positions = Array(repeating: 0, count: inserted.count)
         for (rank, index) in byPoint.enumerated() { positions[index] = placed[rank] }
         return positions
+    }
+
+    /// Whether `sorted` (ascending) holds `word`.
+    private static func contains(_ sorted: [UInt64], _ word: UInt64) -> Bool {
+        let index = sorted.partitionPoint { $0 < word }
+        return index < sorted.count && sorted[index] == word
     }
 
     /// Whether the row with `keys` and `pk` comes before the row with `otherKeys` and `other`.
