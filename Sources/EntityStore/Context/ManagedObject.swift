@@ -425,7 +425,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     var hasStoredState: Bool { loaded != nil || pendingRecord != nil }
 
     /// Keeps a fetched record (checked by `RecordCodec.validate`) to decode when the values are first used.
-    func keep(record: [UInt8], rowVersion: UInt64) {
+    func keep(record: consuming [UInt8], rowVersion: UInt64) {
         loaded = nil
         loadedCommitted = nil
         pendingRecord = record
