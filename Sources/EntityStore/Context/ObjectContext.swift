@@ -202,6 +202,7 @@ public final class ObjectContext {
     }
 
     /// The object for `id` of `entity`: registered, or a new fault, with one dictionary access.
+    @inline(__always)
     func registered(_ id: ObjectID, entity: EntityBox) -> ManagedObject {
         registered.object(for: id) { ManagedObject(objectID: id, entity: entity, context: self) }
     }

@@ -61,6 +61,10 @@ struct ObjectRegistry {
     }
 
     /// The object registered under `id`, or the one `make` returns, registered, with one lookup of the ID.
+    ///
+    /// Inlined, so that `make` is too: called through a closure, its captures (a fetch's context and entity) took a
+    /// reference each per object registered.
+    @inline(__always)
     mutating func object(for id: ObjectID, orMake make: () throws -> ManagedObject) rethrows -> ManagedObject {
         guard usesTable || objects.count >= Self.scanned else {
             if let place = scan(for: id) { return objects[place] }
