@@ -495,8 +495,8 @@ extension ObjectContext {
             registered.reserveCapacity(registered.count + candidates.count)
         }
         // The candidates are this call's: each one's record moves into its object, and is read in place (a copy of
-        // each candidate took a reference on each of its arrays and dropped it again, a sixth of a small fetch's
-        // time in reference counting).
+        // each candidate took a reference on each of its arrays and dropped it again: S4's small fetch took 5% less
+        // without them).
         try candidates.withUnsafeMutableBufferPointer { candidates in
             for position in candidates.indices {
                 let id = candidates[position].id
