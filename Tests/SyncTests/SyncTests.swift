@@ -193,7 +193,11 @@ struct SyncTests {
         let task = try a.context.insert("Task")
         try task.setValue("Saved offline", forKey: "title")
         try a.context.save()
-        Thread.sleep(forTimeInterval: 1)
+        // The next timed sync (every 0.5 s) reports the server as unavailable.
+        let offline = Date().addingTimeInterval(10)
+        while !errors.withLock({ $0.contains { $0.code == .serverUnavailable } }) && Date() < offline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
         #expect(errors.withLock { $0.contains { $0.code == .serverUnavailable } })
         try server.start()
         let deadline = Date().addingTimeInterval(15)
@@ -203,7 +207,10 @@ struct SyncTests {
             if !arrived { Thread.sleep(forTimeInterval: 0.02) }
         }
         #expect(arrived)
-        #expect(a.engine.status.pushedThrough == (try a.store.lastTransaction()))
+        // A publishes its status after the server's commit, which B can see and pull first: wait for it too.
+        let last = try a.store.lastTransaction()
+        while a.engine.status.pushedThrough != last && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(a.engine.status.pushedThrough == last)
     }
 
     @Test("a typed model's global ID is its object's, and the other store's copy carries it in syncID")
