@@ -154,16 +154,17 @@ extension FetchedResultsController {
             let positions = rows.positions(of: fresh.rows.pks)
             for (place, position) in zip(places, positions) { result.new[place] = position }
         } else {
+            // The sections' sizes follow from the old sizes and the batch, without a pass over the rows. The old
+            // sizes are read before the merge: the last section ends at the row count, which the merge changes.
+            var sizes = sectionStarts.indices.map {
+                (key: sectionStarts[$0].key, count: sectionEnd($0) - sectionStarts[$0].start)
+            }
             let merged = rows.merge(
                 locating: recomputedKeys + located, removingFirst: result.count, inserting: fresh.rows)
             result.old = Array(merged.old[..<result.count])
             locatedPositions = Array(merged.old[result.count...])
             for (place, position) in zip(places, merged.new) { result.new[place] = position }
-            // The sections' sizes follow from the old sizes and the batch, without a pass over the rows.
             let removed = result.old.filter { $0 >= 0 }
-            var sizes = sectionStarts.indices.map {
-                (key: sectionStarts[$0].key, count: sectionEnd($0) - sectionStarts[$0].start)
-            }
             if sectionNameKeyPath != nil {
                 let firsts = sectionStarts.map(\.start)
                 for index in removed { sizes[section(ofRowAt: index, firsts: firsts)].count -= 1 }
@@ -192,6 +193,17 @@ extension FetchedResultsController {
         }
         displayedCache = nil
         displayedPathsCache = nil
+        #if DEBUG
+        // Every section holds a row: starts ascend strictly, from 0, and the last one is a row's (without sections,
+        // the one list starts at 0, with or without rows).
+        for (index, entry) in sectionStarts.enumerated()
+        where sectionNameKeyPath != nil || index > 0 || entry.start != 0 {
+            precondition(
+                entry.start < rows.count
+                    && (index == 0 ? entry.start == 0 : entry.start > sectionStarts[index - 1].start),
+                "section \(index) (\(entry.key)) starts at \(entry.start) of \(rows.count) rows")
+        }
+        #endif
         return (result, locatedPositions)
     }
 

@@ -94,7 +94,8 @@ public final class FetchedResultsController {
     }
     /// The sections of all rows (unwindowed): each key and the index of its first row, kept in step with `rows`.
     var sectionStarts: [(key: Value, start: Int)] = []
-    /// From this many changed rows on, a batch rebuilds `rows` in one pass instead of moving rows one by one.
+    /// From this many changed rows on (and when they are at least 1/512 of the rows), a batch rebuilds `rows` in one
+    /// pass instead of moving rows one by one; at 0 every batch does.
     var mergeThreshold = 16
     var observation: ObservationToken?
     var hasFetched = false

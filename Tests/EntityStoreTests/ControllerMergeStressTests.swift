@@ -1,0 +1,101 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// Another context's saves, merged into a screen whose controllers section by an integer key, where sections come
+/// and go with nearly every batch: after each processing every controller equals a fresh fetch, and its delegate's
+/// replica equals the controller.
+@Suite struct ControllerMergeStressTests {
+    /// The regression behind a crash in the sync convergence test: a batch taking the one-pass merge that changed
+    /// the row count measured the last section's old size against the new count, so a section added after it
+    /// started too late (its rows shown in the section before), and a last section emptied by the batch stayed,
+    /// with a start past the rows (a trap when its rows were listed).
+    @Test(arguments: [true, false])
+    func aBatchThatAddsALastSectionStartsItWhereItsRowsAre(ascending: Bool) throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let request = FetchRequest(entity: "Item", sortKeys: [SortKey("rank", ascending: ascending), SortKey("title")])
+        let controller = FetchedResultsController(
+            fetchRequest: request, context: world.context, sectionNameKeyPath: "rank")
+        controller.mergeThreshold = 0  // every batch takes the one-pass merge
+        try controller.performFetch()
+        try world.add("a", group: nil, rank: 3)
+        try world.add("b", group: nil, rank: 3)
+        let lonely = try world.add("c", group: nil, rank: ascending ? 4 : 1)
+        world.context.processPendingChanges()
+        #expect(controller.sections.map(\.objectIDs.count) == [2, 1])
+        // The last section's only row goes; a row in a new last section and one more in the first come.
+        try world.context.delete(lonely)
+        try world.add("d", group: nil, rank: ascending ? 5 : 0)
+        try world.add("e", group: nil, rank: 3)
+        world.context.processPendingChanges()
+        #expect(world.layout(controller) == (ascending ? "3:a,b,e 5:d" : "3:a,b,e 0:d"))
+        // The last section empties while the row count grows: it goes.
+        try world.context.delete(try #require(world.items["d"]))
+        try world.add("f", group: nil, rank: 3)
+        try world.add("g", group: nil, rank: 3)
+        world.context.processPendingChanges()
+        #expect(world.layout(controller) == "3:a,b,e,f,g")
+    }
+
+    @Test(arguments: [(true, 0), (true, Int.max), (false, 0), (false, 16)])
+    func mergedSavesKeepSectionedControllersEqualToAFreshFetch(ascending: Bool, threshold: Int) throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        var g = SeededGenerator(seed: ascending ? 0x5EC7 : 0xD5EC)
+        let screen = world.context
+        screen.automaticallyMergesChangesFromStore = true
+        let writer = ObjectContext(store: world.store, name: "writer")
+        let request = FetchRequest(entity: "Item", sortKeys: [SortKey("rank", ascending: ascending), SortKey("title")])
+        let controller = FetchedResultsController(fetchRequest: request, context: screen, sectionNameKeyPath: "rank")
+        controller.mergeThreshold = threshold
+        let delegate = ReplicaDelegate(controller, wholeBatches: false)
+        controller.delegate = delegate
+        try controller.performFetch()
+        var live: [ManagedObject] = []
+        var next = 0
+        for round in 0..<400 {
+            // One or two saves, merged in one processing: the second may change or delete what the first made.
+            for _ in 0..<Int.random(in: 1...2, using: &g) {
+                for _ in 0..<Int.random(in: 1...[3, 12, 40].randomElement(using: &g)!, using: &g) {
+                    switch Int.random(in: 0..<8, using: &g) {
+                    case 0, 1, 2:
+                        let item = try writer.insert("Item")
+                        try item.setValue(.string("t\(Int.random(in: 0..<30, using: &g))-\(next)"), forKey: "title")
+                        try item.setValue(.int(Int64.random(in: 0..<6, using: &g)), forKey: "rank")
+                        next += 1
+                        live.append(item)
+                    case 3, 4:
+                        guard !live.isEmpty else { continue }
+                        try writer.delete(live.remove(at: Int.random(in: 0..<live.count, using: &g)))
+                    case 5, 6:
+                        try live.randomElement(using: &g)?.setValue(
+                            .int(Int64.random(in: 0..<6, using: &g)), forKey: "rank")
+                    default:
+                        try live.randomElement(using: &g)?.setValue(
+                            .string("t\(Int.random(in: 0..<30, using: &g))"), forKey: "title")
+                    }
+                }
+                try writer.save()
+            }
+            screen.processPendingChanges()
+            let fresh = FetchedResultsController(
+                fetchRequest: request, context: ObjectContext(store: world.store), sectionNameKeyPath: "rank")
+            try fresh.performFetch()
+            #expect(controller.sections.map(\.objectIDs) == fresh.sections.map(\.objectIDs), "round \(round)")
+            #expect(controller.sections.map(\.name) == fresh.sections.map(\.name), "round \(round)")
+            #expect(delegate.replica.sections == controller.sections.map(\.objectIDs), "round \(round)")
+            for (section, info) in controller.sections.enumerated() {
+                for (item, id) in info.objectIDs.enumerated()
+                where controller.indexPath(for: id) != ItemPath(section: section, item: item) {
+                    Issue.record("round \(round): indexPath(for:) disagrees")
+                }
+            }
+        }
+        #expect(delegate.problems.isEmpty, "\(delegate.problems.prefix(5))")
+        #expect(delegate.batches > 300)
+        #expect(next > 500)
+    }
+}
