@@ -98,4 +98,97 @@ import Testing
         #expect(delegate.batches > 300)
         #expect(next > 500)
     }
+
+    /// Fifteen controllers on one screen (sections by a string with nil or by an integer, flat, with a predicate,
+    /// windowed; each on both batch paths and the default threshold) follow random batches of one to sixty changes,
+    /// made by the screen itself (processed or saved) or saved by another context and merged.
+    @Test(arguments: [11, 12, 13, 14])
+    func ownAndMergedBatchesKeepEveryKindOfControllerEqualToAFreshFetch(seed: Int) throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        var g = SeededGenerator(seed: UInt64(seed))
+        let screen = world.context
+        screen.automaticallyMergesChangesFromStore = true
+        screen.mergePolicy = .propertyLevel
+        let writer = ObjectContext(store: world.store, name: "writer")
+        writer.automaticallyMergesChangesFromStore = true
+        writer.mergePolicy = .propertyLevel
+        let groups: [String?] = ["A", "B", "C", nil]
+        var filtered = FetchRequest(entity: "Item", sortKeys: [SortKey("rank"), SortKey("title")])
+        filtered.predicate = try FetchPredicate("rank < 6")
+        var windowed = FetchRequest(entity: "Item", sortKeys: [SortKey("rank"), SortKey("title")])
+        (windowed.fetchOffset, windowed.fetchLimit) = (3, 10)
+        let configurations: [(FetchRequest, String?)] = [
+            (FetchRequest(entity: "Item", sortKeys: [SortKey("group"), SortKey("rank")]), "group"),
+            (FetchRequest(entity: "Item", sortKeys: [SortKey("group", ascending: false), SortKey("title")]), "group"),
+            (FetchRequest(entity: "Item", sortKeys: [SortKey("rank", ascending: false)]), nil),
+            (filtered, "rank"),
+            (windowed, "rank"),
+        ]
+        var controllers: [FetchedResultsController] = []
+        var delegates: [ReplicaDelegate] = []
+        for (request, section) in configurations {
+            for threshold in [0, 16, Int.max] {
+                let controller = FetchedResultsController(
+                    fetchRequest: request, context: screen, sectionNameKeyPath: section)
+                controller.mergeThreshold = threshold
+                try controller.performFetch()
+                let delegate = ReplicaDelegate(controller, wholeBatches: Bool.random(using: &g))
+                controller.delegate = delegate
+                controllers.append(controller)
+                delegates.append(delegate)
+            }
+        }
+        var next = 0
+        for round in 0..<60 {
+            let own = Bool.random(using: &g)
+            let context = own ? screen : writer
+            context.processPendingChanges()  // the other context's last save
+            let live = try context.fetch(FetchRequest(entity: "Item"))
+            func someLive() -> ManagedObject? { live.filter { !$0.isDeleted }.randomElement(using: &g) }
+            for _ in 0..<Int.random(in: 1...[2, 10, 60].randomElement(using: &g)!, using: &g) {
+                switch Int.random(in: 0..<9, using: &g) {
+                case 0, 1, 2:
+                    let item = try context.insert("Item")
+                    try item.setValue(.string("t\(Int.random(in: 0..<20, using: &g))-\(next)"), forKey: "title")
+                    try item.setValue(.int(Int64.random(in: 0..<8, using: &g)), forKey: "rank")
+                    try item.setValue(groups.randomElement(using: &g)!.map(Value.string) ?? .null, forKey: "group")
+                    next += 1
+                case 3, 4:
+                    if let victim = someLive() { try context.delete(victim) }
+                case 5:
+                    try someLive()?.setValue(.int(Int64.random(in: 0..<8, using: &g)), forKey: "rank")
+                case 6:
+                    try someLive()?.setValue(
+                        groups.randomElement(using: &g)!.map(Value.string) ?? .null, forKey: "group")
+                case 7:
+                    try someLive()?.setValue(.string("t\(Int.random(in: 0..<20, using: &g))"), forKey: "title")
+                default:
+                    try someLive()?.setValue(.double(Double(round)), forKey: "position")  // read by no controller
+                }
+            }
+            if own && Bool.random(using: &g) {
+                screen.processPendingChanges()
+            } else {
+                try context.save()
+                screen.processPendingChanges()
+            }
+            for (index, controller) in controllers.enumerated() {
+                let fresh = FetchedResultsController(
+                    fetchRequest: controller.fetchRequest, context: screen,
+                    sectionNameKeyPath: controller.sectionNameKeyPath)
+                try fresh.performFetch()
+                #expect(
+                    controller.sections.map(\.objectIDs) == fresh.sections.map(\.objectIDs),
+                    "round \(round) controller \(index)")
+                #expect(
+                    delegates[index].replica.sections == controller.sections.map(\.objectIDs),
+                    "round \(round) controller \(index)")
+            }
+        }
+        for (index, delegate) in delegates.enumerated() {
+            #expect(delegate.problems.isEmpty, "controller \(index): \(delegate.problems.prefix(3))")
+        }
+        #expect(delegates.allSatisfy { $0.batches > 10 })
+    }
 }
