@@ -83,8 +83,13 @@ public final class Cursor {
         return try current()
     }
     /// DUPSORT: the first value of `key` that is at least `value`.
+    ///
+    /// The entry's key is read back from the map, as every other move's is: `MDB_GET_BOTH_RANGE` leaves the key it
+    /// is given in place, so the entry it returns pointed at the caller's buffer, which is often gone by the time
+    /// the entry is read.
     public func seek(key: UnsafeRawBufferPointer, valueAtLeast value: UnsafeRawBufferPointer) throws -> Entry? {
-        try move(MDB_GET_BOTH_RANGE, key: key, value: value)
+        guard try move(MDB_GET_BOTH_RANGE, key: key, value: value) != nil else { return nil }
+        return try current()
     }
 
     /// DUPSORT: how many values the current key holds.

@@ -24,6 +24,36 @@ import Testing
         }
     }
 
+    @Test func seekingAValueAtLeastReturnsAKeyThatOutlivesTheCallersBuffer() throws {
+        try withEnvironment { env, _ in
+            let index = try env.openDatabase("index", dupSort: true)
+            try env.write { txn in
+                for value in ["1", "3", "5"] { try txn.put(b("red"), b(value), in: index) }
+                try txn.put(b("rose"), b("9"), in: index)
+            }
+            let (found, missing) = try env.read { txn in
+                try txn.withCursor(on: index) { cursor in
+                    var key = b("red")
+                    let entry = try key.withUnsafeBytes { k in
+                        try b("2").withUnsafeBytes { try cursor.seek(key: k, valueAtLeast: $0) }
+                    }
+                    // The caller's buffer changes (or is freed): the entry still reads the stored key.
+                    key.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+                    let found = entry.map {
+                        String(decoding: Array($0.key), as: UTF8.self) + "="
+                            + String(decoding: Array($0.value), as: UTF8.self)
+                    }
+                    let missing = try b("red").withUnsafeBytes { k in
+                        try b("6").withUnsafeBytes { try cursor.seek(key: k, valueAtLeast: $0) }
+                    }
+                    return (found, missing)
+                }
+            }
+            #expect(found == "red=3")
+            #expect(missing == nil)
+        }
+    }
+
     @Test func deletingOnePairKeepsTheOtherValues() throws {
         try withEnvironment { env, _ in
             let index = try env.openDatabase("index", dupSort: true)
