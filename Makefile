@@ -10,7 +10,7 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := liblmdb-dev lmdb-utils
 
-.PHONY: all deps build demo test lint format bench bench-quick fuzz docs share stress tsan clean
+.PHONY: all deps build demo test lint format bench bench-quick fuzz docs share stress tsan asan clean
 
 all: build
 
@@ -71,6 +71,11 @@ stress: deps
 # The concurrency, multi-context and multi-process tests under ThreadSanitizer.
 tsan: deps
 	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|HandleTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|PublisherTests|EngineCorrectnessTests|ControllerTests|ConcurrencyTests|IdentityCacheTests'
+
+# The whole suite under AddressSanitizer (helpers and CLIs the tests start are built with it too). Leak reports are
+# off: the runtime's and Foundation's caches live until exit, and a report would fail each child process.
+asan: deps
+	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --scratch-path .build-asan --sanitize=address
 
 docs:
 	bash scripts/docs.sh
