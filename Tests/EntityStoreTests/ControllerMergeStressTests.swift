@@ -81,18 +81,7 @@ import Testing
                 try writer.save()
             }
             screen.processPendingChanges()
-            let fresh = FetchedResultsController(
-                fetchRequest: request, context: ObjectContext(store: world.store), sectionNameKeyPath: "rank")
-            try fresh.performFetch()
-            #expect(controller.sections.map(\.objectIDs) == fresh.sections.map(\.objectIDs), "round \(round)")
-            #expect(controller.sections.map(\.name) == fresh.sections.map(\.name), "round \(round)")
-            #expect(delegate.replica.sections == controller.sections.map(\.objectIDs), "round \(round)")
-            for (section, info) in controller.sections.enumerated() {
-                for (item, id) in info.objectIDs.enumerated()
-                where controller.indexPath(for: id) != ItemPath(section: section, item: item) {
-                    Issue.record("round \(round): indexPath(for:) disagrees")
-                }
-            }
+            try Self.expectAsFreshFetch(controller, delegate, "round \(round)")
         }
         #expect(delegate.problems.isEmpty, "\(delegate.problems.prefix(5))")
         #expect(delegate.batches > 300)
@@ -173,22 +162,36 @@ import Testing
                 try context.save()
                 screen.processPendingChanges()
             }
-            for (index, controller) in controllers.enumerated() {
-                let fresh = FetchedResultsController(
-                    fetchRequest: controller.fetchRequest, context: screen,
-                    sectionNameKeyPath: controller.sectionNameKeyPath)
-                try fresh.performFetch()
-                #expect(
-                    controller.sections.map(\.objectIDs) == fresh.sections.map(\.objectIDs),
-                    "round \(round) controller \(index)")
-                #expect(
-                    delegates[index].replica.sections == controller.sections.map(\.objectIDs),
-                    "round \(round) controller \(index)")
+            for (index, (controller, delegate)) in zip(controllers, delegates).enumerated() {
+                try Self.expectAsFreshFetch(controller, delegate, "round \(round) controller \(index)")
             }
         }
         for (index, delegate) in delegates.enumerated() {
             #expect(delegate.problems.isEmpty, "controller \(index): \(delegate.problems.prefix(3))")
         }
         #expect(delegates.allSatisfy { $0.batches > 10 })
+    }
+
+    /// Expects `controller` to show what a fresh fetch of its request in its context shows (rows and section
+    /// names), its delegate's replica to show the same, and its lookups to agree with its sections.
+    static func expectAsFreshFetch(
+        _ controller: FetchedResultsController, _ delegate: ReplicaDelegate, _ label: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let fresh = FetchedResultsController(
+            fetchRequest: controller.fetchRequest, context: controller.context,
+            sectionNameKeyPath: controller.sectionNameKeyPath)
+        try fresh.performFetch()
+        let shown = controller.sections.map(\.objectIDs)
+        #expect(shown == fresh.sections.map(\.objectIDs), "\(label)", sourceLocation: sourceLocation)
+        #expect(
+            controller.sections.map(\.name) == fresh.sections.map(\.name), "\(label)", sourceLocation: sourceLocation)
+        #expect(delegate.replica.sections == shown, "\(label): the replica differs", sourceLocation: sourceLocation)
+        for (section, ids) in shown.enumerated() {
+            for (item, id) in ids.enumerated()
+            where controller.indexPath(for: id) != ItemPath(section: section, item: item) {
+                Issue.record("\(label): indexPath(for: \(id)) disagrees", sourceLocation: sourceLocation)
+            }
+        }
     }
 }
