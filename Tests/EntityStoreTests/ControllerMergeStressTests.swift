@@ -62,11 +62,10 @@ import Testing
                 for _ in 0..<Int.random(in: 1...[3, 12, 40].randomElement(using: &g)!, using: &g) {
                     switch Int.random(in: 0..<8, using: &g) {
                     case 0, 1, 2:
-                        let item = try writer.insert("Item")
-                        try item.setValue(.string("t\(Int.random(in: 0..<30, using: &g))-\(next)"), forKey: "title")
-                        try item.setValue(.int(Int64.random(in: 0..<6, using: &g)), forKey: "rank")
+                        let title = "t\(Int.random(in: 0..<30, using: &g))-\(next)"
+                        live.append(
+                            try world.add(title, group: nil, rank: Int64.random(in: 0..<6, using: &g), in: writer))
                         next += 1
-                        live.append(item)
                     case 3, 4:
                         guard !live.isEmpty else { continue }
                         try writer.delete(live.remove(at: Int.random(in: 0..<live.count, using: &g)))
@@ -138,10 +137,9 @@ import Testing
             for _ in 0..<Int.random(in: 1...[2, 10, 60].randomElement(using: &g)!, using: &g) {
                 switch Int.random(in: 0..<9, using: &g) {
                 case 0, 1, 2:
-                    let item = try context.insert("Item")
-                    try item.setValue(.string("t\(Int.random(in: 0..<20, using: &g))-\(next)"), forKey: "title")
-                    try item.setValue(.int(Int64.random(in: 0..<8, using: &g)), forKey: "rank")
-                    try item.setValue(groups.randomElement(using: &g)!.map(Value.string) ?? .null, forKey: "group")
+                    let title = "t\(Int.random(in: 0..<20, using: &g))-\(next)"
+                    let rank = Int64.random(in: 0..<8, using: &g)
+                    try world.add(title, group: groups.randomElement(using: &g)!, rank: rank, in: context)
                     next += 1
                 case 3, 4:
                     if let victim = someLive() { try context.delete(victim) }

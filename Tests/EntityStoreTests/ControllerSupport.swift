@@ -91,9 +91,12 @@ final class ItemWorld {
 
     var store: PersistentStore { temporary.store }
 
+    /// Inserts an item into the world's context, or into `other` (another context on the store).
     @discardableResult
-    func add(_ title: String, group: String?, rank: Int64 = 0, position: Double = 0) throws -> ManagedObject {
-        let item = try context.insert("Item")
+    func add(
+        _ title: String, group: String?, rank: Int64 = 0, position: Double = 0, in other: ObjectContext? = nil
+    ) throws -> ManagedObject {
+        let item = try (other ?? context).insert("Item")
         try item.setValue(.string(title), forKey: "title")
         try item.setValue(group.map(Value.string) ?? .null, forKey: "group")
         try item.setValue(.int(rank), forKey: "rank")

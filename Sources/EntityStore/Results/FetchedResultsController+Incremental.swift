@@ -194,14 +194,15 @@ extension FetchedResultsController {
         displayedCache = nil
         displayedPathsCache = nil
         #if DEBUG
-        // Every section holds a row: starts ascend strictly, from 0, and the last one is a row's (without sections,
-        // the one list starts at 0, with or without rows).
-        for (index, entry) in sectionStarts.enumerated()
-        where sectionNameKeyPath != nil || index > 0 || entry.start != 0 {
-            precondition(
-                entry.start < rows.count
-                    && (index == 0 ? entry.start == 0 : entry.start > sectionStarts[index - 1].start),
-                "section \(index) (\(entry.key)) starts at \(entry.start) of \(rows.count) rows")
+        // Every section holds a row: starts ascend strictly from 0, and the last one is a row's. (Without sections
+        // the one list starts at 0, with or without rows.)
+        if sectionNameKeyPath != nil {
+            for (index, entry) in sectionStarts.enumerated() {
+                let previous = index == 0 ? -1 : sectionStarts[index - 1].start
+                precondition(
+                    entry.start < rows.count && entry.start > previous && (index > 0 || entry.start == 0),
+                    "section \(index) (\(entry.key)) starts at \(entry.start) of \(rows.count) rows")
+            }
         }
         #endif
         return (result, locatedPositions)
