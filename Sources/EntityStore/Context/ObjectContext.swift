@@ -322,11 +322,23 @@ public final class ObjectContext {
 
     /// Reloads `object` from the store.
     ///
+    /// What the refresh changes (unsaved changes discarded, a deleted object back, values another context saved
+    /// meanwhile) is an update, insert or delete at the next processing point, like any change: observers and
+    /// fetched-results controllers follow it. An object turned into a fault is loaded again then, when it had
+    /// values before.
+    ///
     /// - Parameters:
     ///   - object: An object registered in this context.
     ///   - mergeChanges: Keep the object's unsaved changes on top of the fresh stored values (`true`), or discard
     ///     them and turn the object into a fault (`false`).
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
+        guard object.context === self, !object.isInserted else { return }
+        if object.values != nil || object.isDeleted { recordPending(object) }
+        try reload(object, mergeChanges: mergeChanges)
+    }
+
+    /// ``refresh(_:mergeChanges:)`` without recording the change for processing (a merge reports its own).
+    func reload(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard object.context === self, !object.isInserted else { return }
         object.announceChange()
         if !mergeChanges || !object.hasChanges {
@@ -521,6 +533,46 @@ final class ObjectState {
         isDeleted = object.isDeleted
         transients = object.transientValues
         committedTransients = object.committedTransients
+    }
+
+    /// This state's unsaved changes on top of what `object` (the same object, later) holds as stored: the values and
+    /// relationship targets this state had changed keep its changes, the others take `object`'s stored ones.
+    func rebased(onto object: ManagedObject) -> ObjectState {
+        var values = values
+        if let committed, let base = object.committed, var changed = values, base.count == changed.count {
+            for i in changed.indices where ValueSemantics.identical(changed[i], committed[i]) { changed[i] = base[i] }
+            values = changed
+        } else if values != nil, committed != nil {
+            values = object.committed
+        }
+        var related: [String: Set<ObjectID>] = [:]
+        for (name, targets) in self.related {
+            guard let before = committedRelated[name], before != targets else {
+                // Unchanged here: what is stored now, loaded when next read if not loaded yet.
+                if let stored = object.committedRelated[name] { related[name] = stored }
+                continue
+            }
+            guard let stored = object.committedRelated[name] else {
+                related[name] = targets
+                continue
+            }
+            // A to-many keeps the additions and removals made here; a to-one the target chosen here.
+            let isToMany = object.entity.relationship(name)?.isToMany ?? false
+            related[name] =
+                isToMany ? stored.subtracting(before.subtracting(targets)).union(targets.subtracting(before)) : targets
+        }
+        var committedRelated = object.committedRelated
+        for name in related.keys where committedRelated[name] == nil {
+            // A changed relationship not loaded now: its stored targets as recorded.
+            committedRelated[name] = self.committedRelated[name]
+        }
+        let state = ObjectState(
+            object: self.object, values: values, committed: values == nil ? nil : object.committed,
+            rowVersion: object.rowVersion, related: related, committedRelated: committedRelated,
+            isInserted: isInserted, isDeleted: isDeleted)
+        state.transients = transients
+        state.committedTransients = committedTransients
+        return state
     }
 
     func apply(to object: ManagedObject) {

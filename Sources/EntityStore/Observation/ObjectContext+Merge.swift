@@ -47,7 +47,7 @@ extension ObjectContext {
                 if let object = registered[id], object.values != nil, !object.isInserted {
                     let before = ObjectState(object)
                     do {
-                        try refresh(object, mergeChanges: true)
+                        try reload(object, mergeChanges: true)
                     } catch {
                         // merge() cannot throw: the next fetch or save does.
                         inbox.receive(.failure(EntityStoreError.wrapping(error, "merging \(id)")))

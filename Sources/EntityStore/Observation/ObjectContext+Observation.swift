@@ -204,6 +204,17 @@ extension ObjectContext {
     ) -> Bool {
         let id = object.objectID
         let isAlive = !object.isDeleted && object.context === self
+        // A refresh turned the object into a fault after its state was recorded with values (or deleted): its
+        // stored values are what it shows now.
+        if isAlive, object.values == nil, case .state(let state) = before, state.values != nil || state.isDeleted {
+            do {
+                try fault(in: object)
+            } catch {
+                // Processing cannot throw: the next fetch or save does.
+                inbox.receive(.failure(EntityStoreError.wrapping(error, "loading \(id) after its refresh")))
+                return false
+            }
+        }
         let names = object.entityBox.attributeNames
         // The whole state when one was recorded; with values alone, the rest of the state is the object's own.
         let (state, previous, wasAlive): (ObjectState?, [Value]?, Bool) =
@@ -253,8 +264,17 @@ extension ObjectContext {
         var oldRelationships: [String: [ObjectID]] = [:]
         for relationship in object.entity.relationships {
             // A relationship loaded after the state was recorded held what the store holds then (it cannot change
-            // before it is loaded): the targets it was loaded with.
-            guard let current = object.related[relationship.name],
+            // before it is loaded): the targets it was loaded with. One loaded then and unloaded since (by a
+            // refresh) is loaded again to compare.
+            var current = object.related[relationship.name]
+            if current == nil, state.related[relationship.name] != nil {
+                do {
+                    current = try targets(of: object, relationship)
+                } catch {
+                    inbox.receive(.failure(EntityStoreError.wrapping(error, "loading \(id) after its refresh")))
+                }
+            }
+            guard let current,
                 let previous = state.related[relationship.name] ?? object.committedRelated[relationship.name],
                 previous != current
             else { continue }
