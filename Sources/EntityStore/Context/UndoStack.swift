@@ -347,7 +347,7 @@ extension ObjectContext {
         }
         undo.pushRedo(currentStates(of: group.ids))
         let states = group.states
-        restore(states)
+        restore(try rebased(states))
         // Attribute writes in reverse order, for the objects without a whole state in the group.
         for write in group.writes.reversed() where states.isEmpty || states[write.id] == nil {
             guard let object = registered[write.id], object.values != nil else { continue }
@@ -366,7 +366,28 @@ extension ObjectContext {
         undo.pushUndo(currentStates(of: Set(before.map(\.id))))
         var states: [ObjectID: ObjectState?] = [:]
         for (id, state) in before { states[id] = .some(state) }
-        restore(states)
+        restore(try rebased(states))
+    }
+
+    /// Recorded states put on top of what is stored now: a merge or a refresh since the recording changed the
+    /// objects' stored values and relationships, and an undo or redo reverts the context's own changes only, never
+    /// what it merged. An object deleted in the store since (a merged delete) is not brought back.
+    private func rebased(_ states: [ObjectID: ObjectState?]) throws -> [ObjectID: ObjectState?] {
+        var result: [ObjectID: ObjectState?] = [:]
+        result.reserveCapacity(states.count)
+        for (id, recorded) in states {
+            guard let state = recorded, !state.isInserted else {
+                result[id] = recorded
+                continue
+            }
+            guard let object = registered[id], !object.isInserted else {
+                // Stored when recorded, gone now: a merge deleted it.
+                continue
+            }
+            if object.values == nil, state.values != nil { try fault(in: object) }
+            result[id] = state.rebased(onto: object)
+        }
+        return result
     }
 
     private func currentStates(of ids: Set<ObjectID>) -> [UndoStack.Before] {

@@ -46,6 +46,19 @@ enum ValueSemantics {
         guard caseInsensitive, case .string(let text) = value else { return value }
         return .string(folded(text))
     }
+
+    /// Whether two values are the same as written, not only equal: `-0.0` and `0.0`, NFC and NFD "café", or the
+    /// decimals 1.0 and 1.00 are equal values but not identical ones. What an undo restores must be identical.
+    static func identical(_ x: Value, _ y: Value) -> Bool {
+        switch (x, y) {
+        case (.double(let a), .double(let b)): a.bitPattern == b.bitPattern
+        case (.date(let a), .date(let b)):
+            a.timeIntervalSinceReferenceDate.bitPattern == b.timeIntervalSinceReferenceDate.bitPattern
+        case (.string(let a), .string(let b)): a.utf8.elementsEqual(b.utf8)
+        case (.decimal(let a), .decimal(let b)): a == b && a.exponent == b.exponent
+        default: x == y
+        }
+    }
 }
 
 extension Value {
