@@ -1,0 +1,205 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// The change contract at random through the ways an app changes its objects besides plain edits: undo and redo,
+/// child contexts saving into the screen's context, the store's batch updates, deletes and inserts merged
+/// automatically, another context's saves, refreshes, rollbacks and saves that conflict. After every step each
+/// controller equals a fresh fetch, its callback replica equals it, and every batch passes the strict validator.
+@Suite struct WorkflowFuzzTests {
+    static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 700 : 30_000 }
+
+    @Test(arguments: [0xA11CE as UInt64, 0xB0B])
+    func randomWorkflowsKeepEveryControllerEqualToAFreshFetch(seed: UInt64) throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let ui = world.context
+        var g = SeededGenerator(seed: seed)
+        let groups: [String?] = ["A", "B", "C", nil]
+        let ownerNames = ["o1", "o2", "o3"]
+        for name in ownerNames {
+            let owner = try ui.insert("Owner")
+            try owner.setValue(.string(name), forKey: "name")
+        }
+        var serial = 0
+        func add(in context: ObjectContext) throws {
+            serial += 1
+            let item = try world.add(
+                "i\(serial)", group: groups.randomElement(using: &g)!, rank: Int64.random(in: 0..<40, using: &g),
+                in: context)
+            if Bool.random(using: &g),
+                let owner = try context.fetch(FetchRequest(entity: "Owner")).randomElement(using: &g)
+            {
+                try item.setObject(owner, forKey: "owner")
+            }
+        }
+        for _ in 0..<20 { try add(in: ui) }
+        try ui.save()
+        ui.automaticallyMergesChangesFromStore = true
+
+        func makeController(
+            sort: [SortKey], predicate: String? = nil, section: String? = nil, offset: Int = 0, limit: Int = 0,
+            threshold: Int? = nil
+        ) throws -> FetchedResultsController {
+            var request = FetchRequest(entity: "Item", sortKeys: sort)
+            request.predicate = try predicate.map { try FetchPredicate($0) }
+            request.fetchOffset = offset
+            request.fetchLimit = limit
+            let controller = FetchedResultsController(fetchRequest: request, context: ui, sectionNameKeyPath: section)
+            if let threshold { controller.mergeThreshold = threshold }
+            try controller.performFetch()
+            return controller
+        }
+        let controllers = [
+            try makeController(sort: [SortKey("group"), SortKey("rank"), SortKey("title")], section: "group"),
+            try makeController(
+                sort: [SortKey("group"), SortKey("rank"), SortKey("title")], section: "group", threshold: 0),
+            try makeController(sort: [SortKey("rank", ascending: false), SortKey("title")], predicate: "rank >= 10"),
+            try makeController(sort: [SortKey("rank"), SortKey("title")], offset: 2, limit: 7),
+            try makeController(
+                sort: [SortKey("owner.name"), SortKey("title")], predicate: "owner != nil", section: "owner.name"),
+        ]
+        let delegates = controllers.map { ReplicaDelegate($0) }
+        for (controller, delegate) in zip(controllers, delegates) { controller.delegate = delegate }
+
+        func mutate(_ context: ObjectContext) throws {
+            let items = try context.fetch(FetchRequest(entity: "Item"))
+            let owners = try context.fetch(FetchRequest(entity: "Owner"))
+            for _ in 0..<Int.random(in: 1...4, using: &g) {
+                switch Int.random(in: 0..<9, using: &g) {
+                case 0, 1: try add(in: context)
+                case 2:
+                    if let item = items.randomElement(using: &g), !item.isDeleted { try context.delete(item) }
+                case 3, 4:
+                    if let item = items.randomElement(using: &g), !item.isDeleted {
+                        try item.setValue(.int(Int64.random(in: 0..<40, using: &g)), forKey: "rank")
+                    }
+                case 5:
+                    if let item = items.randomElement(using: &g), !item.isDeleted {
+                        try item.setValue(groups.randomElement(using: &g)!.map(Value.string) ?? .null, forKey: "group")
+                    }
+                case 6:
+                    if let item = items.randomElement(using: &g), !item.isDeleted {
+                        try item.setObject(
+                            owners.filter { !$0.isDeleted }.randomElement(using: &g), forKey: "owner")
+                    }
+                case 7:
+                    if let owner = owners.randomElement(using: &g), !owner.isDeleted {
+                        try owner.setValue(.string(ownerNames.randomElement(using: &g)!), forKey: "name")
+                    }
+                default:
+                    if let item = items.randomElement(using: &g), !item.isDeleted {
+                        try item.setValue(.string("t\(serial)-\(Int.random(in: 0..<9, using: &g))"), forKey: "title")
+                    }
+                }
+            }
+        }
+        var trace: [String] = []
+        func save(_ context: ObjectContext) throws {
+            do {
+                try context.save()
+            } catch let error as EntityStoreError where error.code == .conflict {
+                trace.append("\(context.name ?? "")'s save refused")
+                context.rollback()
+            }
+        }
+
+        let other = ObjectContext(store: world.store, name: "other")
+        var steps: [String: Int] = [:]
+        for round in 0..<Self.rounds {
+            let step: String
+            switch Int.random(in: 0..<16, using: &g) {
+            case 0, 1:
+                step = "edit"
+                ui.beginUndoGrouping()
+                try mutate(ui)
+                ui.endUndoGrouping()
+            case 2:
+                step = "undo"
+                if ui.canUndo { try ui.undoLastChange() }
+            case 3:
+                step = "redo"
+                if ui.canRedo { try ui.redoLastChange() }
+            case 4:
+                step = "child save"
+                let child = ObjectContext(parent: ui, name: "child")
+                try mutate(child)
+                if Int.random(in: 0..<4, using: &g) > 0 { try save(child) }
+            case 5:
+                step = "batch update"
+                let low = Int64.random(in: 0..<40, using: &g)
+                var values: [String: Value] = ["rank": .int(Int64.random(in: 0..<40, using: &g))]
+                if Bool.random(using: &g) {
+                    values["group"] = groups.randomElement(using: &g)!.map(Value.string) ?? .null
+                }
+                try world.store.batchUpdate(
+                    "Item", where: try FetchPredicate("rank >= \(low) AND rank < \(low + 3)"), set: values)
+            case 6:
+                step = "batch delete"
+                let rank = Int64.random(in: 0..<40, using: &g)
+                try world.store.batchDelete("Item", where: try FetchPredicate("rank == \(rank)"))
+            case 7:
+                step = "batch insert"
+                let objects = (0..<Int.random(in: 1...20, using: &g)).map { _ -> [String: Value] in
+                    serial += 1
+                    return [
+                        "title": .string("b\(serial)"), "rank": .int(Int64.random(in: 0..<40, using: &g)),
+                        "group": groups.randomElement(using: &g)!.map(Value.string) ?? .null,
+                    ]
+                }
+                try world.store.batchInsert(into: "Item", objects: objects)
+            case 8, 9:
+                step = "other save"
+                try mutate(other)
+                try save(other)
+                other.reset()
+            case 10:
+                step = "refresh"
+                if let item = try ui.fetch(FetchRequest(entity: "Item")).randomElement(using: &g) {
+                    try ui.refresh(item, mergeChanges: Bool.random(using: &g))
+                }
+            case 11:
+                step = "rollback"
+                ui.rollback()
+            case 12, 13:
+                step = "save"
+                try save(ui)
+            default:
+                step = "process"
+                try mutate(ui)
+            }
+            trace.append("round \(round) \(step)")
+            ui.processPendingChanges()
+            ui._checkInvariants()
+            var failed = false
+            steps[step, default: 0] += 1
+            for (index, (controller, delegate)) in zip(controllers, delegates).enumerated() {
+                let fresh = FetchedResultsController(
+                    fetchRequest: controller.fetchRequest, context: ui,
+                    sectionNameKeyPath: controller.sectionNameKeyPath)
+                try fresh.performFetch()
+                let shown = controller.sections.map { "\($0.name):\($0.objectIDs)" }
+                let expected = fresh.sections.map { "\($0.name):\($0.objectIDs)" }
+                let recent = trace.suffix(12).joined(separator: ", ")
+                if shown != expected {
+                    failed = true
+                    Issue.record(
+                        "seed \(seed), controller \(index) shows \(shown), a fetch \(expected); after \(recent)")
+                }
+                if delegate.replica.sections != controller.sections.map(\.objectIDs) {
+                    failed = true
+                    Issue.record(
+                        "seed \(seed), controller \(index)'s replica differs after \(recent); log \(delegate.log)")
+                }
+                delegate.log = []
+            }
+            if failed || delegates.contains(where: { !$0.problems.isEmpty }) { break }
+        }
+        for (index, delegate) in delegates.enumerated() {
+            #expect(delegate.problems.isEmpty, "controller \(index): \(delegate.problems.prefix(5))")
+        }
+        print("workflow fuzz seed \(seed): \(steps)")
+    }
+}
