@@ -6,7 +6,8 @@ import Testing
 
 /// The change contract at random through the ways an app changes its objects besides plain edits: undo and redo,
 /// child contexts saving into the screen's context, the store's batch updates, deletes and inserts merged
-/// automatically, another context's saves, refreshes, rollbacks and saves that conflict. After every step each
+/// automatically, another context's saves, refreshes, rollbacks and saves that conflict; hostile sort keys (NaN, both
+/// zeros, infinities, canonically equivalent and case-variant strings) included. After every step each
 /// controller equals a fresh fetch, its callback replica equals it, and every batch passes the strict validator.
 @Suite struct WorkflowFuzzTests {
     static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 700 : 30_000 }
@@ -60,6 +61,10 @@ import Testing
             try makeController(sort: [SortKey("rank"), SortKey("title")], offset: 2, limit: 7),
             try makeController(
                 sort: [SortKey("owner.name"), SortKey("title")], predicate: "owner != nil", section: "owner.name"),
+            try makeController(sort: [SortKey("position"), SortKey("rank")], predicate: "position > -1"),
+            try makeController(sort: [SortKey("title"), SortKey("rank")], section: "title"),
+            try makeController(
+                sort: [SortKey("title", ascending: false), SortKey("position")], section: "title", threshold: 0),
         ]
         let delegates = controllers.map { ReplicaDelegate($0) }
         for (controller, delegate) in zip(controllers, delegates) { controller.delegate = delegate }
@@ -68,7 +73,19 @@ import Testing
             let items = try context.fetch(FetchRequest(entity: "Item"))
             let owners = try context.fetch(FetchRequest(entity: "Owner"))
             for _ in 0..<Int.random(in: 1...4, using: &g) {
-                switch Int.random(in: 0..<9, using: &g) {
+                switch Int.random(in: 0..<11, using: &g) {
+                case 9:
+                    if let item = items.randomElement(using: &g), !item.isDeleted {
+                        let values: [Double] = [.nan, -0.0, 0.0, .infinity, -.infinity, 1.5, -1, 2]
+                        try item.setValue(.double(values.randomElement(using: &g)!), forKey: "position")
+                    }
+                case 10:
+                    if let item = items.randomElement(using: &g), !item.isDeleted {
+                        let values = [
+                            "café", "cafe\u{301}", "Zeta", "zeta", "", "a", "A", "\u{1F600}", "e\u{301}\u{301}",
+                        ]
+                        try item.setValue(.string(values.randomElement(using: &g)!), forKey: "title")
+                    }
                 case 0, 1: try add(in: context)
                 case 2:
                     if let item = items.randomElement(using: &g), !item.isDeleted { try context.delete(item) }
