@@ -238,6 +238,7 @@ extension ObjectContext {
                     }
                 }
                 try writer.writeInsertedIndexes()
+                conflicts += try writer.danglingLinks()
                 if !keptByStore.isEmpty && failures.isEmpty && conflicts.isEmpty {
                     throw DeletesKeptByStore(ids: keptByStore)
                 }

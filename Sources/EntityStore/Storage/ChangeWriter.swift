@@ -20,6 +20,8 @@ struct ChangeWriter {
     /// (twice, and the storage's identity once more) for every object; through one cursor, each record of a run in
     /// key order lands on the page of the one before without a search from the tree's root.
     private var lastInserted: (storage: EntityStorage, records: PutCursor, appends: Bool, slot: Int?)?
+    /// The links this save adds, checked by ``danglingLinks()`` once every record is written.
+    private var addedLinks: [(source: ObjectID, relationship: String, target: ObjectID)] = []
 
     init(store: PersistentStore, txn: WriteTransaction) {
         self.store = store
@@ -403,6 +405,7 @@ struct ChangeWriter {
             let source = IndexKey.primaryKey(object.objectID.primaryKey)
             for added in current.subtracting(stored) {
                 guard let backward = try inverse(at: added) else { continue }
+                addedLinks.append((object.objectID, relationship.name, added))
                 let target = IndexKey.primaryKey(added.primaryKey)
                 try putPair(source, target, forward)
                 try putPair(target, source, backward)
@@ -414,6 +417,30 @@ struct ChangeWriter {
                 try txn.delete(target, value: source, in: backward)
             }
         }
+    }
+
+    /// The links this save added whose target is not in the store after its writes: an object deleted elsewhere
+    /// since the context read it (and not merged there). Written, each would be a reference to nothing.
+    func danglingLinks() throws -> [EntityStoreError.Failure] {
+        var failures: [EntityStoreError.Failure] = []
+        var checked: [ObjectID: Bool] = [:]
+        for link in addedLinks {
+            let exists: Bool
+            if let known = checked[link.target] {
+                exists = known
+            } else {
+                let records = try store.storage(for: link.target.entityName).records
+                exists = try txn.get(link.target.primaryKey, in: records) != nil
+                checked[link.target] = exists
+            }
+            guard !exists else { continue }
+            failures.append(
+                .init(
+                    entity: link.source.entityName, key: link.relationship, objectID: link.source,
+                    message: "\(link.source).\(link.relationship) links to \(link.target), which was deleted elsewhere")
+            )
+        }
+        return failures
     }
 
     private func putPair(_ key: [UInt8], _ value: [UInt8], _ database: Database) throws {
