@@ -535,6 +535,27 @@ final class ObjectState {
         committedTransients = object.committedTransients
     }
 
+    /// This state without the targets it added to its relationships for which `isGone` is true.
+    func dropping(addedTargets isGone: (ObjectID) throws -> Bool) rethrows -> ObjectState {
+        var related = related
+        var dropped = false
+        for (name, targets) in related {
+            let stored = committedRelated[name] ?? []
+            for target in targets where !stored.contains(target) {
+                guard try isGone(target) else { continue }
+                related[name]?.remove(target)
+                dropped = true
+            }
+        }
+        guard dropped else { return self }
+        let state = ObjectState(
+            object: object, values: values, committed: committed, rowVersion: rowVersion, related: related,
+            committedRelated: committedRelated, isInserted: isInserted, isDeleted: isDeleted)
+        state.transients = transients
+        state.committedTransients = committedTransients
+        return state
+    }
+
     /// This state's unsaved changes on top of what `object` (the same object, later) holds as stored: the values and
     /// relationship targets this state had changed keep its changes, the others take `object`'s stored ones.
     func rebased(onto object: ManagedObject) -> ObjectState {

@@ -371,13 +371,17 @@ extension ObjectContext {
 
     /// Recorded states put on top of what is stored now: a merge or a refresh since the recording changed the
     /// objects' stored values and relationships, and an undo or redo reverts the context's own changes only, never
-    /// what it merged. An object deleted in the store since (a merged delete) is not brought back.
+    /// what it merged. An object deleted in the store since (a merged delete) is not brought back, nor linked to.
     private func rebased(_ states: [ObjectID: ObjectState?]) throws -> [ObjectID: ObjectState?] {
         var result: [ObjectID: ObjectState?] = [:]
         result.reserveCapacity(states.count)
         for (id, recorded) in states {
-            guard let state = recorded, !state.isInserted else {
+            guard let state = recorded else {
                 result[id] = recorded
+                continue
+            }
+            if state.isInserted {
+                result[id] = try state.dropping(addedTargets: isGone)
                 continue
             }
             guard let object = registered[id], !object.isInserted else {
@@ -385,9 +389,19 @@ extension ObjectContext {
                 continue
             }
             if object.values == nil, state.values != nil { try fault(in: object) }
-            result[id] = state.rebased(onto: object)
+            result[id] = try state.rebased(onto: object).dropping(addedTargets: isGone)
         }
         return result
+    }
+
+    /// Whether `id` names an object neither registered here (nor in a parent) nor stored: one a merge deleted.
+    private func isGone(_ id: ObjectID) throws -> Bool {
+        if registered[id] != nil { return false }
+        if let parent { return try parent.isGone(id) }
+        let storage = try store.storage(for: id.entityName)
+        return try mappingStorageErrors("looking up \(id)") {
+            try store.read { txn in try txn.get(id.primaryKey, in: storage.records) == nil }
+        }
     }
 
     private func currentStates(of ids: Set<ObjectID>) -> [UndoStack.Before] {

@@ -28,13 +28,15 @@ public enum MergePolicy: Sendable, Equatable {
 
 extension ObjectContext {
     /// Merges another context's or process's save into this context: registered objects are refreshed (keeping
-    /// their unsaved changes on top), deleted ones are removed, and one merged event is delivered.
+    /// their unsaved changes on top), deleted ones are removed (and taken out of the relationships of objects with
+    /// unsaved changes, which the next processing point reports), and one merged event is delivered.
     ///
     /// Changes this context made itself are skipped.
     public func merge(_ record: ChangeRecord) {
         guard record.contextID != contextID || record.contextID == nil else { return }
         processPendingChangesWithoutMerging()
         var merged: [ObjectChange] = []
+        var deleted = Set<ObjectID>()
         for change in record.changes {
             let id = change.objectID
             guard store.storages[id.entityName] != nil else { continue }
@@ -72,13 +74,32 @@ extension ObjectContext {
                     object.context = nil
                     object.isDeleted = true
                 }
+                deleted.insert(id)
                 merged.append(change)
             }
         }
+        if !deleted.isEmpty { unlinkUnsaved(from: deleted) }
         deliver(
             ChangeRecord(
                 kind: .merged, changes: merged, transaction: record.transaction, author: record.author,
                 date: record.date, processID: record.processID, contextID: record.contextID))
+    }
+
+    /// Takes objects deleted in the store out of the relationships of objects with unsaved changes: a link this
+    /// context made to one of them (or kept while the store nullified it) would be a reference to nothing. The
+    /// objects changed are reported at the next processing point, like any change. (The store's delete rules
+    /// already changed the saved relationships; the merge refreshed the objects that had them.)
+    private func unlinkUnsaved(from deleted: Set<ObjectID>) {
+        for object in dirty where !object.related.isEmpty {
+            for (name, targets) in object.related where !targets.isDisjoint(with: deleted) {
+                recordPending(object)
+                object.announceChange()
+                object.related[name] = targets.subtracting(deleted)
+                if let stored = object.committedRelated[name] {
+                    object.committedRelated[name] = stored.subtracting(deleted)
+                }
+            }
+        }
     }
 
     /// Core Data's name for ``merge(_:)``.

@@ -1,0 +1,106 @@
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// A link the context made (unsaved) to an object another context or process then deleted never reaches the store
+/// as a reference to nothing: a merge takes it out, as Core Data's merge of a delete does; a save that did not
+/// merge is refused with a conflict naming the link; an undo does not put it back.
+@Suite struct DeletedElsewhereLinkTests {
+    /// An owner "o" and an item "x" saved, unlinked, and a second context on the store.
+    private func unlinked() throws -> (ItemWorld, ManagedObject, ManagedObject, ObjectContext) {
+        let world = try ItemWorld()
+        let owner = try world.context.insert("Owner")
+        try owner.setValue(.string("o"), forKey: "name")
+        let item = try world.add("x", group: nil)
+        try world.context.save()
+        return (world, owner, item, ObjectContext(store: world.store, name: "other"))
+    }
+
+    private func delete(_ id: ObjectID, in other: ObjectContext, mergingInto world: ItemWorld) throws {
+        let since = try world.store.lastTransaction()
+        try other.delete(try other.existingObject(with: id))
+        try other.save()
+        for record in try world.store.history(since: since) { world.context.merge(record) }
+    }
+
+    private func expectClean(_ world: ItemWorld) throws {
+        let (findings, _) = try world.store.checkIntegrity()
+        #expect(findings.isEmpty, "\(findings)")
+    }
+
+    @Test func aMergedDeleteOfTheObjectLinkedToTakesTheLinkOut() throws {
+        let (world, owner, item, other) = try unlinked()
+        defer { world.remove() }
+        var request = FetchRequest(entity: "Item", sortKeys: [SortKey("title")])
+        request.predicate = try FetchPredicate("owner != nil")
+        let controller = FetchedResultsController(fetchRequest: request, context: world.context)
+        try controller.performFetch()
+        try item.setObject(owner, forKey: "owner")
+        world.context.processPendingChanges()
+        #expect(controller.sections.first?.objectIDs == [item.objectID])
+
+        try delete(owner.objectID, in: other, mergingInto: world)
+        world.context.processPendingChanges()
+        #expect(try item.object(forKey: "owner") == nil)
+        #expect(controller.sections.first?.objectIDs ?? [] == [])  // the item left with its owner
+        try world.context.save()
+        try expectClean(world)
+    }
+
+    @Test(arguments: [false, true])
+    func aMergedDeleteOfTheLinkingObjectTakesItOutOfTheToMany(throughTheToMany: Bool) throws {
+        let (world, owner, item, other) = try unlinked()
+        defer { world.remove() }
+        if throughTheToMany {
+            try owner.add(item, toKey: "items")
+        } else {
+            try item.setObject(owner, forKey: "owner")
+        }
+        try delete(item.objectID, in: other, mergingInto: world)
+        #expect(try owner.objectIDs(forKey: "items").isEmpty)
+        try world.context.save()
+        try expectClean(world)
+        let check = ObjectContext(store: world.store)
+        #expect(try check.existingObject(with: owner.objectID).objectIDs(forKey: "items").isEmpty)
+    }
+
+    @Test func aSaveThatDidNotMergeTheDeleteIsRefusedAndWritesNothing() throws {
+        let (world, owner, item, other) = try unlinked()
+        defer { world.remove() }
+        try item.setObject(owner, forKey: "owner")
+        try item.setValue(.int(7), forKey: "rank")
+        try other.delete(try other.existingObject(with: owner.objectID))
+        try other.save()  // not merged into world.context
+
+        let error = entityStoreError { try world.context.save() }
+        #expect(error?.code == .conflict)
+        #expect(error?.failures.first?.key == "owner")
+        #expect(error?.failures.first?.objectID == item.objectID)
+        #expect(error?.message.contains("\(owner.objectID), which was deleted elsewhere") == true)
+        try expectClean(world)
+        let check = ObjectContext(store: world.store)
+        #expect(try check.existingObject(with: item.objectID)["rank"] == .int(0))
+        // Rolled back, the context saves again.
+        world.context.rollback()
+        try item.setValue(.int(8), forKey: "rank")
+        try world.context.save()
+        try expectClean(world)
+    }
+
+    @Test func anUndoDoesNotLinkToAnObjectDeletedSince() throws {
+        let (world, owner, item, other) = try unlinked()
+        defer { world.remove() }
+        let second = try world.context.insert("Owner")
+        try second.setValue(.string("p"), forKey: "name")
+        try world.context.save()
+        try item.setObject(owner, forKey: "owner")  // group 1
+        try item.setObject(second, forKey: "owner")  // group 2
+        try delete(owner.objectID, in: other, mergingInto: world)
+
+        try world.context.undoLastChange()  // back to group 1's state: linked to the deleted owner
+        #expect(try item.object(forKey: "owner") == nil)
+        try world.context.save()
+        try expectClean(world)
+    }
+}
