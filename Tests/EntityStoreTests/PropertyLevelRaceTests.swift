@@ -86,4 +86,55 @@ import Testing
             #expect(Set(members) == Set(naming), "owner \(owner)")
         }
     }
+
+    /// Threads moving the same items between owners at once, through the to-one and through the to-many, under
+    /// every policy but the error one: each item ends with one owner that lists it, whatever the interleaving.
+    @Test(arguments: [MergePolicy.propertyLevel, .contextWins, .storeWins])
+    func racingMovesKeepEveryToOneSingleAndItsInverseExact(policy: MergePolicy) throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let owners = try ["o1", "o2", "o3"].map { name in
+            let owner = try world.context.insert("Owner")
+            try owner.setValue(.string(name), forKey: "name")
+            return owner.objectID
+        }
+        let ids = try (0..<6).map { i in try world.add("i\(i)", group: "A").objectID }
+        try world.context.save()
+        let store = world.store
+        let rounds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 150 : 3_000
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 3) { thread in
+            let context = ObjectContext(store: store, name: "mover \(thread)")
+            context.mergePolicy = policy
+            var g = SeededGenerator(seed: UInt64(thread + 10))
+            do {
+                for _ in 0..<rounds {
+                    let item = try context.existingObject(with: ids.randomElement(using: &g)!)
+                    let owner = try context.existingObject(with: owners.randomElement(using: &g)!)
+                    if thread == 0 {
+                        try owner.add(item, toKey: "items")
+                    } else {
+                        try item.setObject(owner, forKey: "owner")
+                    }
+                    try context.save()
+                    if Bool.random(using: &g) { context.reset() }
+                }
+            } catch {
+                failures.withLock { $0.append("mover \(thread): \(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let (findings, _) = try store.checkIntegrity()
+        #expect(findings.isEmpty, "\(findings)")
+        let check = ObjectContext(store: store)
+        var listed: [ObjectID] = []
+        for owner in owners {
+            let members = try check.existingObject(with: owner).objectIDs(forKey: "items")
+            for member in members {
+                #expect(try check.existingObject(with: member).objectIDs(forKey: "owner") == [owner])
+            }
+            listed += members
+        }
+        #expect(listed.sorted() == ids.sorted())
+    }
 }

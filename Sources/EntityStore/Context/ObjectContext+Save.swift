@@ -8,7 +8,10 @@ extension ObjectContext {
     /// object is validated (required values, attribute rules, the store's custom rules, uniqueness against the store
     /// and within the save, deny rules, conflicts with saves made elsewhere since the object was read) and *every*
     /// failure is reported at once.
-    /// Records, index entries and both directions of every relationship are written together.
+    /// Records, index entries and both directions of every relationship are written together. A relationship is
+    /// never stored pointing at nothing: a link to an object deleted elsewhere since it was read (and not merged) is
+    /// a ``EntityStoreError/Code/conflict`` naming the object, the relationship and the target. A to-one changed
+    /// elsewhere is resolved by the ``mergePolicy`` (see ``MergePolicy``).
     ///
     /// On any error the store and the context are exactly as they were before the call, and the save can be
     /// retried.
@@ -219,6 +222,7 @@ extension ObjectContext {
                 var resolutions: [ObjectID: ChangeWriter.Resolution] = [:]
                 var keptByStore = Set<ObjectID>()
                 failures += try writer.checkUniqueness(objects)
+                if mergePolicy == .error { conflicts += try writer.toOneConflicts(objects) }
                 for object in objects {
                     if object.isDeleted {
                         guard !object.isInserted else { continue }
@@ -255,8 +259,9 @@ extension ObjectContext {
                         .conflict, summary, entity: conflicts[0].entity, objectID: conflicts[0].objectID,
                         failures: conflicts)
                 }
-                var record = ChangeRecord(
-                    kind: .didSave, changes: savedChanges(objects, resolutions), author: name, contextID: contextID)
+                var changes = savedChanges(objects, resolutions)
+                if !writer.collateral.isEmpty { addCollateralChanges(writer.collateral, to: &changes) }
+                var record = ChangeRecord(kind: .didSave, changes: changes, author: name, contextID: contextID)
                 // A save whose every change was already made elsewhere (deletes of deleted objects) leaves no entry.
                 if !record.changes.isEmpty { record.transaction = try store.appendHistory(record, txn) }
                 return (record, resolutions)
@@ -332,6 +337,28 @@ extension ObjectContext {
                     oldRelationships: oldRelationships, isUserDriven: userDriven))
         }
         return changes
+    }
+
+    /// Adds the objects a save unlinked besides its own changes (``ChangeWriter/collateral``) to its changes, for
+    /// other contexts to merge; their relationships here are reloaded when next read.
+    func addCollateralChanges(_ collateral: [ObjectID: Set<String>], to changes: inout [ObjectChange]) {
+        var positions: [ObjectID: Int] = [:]
+        for (position, change) in changes.enumerated() { positions[change.objectID] = position }
+        for (id, names) in collateral.sorted(by: { $0.key < $1.key }) {
+            if let object = registered[id] {
+                for name in names {
+                    object.related[name] = nil
+                    object.committedRelated[name] = nil
+                }
+                object.announceChange()
+            }
+            if let position = positions[id] {
+                guard changes[position].kind == .update else { continue }  // inserted or deleted by the save itself
+                changes[position].changedKeys += names.subtracting(changes[position].changedKeys).sorted()
+            } else {
+                changes.append(ObjectChange(objectID: id, kind: .update, changedKeys: names.sorted()))
+            }
+        }
     }
 
     /// After the commit: stored state becomes the committed state.

@@ -14,6 +14,13 @@ import Foundation
 ///
 /// "Nothing written" means no second delete and no history entry for it. Objects reached only by a cascade and
 /// never read are deleted as they are in the store.
+///
+/// Relationships are stored apart from the objects' records, and a save writes the targets it adds and removes:
+/// what other writers added to or removed from a to-many meanwhile stays. A to-one holds one target: one the save
+/// changes that was changed elsewhere since the context read it is a listed conflict under ``error``; under the
+/// other policies the save's target replaces the stored one (and the object that held it loses it, in the save's
+/// change record too). A link to an object deleted elsewhere is refused under every policy (see
+/// ``ObjectContext/save()``).
 public enum MergePolicy: Sendable, Equatable {
     /// Refuse the save and list every conflict (the default).
     case error

@@ -22,6 +22,9 @@ struct ChangeWriter {
     private var lastInserted: (storage: EntityStorage, records: PutCursor, appends: Bool, slot: Int?)?
     /// The links this save adds, checked by ``danglingLinks()`` once every record is written.
     private var addedLinks: [(source: ObjectID, relationship: String, target: ObjectID)] = []
+    /// Objects whose relationships this save changed besides the saved objects' own changes (a to-one's target
+    /// replaced after another writer changed it), with the relationships' names.
+    private(set) var collateral: [ObjectID: Set<String>] = [:]
 
     init(store: PersistentStore, txn: WriteTransaction) {
         self.store = store
@@ -389,13 +392,21 @@ struct ChangeWriter {
     }
 
     /// Writes the difference between a relationship's stored and current targets, in both directions.
+    ///
+    /// A to-one holds one target whatever other writers did since the context read it (``toOneConflicts(_:)``
+    /// refuses that under ``MergePolicy/error`` before anything is written): the context's target replaces the
+    /// stored one, and an object whose to-one inverse now names this object leaves the object it named before. The
+    /// objects that lose a link this way, which the context may not hold, are collected in ``collateral`` for the
+    /// save's change record.
     mutating func writeRelationships(of object: ManagedObject, _ storage: EntityStorage) throws {
         for relationship in object.entity.relationships {
             guard let current = object.related[relationship.name] else { continue }
-            let stored = object.isInserted ? [] : object.committedRelated[relationship.name] ?? []
+            var stored = object.isInserted ? [] : object.committedRelated[relationship.name] ?? []
             guard current != stored else { continue }
             guard let forward = storage.relationships[relationship.name] else { continue }
-            let direct = try store.storage(for: relationship.destination).relationships[relationship.inverse]
+            let destination = try store.storage(for: relationship.destination)
+            let direct = destination.relationships[relationship.inverse]
+            let inverseRelationship = destination.entity.relationship(relationship.inverse)
             /// The database of the inverse on `target`'s own entity (a superentity's relationship holds its
             /// sub-entities' objects too).
             func inverse(at target: ObjectID) throws -> Database? {
@@ -403,12 +414,14 @@ struct ChangeWriter {
                     ? direct : try store.storage(for: target.entityName).relationships[relationship.inverse]
             }
             let source = IndexKey.primaryKey(object.objectID.primaryKey)
-            for added in current.subtracting(stored) {
-                guard let backward = try inverse(at: added) else { continue }
-                addedLinks.append((object.objectID, relationship.name, added))
-                let target = IndexKey.primaryKey(added.primaryKey)
-                try putPair(source, target, forward)
-                try putPair(target, source, backward)
+            if !relationship.isToMany && !object.isInserted {
+                // A to-one holds one target: the save's replaces what is stored now, whoever wrote that (another
+                // writer since the context read it, or this save through the inverse of another of its objects).
+                let now = Set(try store.storedTargets(of: object.objectID, relationship, storage, txn))
+                for other in now where !stored.contains(other) && !current.contains(other) {
+                    collateral[other, default: []].insert(relationship.inverse)
+                }
+                stored = now
             }
             for removed in stored.subtracting(current) {
                 guard let backward = try inverse(at: removed) else { continue }
@@ -416,6 +429,65 @@ struct ChangeWriter {
                 try txn.delete(source, value: target, in: forward)
                 try txn.delete(target, value: source, in: backward)
             }
+            for added in current.subtracting(stored) {
+                guard let backward = try inverse(at: added) else { continue }
+                addedLinks.append((object.objectID, relationship.name, added))
+                let target = IndexKey.primaryKey(added.primaryKey)
+                if let inverseRelationship, !inverseRelationship.isToMany {
+                    try leave(
+                        added, relationship, backward, sources: inverseRelationship.destination, except: object.objectID
+                    )
+                }
+                try putPair(source, target, forward)
+                try putPair(target, source, backward)
+            }
+        }
+    }
+
+    /// The to-one relationships `objects` change that were changed elsewhere since the context read them, as
+    /// conflicts: checked before the save writes anything (its own writes change to-ones through their inverses).
+    func toOneConflicts(_ objects: [ManagedObject]) throws -> [EntityStoreError.Failure] {
+        var failures: [EntityStoreError.Failure] = []
+        for object in objects where !object.isInserted && !object.isDeleted && !object.related.isEmpty {
+            for relationship in object.entity.relationships where !relationship.isToMany {
+                guard let current = object.related[relationship.name],
+                    let read = object.committedRelated[relationship.name], current != read
+                else { continue }
+                let storage = try store.storage(for: object.entity.name)
+                let now = Set(try store.storedTargets(of: object.objectID, relationship, storage, txn))
+                guard now != read else { continue }
+                let names = now.isEmpty ? "none" : now.sorted().map(\.description).joined(separator: ", ")
+                failures.append(
+                    .init(
+                        entity: object.entity.name, key: relationship.name, objectID: object.objectID,
+                        message: "it was changed elsewhere since it was read (now \(names))"))
+            }
+        }
+        return failures
+    }
+
+    /// Unlinks `target`, whose to-one inverse of `relationship` is about to name another object, from every other
+    /// object it names now (both directions), recording them in ``collateral``.
+    private mutating func leave(
+        _ target: ObjectID, _ relationship: Relationship, _ backward: Database, sources: String, except kept: ObjectID
+    ) throws {
+        let key = IndexKey.primaryKey(target.primaryKey)
+        var held: [[UInt8]] = []
+        try txn.forEach(in: backward, range: .exactly(key)) { _, value in
+            held.append(Array(value))
+            return .continue
+        }
+        let keptKey = IndexKey.primaryKey(kept.primaryKey)
+        for value in held where value != keptKey {
+            let other = try store.relatedID(
+                try value.withUnsafeBytes { try IndexKey.primaryKey(from: $0) }, destination: sources, txn)
+            guard let forward = try store.storage(for: other.entityName).relationships[relationship.name] else {
+                continue
+            }
+            try txn.delete(key, value: value, in: backward)
+            try txn.delete(value, value: key, in: forward)
+            collateral[other, default: []].insert(relationship.name)
+            collateral[target, default: []].insert(relationship.inverse)
         }
     }
 

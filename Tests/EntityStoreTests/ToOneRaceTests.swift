@@ -1,0 +1,108 @@
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// Two contexts change one item's to-one owner at once. The relationship is stored apart from the item's record,
+/// so the record's version does not see the race: the to-one itself is checked when written. It never ends up with
+/// two targets; under the error policy the second save is a conflict, under the others its owner wins and the owner
+/// it replaced loses the item in the store and in every context that merges the save.
+@Suite struct ToOneRaceTests {
+    @Test(arguments: [MergePolicy.error, .propertyLevel, .contextWins, .storeWins], [false, true])
+    func twoContextsSettingOneToOne(policy: MergePolicy, throughTheToMany: Bool) throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let ui = world.context
+        let owners = try ["a", "b", "c"].map { name in
+            let owner = try ui.insert("Owner")
+            try owner.setValue(.string(name), forKey: "name")
+            return owner
+        }
+        let item = try world.add("x", group: nil)
+        try item.setObject(owners[0], forKey: "owner")
+        try ui.save()
+        let other = ObjectContext(store: world.store, name: "other")
+        let otherItem = try other.existingObject(with: item.objectID)
+        let otherC = try other.existingObject(with: owners[2].objectID)
+        #expect(try otherC.objectIDs(forKey: "items").isEmpty)
+
+        // The UI moves the item to b; meanwhile the other context moves it to c and saves first.
+        if throughTheToMany {
+            try owners[1].add(item, toKey: "items")
+        } else {
+            try item.setObject(owners[1], forKey: "owner")
+        }
+        try otherItem.setObject(otherC, forKey: "owner")
+        try other.save()
+        ui.mergePolicy = policy
+        let since = try world.store.lastTransaction()
+        let error = entityStoreError { try ui.save() }
+
+        let check = ObjectContext(store: world.store)
+        let stored = try check.existingObject(with: item.objectID).objectIDs(forKey: "owner")
+        let (findings, _) = try world.store.checkIntegrity()
+        #expect(findings.isEmpty, "\(findings)")
+        if policy == .error {
+            #expect(error?.code == .conflict)
+            #expect(error?.failures.contains { $0.key == "owner" && $0.objectID == item.objectID } == true)
+            #expect(error?.message.contains("changed elsewhere since it was read (now \(owners[2].objectID))") == true)
+            #expect(stored == [owners[2].objectID])
+            return
+        }
+        #expect(error == nil)
+        #expect(stored == [owners[1].objectID])
+        for (owner, expected) in zip(owners, [[], [item.objectID], []]) {
+            #expect(try check.existingObject(with: owner.objectID).objectIDs(forKey: "items") == expected)
+        }
+        // The save's record tells the other context that c lost the item.
+        for record in try world.store.history(since: since) { other.merge(record) }
+        #expect(try otherC.objectIDs(forKey: "items").isEmpty)
+        #expect(try otherItem.object(forKey: "owner")?.objectID == owners[1].objectID)
+    }
+}
+
+extension ToOneRaceTests {
+    /// A one-to-one (a person's passport, a passport's holder): two contexts give one passport to two people.
+    @Test(arguments: [MergePolicy.error, .propertyLevel, .contextWins, .storeWins])
+    func twoContextsLinkingOneOneToOne(policy: MergePolicy) throws {
+        let schema = try Schema(version: 1) {
+            Entity("Person") {
+                Attribute("name", .string)
+                Relationship("passport", to: "Passport", inverse: "holder")
+            }
+            Entity("Passport") {
+                Attribute("number", .string)
+                Relationship("holder", to: "Person", inverse: "passport")
+            }
+        }
+        try withStore(schema: schema) { store, _ in
+            let ui = ObjectContext(store: store, name: "ui")
+            let (x, y) = (try ui.insert("Person"), try ui.insert("Person"))
+            try x.setValue("x", forKey: "name")
+            try y.setValue("y", forKey: "name")
+            let passport = try ui.insert("Passport")
+            try passport.setValue("P1", forKey: "number")
+            try ui.save()
+            let other = ObjectContext(store: store, name: "other")
+            try other.existingObject(with: y.objectID).setObject(
+                try other.existingObject(with: passport.objectID), forKey: "passport")
+            try x.setObject(passport, forKey: "passport")
+            try other.save()
+            ui.mergePolicy = policy
+            let error = entityStoreError { try ui.save() }
+            let (findings, _) = try store.checkIntegrity()
+            #expect(findings.isEmpty, "\(findings)")
+            let check = ObjectContext(store: store)
+            let holder = try check.existingObject(with: passport.objectID).objectIDs(forKey: "holder")
+            let xHas = try check.existingObject(with: x.objectID).objectIDs(forKey: "passport")
+            let yHas = try check.existingObject(with: y.objectID).objectIDs(forKey: "passport")
+            if policy == .error {
+                #expect(error?.code == .conflict)
+                #expect((holder, xHas, yHas) == ([y.objectID], [], [passport.objectID]))
+            } else {
+                #expect(error == nil)
+                #expect((holder, xHas, yHas) == ([x.objectID], [passport.objectID], []))
+            }
+        }
+    }
+}
