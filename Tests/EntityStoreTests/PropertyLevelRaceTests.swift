@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LMDB
 import TestSupport
 import Testing
 
@@ -26,8 +26,8 @@ import Testing
 
         // What each thread saved last, per item: its key, then the item's index and the value.
         let keys = ["title", "rank", "position", "owner"]
-        let lastSaved = Mutex<[String: [Int: Value]]>([:])
-        let failures = Mutex<[String]>([])
+        let lastSaved = Locked<[String: [Int: Value]]>([:])
+        let failures = Locked<[String]>([])
         DispatchQueue.concurrentPerform(iterations: keys.count) { thread in
             let key = keys[thread]
             let context = ObjectContext(store: store, name: key)
@@ -102,7 +102,7 @@ import Testing
         try world.context.save()
         let store = world.store
         let rounds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 150 : 3_000
-        let failures = Mutex<[String]>([])
+        let failures = Locked<[String]>([])
         DispatchQueue.concurrentPerform(iterations: 3) { thread in
             let context = ObjectContext(store: store, name: "mover \(thread)")
             context.mergePolicy = policy

@@ -106,3 +106,52 @@ extension ToOneRaceTests {
         }
     }
 }
+
+extension ToOneRaceTests {
+    /// The owner a save's to-one replaced loses the item on every screen: the saving context's own controllers and
+    /// those of a context that merges the save, though neither changed that owner.
+    @Test func theReplacedOwnerLosesTheItemOnEveryScreen() throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let ui = world.context
+        let owners = try ["a", "b", "c"].map { name in
+            let owner = try ui.insert("Owner")
+            try owner.setValue(.string(name), forKey: "name")
+            return owner.objectID
+        }
+        let item = try world.add("x", group: nil)
+        try item.setObject(try ui.existingObject(with: owners[0]), forKey: "owner")
+        try ui.save()
+        ui.reset()
+        let uiItem = try ui.existingObject(with: item.objectID)
+        _ = try uiItem.object(forKey: "owner")  // read under a
+        // The other context moves the item to c and saves; the UI does not merge it.
+        let other = ObjectContext(store: world.store, name: "other")
+        try other.existingObject(with: item.objectID).setObject(
+            try other.existingObject(with: owners[2]), forKey: "owner")
+        try other.save()
+        func ownersWithItems(_ context: ObjectContext) throws -> FetchedResultsController {
+            var request = FetchRequest(entity: "Owner", sortKeys: [SortKey("name")])
+            request.predicate = try FetchPredicate("items.@count > 0")
+            let controller = FetchedResultsController(fetchRequest: request, context: context)
+            try controller.performFetch()
+            return controller
+        }
+        let mine = try ownersWithItems(ui)
+        let theirs = try ownersWithItems(other)
+        #expect(mine.fetchedObjectIDs == [owners[2]] && theirs.fetchedObjectIDs == [owners[2]])
+
+        // The UI moves the item to b, over the other's move.
+        ui.mergePolicy = .contextWins
+        try uiItem.setObject(try ui.existingObject(with: owners[1]), forKey: "owner")
+        let since = try world.store.lastTransaction()
+        try ui.save()
+        for record in try world.store.history(since: since) { other.merge(record) }
+        other.processPendingChanges()
+        #expect(mine.fetchedObjectIDs == [owners[1]])
+        #expect(theirs.fetchedObjectIDs == [owners[1]])
+        #expect(try other.existingObject(with: owners[2]).objectIDs(forKey: "items").isEmpty)
+        let (findings, _) = try world.store.checkIntegrity()
+        #expect(findings.isEmpty, "\(findings)")
+    }
+}

@@ -63,6 +63,7 @@ extension ObjectContext {
             saveSnapshot = [:]
             let record: ChangeRecord
             let resolutions: [ObjectID: ChangeWriter.Resolution]
+            let collateral: [ObjectChange]
             do {
                 var failures = try propagateDeletes(keeping: keptByStore)
                 try computeDerivedAttributes()
@@ -72,7 +73,7 @@ extension ObjectContext {
                 failures += runValidationRules(objects)
                 // A custom rule may have changed or deleted other objects.
                 if dirty.count != objects.count { objects = sortedDirtyObjects() }
-                (record, resolutions) = try writeChanges(objects, requiredFailures: failures)
+                (record, resolutions, collateral) = try writeChanges(objects, requiredFailures: failures)
             } catch let kept as DeletesKeptByStore {
                 // Nothing was written: start over with those objects alive, as stored.
                 restore(saveSnapshot ?? [:])
@@ -86,6 +87,10 @@ extension ObjectContext {
             }
             finishSave(resolutions)
             processPendingChanges()
+            if !collateral.isEmpty {
+                // Objects the save unlinked without changing them here: this context's screens follow them too.
+                deliver(ChangeRecord(kind: .objectsDidChange, changes: collateral, author: name, contextID: contextID))
+            }
             deliver(record)
             store.publisher.catchUp(store, force: true)
             return
@@ -211,7 +216,7 @@ extension ObjectContext {
     func writeChanges(
         _ objects: [ManagedObject], requiredFailures: [EntityStoreError.Failure]
     ) throws
-        -> (ChangeRecord, [ObjectID: ChangeWriter.Resolution])
+        -> (ChangeRecord, [ObjectID: ChangeWriter.Resolution], collateral: [ObjectChange])
     {
         return try mappingStorageErrors("saving") {
             try store.write { txn in
@@ -260,11 +265,12 @@ extension ObjectContext {
                         failures: conflicts)
                 }
                 var changes = savedChanges(objects, resolutions)
-                if !writer.collateral.isEmpty { addCollateralChanges(writer.collateral, to: &changes) }
+                let collateral = collateralChanges(writer.collateral)
+                if !collateral.isEmpty { add(collateral, to: &changes) }
                 var record = ChangeRecord(kind: .didSave, changes: changes, author: name, contextID: contextID)
                 // A save whose every change was already made elsewhere (deletes of deleted objects) leaves no entry.
                 if !record.changes.isEmpty { record.transaction = try store.appendHistory(record, txn) }
-                return (record, resolutions)
+                return (record, resolutions, collateral)
             }
         }
     }
@@ -339,12 +345,10 @@ extension ObjectContext {
         return changes
     }
 
-    /// Adds the objects a save unlinked besides its own changes (``ChangeWriter/collateral``) to its changes, for
-    /// other contexts to merge; their relationships here are reloaded when next read.
-    func addCollateralChanges(_ collateral: [ObjectID: Set<String>], to changes: inout [ObjectChange]) {
-        var positions: [ObjectID: Int] = [:]
-        for (position, change) in changes.enumerated() { positions[change.objectID] = position }
-        for (id, names) in collateral.sorted(by: { $0.key < $1.key }) {
+    /// Updates for the objects a save unlinked besides its own changes (``ChangeWriter/collateral``); their
+    /// relationships here are reloaded when next read.
+    func collateralChanges(_ collateral: [ObjectID: Set<String>]) -> [ObjectChange] {
+        collateral.sorted(by: { $0.key < $1.key }).map { id, names in
             if let object = registered[id] {
                 for name in names {
                     object.related[name] = nil
@@ -352,12 +356,22 @@ extension ObjectContext {
                 }
                 object.announceChange()
             }
-            if let position = positions[id] {
-                guard changes[position].kind == .update else { continue }  // inserted or deleted by the save itself
-                changes[position].changedKeys += names.subtracting(changes[position].changedKeys).sorted()
-            } else {
-                changes.append(ObjectChange(objectID: id, kind: .update, changedKeys: names.sorted()))
+            return ObjectChange(objectID: id, kind: .update, changedKeys: names.sorted())
+        }
+    }
+
+    /// Adds `collateral` to a save's `changes`, for other contexts to merge: keys added to an object's update, or
+    /// an update of its own.
+    func add(_ collateral: [ObjectChange], to changes: inout [ObjectChange]) {
+        var positions: [ObjectID: Int] = [:]
+        for (position, change) in changes.enumerated() { positions[change.objectID] = position }
+        for change in collateral {
+            guard let position = positions[change.objectID] else {
+                changes.append(change)
+                continue
             }
+            guard changes[position].kind == .update else { continue }  // inserted or deleted by the save itself
+            changes[position].changedKeys += change.changedKeys.filter { !changes[position].changedKeys.contains($0) }
         }
     }
 
