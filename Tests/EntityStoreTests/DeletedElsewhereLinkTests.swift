@@ -104,3 +104,90 @@ import Testing
         try expectClean(world)
     }
 }
+
+/// A delete racing a link made elsewhere: another context links an object to one this context deletes, after this
+/// context read its relationships. Nothing keeps a link to the deleted object; a delete rule that must see every
+/// related object (cascade, deny) refuses the save until the context has seen the new one.
+@Suite struct DeleteRacingALinkTests {
+    @Test(arguments: [MergePolicy.error, .propertyLevel, .contextWins, .storeWins])
+    func aNullifyingDeleteUnlinksWhatWasLinkedElsewhere(policy: MergePolicy) throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let ui = world.context
+        let owner = try ui.insert("Owner")
+        try owner.setValue(.string("o"), forKey: "name")
+        let item = try world.add("x", group: nil)
+        try ui.save()
+        #expect(try owner.objectIDs(forKey: "items").isEmpty)  // read: no items
+        let other = ObjectContext(store: world.store, name: "other")
+        let otherItem = try other.existingObject(with: item.objectID)
+        try otherItem.setObject(try other.existingObject(with: owner.objectID), forKey: "owner")
+        try other.save()
+
+        try ui.delete(owner)
+        ui.mergePolicy = policy
+        let since = try world.store.lastTransaction()
+        try ui.save()
+        let (findings, _) = try world.store.checkIntegrity()
+        #expect(findings.isEmpty, "\(findings)")
+        let check = ObjectContext(store: world.store)
+        #expect(try check.existingObject(with: item.objectID).object(forKey: "owner") == nil)
+        // The save's record names the item, so the other context drops its link too.
+        for record in try world.store.history(since: since) { other.merge(record) }
+        #expect(try otherItem.object(forKey: "owner") == nil)
+    }
+
+    @Test func aCascadeRefusesUntilItHasSeenWhatWasLinkedElsewhere() throws {
+        try withStore(schema: try Fixtures.projectSchema()) { store, _ in
+            let ui = ObjectContext(store: store, name: "ui")
+            let project = try ui.insert("Project")
+            try project.setValue("p", forKey: "name")
+            try ui.save()
+            #expect(try project.objectIDs(forKey: "tasks").isEmpty)
+            let other = ObjectContext(store: store, name: "other")
+            let task = try other.insert("Task")
+            try task.setValue("t", forKey: "title")
+            try task.setObject(try other.existingObject(with: project.objectID), forKey: "project")
+            let since = try store.lastTransaction()
+            try other.save()
+
+            try ui.delete(project)
+            let error = entityStoreError { try ui.save() }
+            #expect(error?.code == .conflict)
+            #expect(error?.message.contains("\(task.objectID) was linked to its tasks (delete rule cascade)") == true)
+            let check = ObjectContext(store: store)
+            #expect(try check.existingObject(with: task.objectID).object(forKey: "project") != nil)
+            // Once the context has merged the other's save, the cascade takes the task with the project.
+            ui.rollback()
+            for record in try store.history(since: since) { ui.merge(record) }
+            try ui.delete(try ui.existingObject(with: project.objectID))
+            try ui.save()
+            #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Task")).isEmpty)
+            let (findings, _) = try store.checkIntegrity()
+            #expect(findings.isEmpty, "\(findings)")
+        }
+    }
+
+    @Test func aDenyRuleRefusesWhatWasLinkedElsewhere() throws {
+        try withStore { store, _ in
+            let ui = ObjectContext(store: store, name: "ui")
+            let publisher = try ui.insert("Publisher")
+            try publisher.setValue("p", forKey: "name")
+            try ui.save()
+            #expect(try publisher.objectIDs(forKey: "books").isEmpty)
+            let other = ObjectContext(store: store, name: "other")
+            let book = try other.insert("Book")
+            try book.setValue("b", forKey: "title")
+            try book.setObject(try other.existingObject(with: publisher.objectID), forKey: "publisher")
+            try other.save()
+
+            try ui.delete(publisher)
+            let error = entityStoreError { try ui.save() }
+            #expect(error?.code == .conflict)
+            #expect(error?.message.contains("(delete rule deny)") == true)
+            let (findings, _) = try store.checkIntegrity()
+            #expect(findings.isEmpty, "\(findings)")
+            #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Publisher")).count == 1)
+        }
+    }
+}

@@ -384,11 +384,50 @@ struct ChangeWriter {
             try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
         }
         try txn.delete(pk, in: storage.records)
+        var unseen: [String] = []
         for relationship in object.entity.relationships {
             guard let database = storage.relationships[relationship.name] else { continue }
+            if relationship.deleteRule != .noAction {
+                unseen += try unlinkInverses(of: object, relationship, storage)
+            }
             try txn.delete(pk, in: database)
         }
+        guard unseen.isEmpty else {
+            return (
+                .init(
+                    entity: object.entity.name, objectID: object.objectID,
+                    message: "cannot delete: \(unseen.joined(separator: "; ")) since it was read; merge or refresh"
+                        + " and save again, so that its delete rules see them"), .deleted
+            )
+        }
         return (nil, .deleted)
+    }
+
+    /// Removes the deleted `object` from the inverse of `relationship` on every object stored as its target, those
+    /// linked elsewhere since the context read it included (recorded in ``collateral``): no object keeps a link to
+    /// a deleted one. Returns what the relationship's cascade or deny rule did not see (it saw what the context
+    /// read), each a conflict.
+    private mutating func unlinkInverses(
+        of object: ManagedObject, _ relationship: Relationship, _ storage: EntityStorage
+    ) throws -> [String] {
+        let targets = try store.storedTargets(of: object.objectID, relationship, storage, txn)
+        guard !targets.isEmpty else { return [] }
+        let read = object.committedRelated[relationship.name]
+        let source = IndexKey.primaryKey(object.objectID.primaryKey)
+        var unseen: [String] = []
+        for target in targets {
+            guard
+                let backward = try store.storage(for: target.entityName).relationships[relationship.inverse]
+            else { continue }
+            try txn.delete(IndexKey.primaryKey(target.primaryKey), value: source, in: backward)
+            if read?.contains(target) == true { continue }
+            collateral[target, default: []].insert(relationship.inverse)
+            if read != nil && (relationship.deleteRule == .cascade || relationship.deleteRule == .deny) {
+                unseen.append(
+                    "\(target) was linked to its \(relationship.name) (delete rule \(relationship.deleteRule))")
+            }
+        }
+        return unseen
     }
 
     /// Writes the difference between a relationship's stored and current targets, in both directions.
