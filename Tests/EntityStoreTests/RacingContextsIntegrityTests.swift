@@ -5,7 +5,8 @@ import Testing
 @testable import EntityStore
 
 /// Four contexts on one store (every merge policy, two merging the others' saves automatically) take random steps in
-/// turn: inserts, updates, deletes (cascade, nullify, deny) and relationship changes (to-one and to-many) kept
+/// turn: inserts, updates, deletes (cascade, nullify, deny), relationship changes (to-one and to-many), undo,
+/// refreshes, child contexts saving into them and the store's batch updates and deletes, edits kept
 /// unsaved while the others save, so that what each read goes stale. Saves may be refused (conflicts, deny rules,
 /// validation); nothing else may fail, and the store then passes its integrity check: no dangling reference, no
 /// to-one with two targets, every inverse and index entry in place. (The interleaving is seeded, so a failure
@@ -55,7 +56,29 @@ import Testing
                     try context.save()
                     continue
                 }
-                switch Int.random(in: 0..<12, using: &g) {
+                switch Int.random(in: 0..<17, using: &g) {
+                case 12:
+                    if context.canUndo { try context.undoLastChange() }
+                case 13:
+                    if let book = try any("Book") { try context.refresh(book, mergeChanges: Bool.random(using: &g)) }
+                case 14:
+                    let pages = Int64.random(in: 1..<500, using: &g)
+                    try store.batchUpdate(
+                        "Book", where: try FetchPredicate("pages < \(pages)"), set: ["pages": .int(pages)])
+                case 15:
+                    try store.batchDelete(
+                        "Chapter", where: try FetchPredicate("title == 'c\(Int.random(in: 0..<step + 1, using: &g))'"))
+                case 16:
+                    // A child context's edits, saved into this one.
+                    let child = ObjectContext(parent: context)
+                    if let book = try child.fetch(FetchRequest(entity: "Book")).filter({ !$0.isDeleted }).randomElement(
+                        using: &g),
+                        let author = try child.fetch(FetchRequest(entity: "Author")).filter({ !$0.isDeleted })
+                            .randomElement(using: &g)
+                    {
+                        try book.setObject(author, forKey: "author")
+                        try child.save()
+                    }
                 case 0:
                     let book = try context.insert("Book")
                     try book.setValue(.string("b\(index)-\(step)"), forKey: "title")
