@@ -190,4 +190,37 @@ import Testing
             #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Publisher")).count == 1)
         }
     }
+
+    /// A `noAction` delete leaves references to nothing on purpose; deleting an object that holds one names no
+    /// missing object in the save's record (a merge elsewhere would fail to load it).
+    @Test func aReferenceANoActionDeleteLeftIsNotReportedAsAChange() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Shelf") {
+                Attribute("name", .string)
+                Relationship("boxes", to: "Box", inverse: "shelf", toMany: true, deleteRule: .noAction)
+            }
+            Entity("Box") {
+                Attribute("label", .string)
+                Relationship("shelf", to: "Shelf", inverse: "boxes")
+            }
+        }
+        try withStore(schema: schema) { store, _ in
+            let context = ObjectContext(store: store)
+            let shelf = try context.insert("Shelf")
+            try shelf.setValue("s", forKey: "name")
+            let box = try context.insert("Box")
+            try box.setValue("b", forKey: "label")
+            try box.setObject(shelf, forKey: "shelf")
+            try context.save()
+            try context.delete(shelf)
+            try context.save()  // the box keeps its reference to the deleted shelf (noAction)
+
+            let other = ObjectContext(store: store)
+            let since = try store.lastTransaction()
+            try other.delete(try other.existingObject(with: box.objectID))
+            try other.save()
+            let changes = try store.history(since: since).flatMap(\.changes)
+            #expect(changes.map(\.objectID) == [box.objectID])
+        }
+    }
 }

@@ -419,8 +419,10 @@ struct ChangeWriter {
             guard
                 let backward = try store.storage(for: target.entityName).relationships[relationship.inverse]
             else { continue }
-            try txn.delete(IndexKey.primaryKey(target.primaryKey), value: source, in: backward)
-            if read?.contains(target) == true { continue }
+            let unlinked = try txn.delete(IndexKey.primaryKey(target.primaryKey), value: source, in: backward)
+            // A target the context read was seen by its delete rules; one with no link back names nothing (a
+            // reference a `noAction` delete left).
+            guard read?.contains(target) != true, unlinked else { continue }
             collateral[target, default: []].insert(relationship.inverse)
             if read != nil && (relationship.deleteRule == .cascade || relationship.deleteRule == .deny) {
                 unseen.append(
@@ -456,11 +458,19 @@ struct ChangeWriter {
             if !relationship.isToMany && !object.isInserted {
                 // A to-one holds one target: the save's replaces what is stored now, whoever wrote that (another
                 // writer since the context read it, or this save through the inverse of another of its objects).
-                let now = Set(try store.storedTargets(of: object.objectID, relationship, storage, txn))
-                for other in now where !stored.contains(other) && !current.contains(other) {
-                    collateral[other, default: []].insert(relationship.inverse)
+                let read = stored
+                stored = Set(try store.storedTargets(of: object.objectID, relationship, storage, txn))
+                for other in stored where !read.contains(other) && !current.contains(other) {
+                    // Linked elsewhere since the context read it: it loses the link (if it exists: a reference left
+                    // by a `noAction` delete names nothing).
+                    guard let backward = try inverse(at: other) else { continue }
+                    let target = IndexKey.primaryKey(other.primaryKey)
+                    try txn.delete(source, value: target, in: forward)
+                    if try txn.delete(target, value: source, in: backward) {
+                        collateral[other, default: []].insert(relationship.inverse)
+                    }
+                    stored.remove(other)
                 }
-                stored = now
             }
             for removed in stored.subtracting(current) {
                 guard let backward = try inverse(at: removed) else { continue }
@@ -524,8 +534,9 @@ struct ChangeWriter {
                 continue
             }
             try txn.delete(key, value: value, in: backward)
-            try txn.delete(value, value: key, in: forward)
-            collateral[other, default: []].insert(relationship.name)
+            if try txn.delete(value, value: key, in: forward) {
+                collateral[other, default: []].insert(relationship.name)
+            }
             collateral[target, default: []].insert(relationship.inverse)
         }
     }
