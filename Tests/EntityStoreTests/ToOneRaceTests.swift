@@ -155,3 +155,39 @@ extension ToOneRaceTests {
         #expect(findings.isEmpty, "\(findings)")
     }
 }
+
+extension ToOneRaceTests {
+    /// A merge brings a new stored owner under an unsaved one: the stored owner does not list the item meanwhile, and
+    /// after the save neither context does.
+    @Test func aMergeUnderAnUnsavedToOneKeepsBothSidesConsistent() throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let ui = world.context
+        let owners = try ["a", "b", "c"].map { name in
+            let owner = try ui.insert("Owner")
+            try owner.setValue(.string(name), forKey: "name")
+            return owner
+        }
+        let item = try world.add("x", group: nil)
+        try item.setObject(owners[0], forKey: "owner")
+        try ui.save()
+        #expect(try owners[2].objectIDs(forKey: "items").isEmpty)
+        try item.setObject(owners[1], forKey: "owner")  // unsaved: a -> b
+        let other = ObjectContext(store: world.store, name: "other")
+        try other.existingObject(with: item.objectID).setObject(
+            try other.existingObject(with: owners[2].objectID), forKey: "owner")
+        var since = try world.store.lastTransaction()
+        try other.save()  // a -> c
+        for record in try world.store.history(since: since) { ui.merge(record) }
+        #expect(try item.object(forKey: "owner")?.objectID == owners[1].objectID)
+        #expect(try owners[2].objectIDs(forKey: "items").isEmpty)
+
+        since = try world.store.lastTransaction()
+        try ui.save()
+        for record in try world.store.history(since: since) { other.merge(record) }
+        #expect(try other.existingObject(with: owners[2].objectID).objectIDs(forKey: "items").isEmpty)
+        #expect(try other.existingObject(with: owners[1].objectID).objectIDs(forKey: "items") == [item.objectID])
+        let (findings, _) = try world.store.checkIntegrity()
+        #expect(findings.isEmpty, "\(findings)")
+    }
+}

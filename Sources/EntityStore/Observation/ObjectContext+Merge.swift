@@ -86,6 +86,7 @@ extension ObjectContext {
             }
         }
         if !deleted.isEmpty { unlinkUnsaved(from: deleted) }
+        if !dirty.isEmpty { reconcileInverses() }
         deliver(
             ChangeRecord(
                 kind: .merged, changes: merged, transaction: record.transaction, author: record.author,
@@ -104,6 +105,36 @@ extension ObjectContext {
                 object.related[name] = targets.subtracting(deleted)
                 if let stored = object.committedRelated[name] {
                     object.committedRelated[name] = stored.subtracting(deleted)
+                }
+            }
+        }
+    }
+
+    /// Keeps both sides of to-ones consistent where the merge put a new stored target under an unsaved one: an
+    /// object whose unsaved to-one names another target than the one stored now is taken out of that registered
+    /// target's inverse (the save will unlink it there too), so that the target does not list it meanwhile.
+    private func reconcileInverses() {
+        for object in dirty where !object.related.isEmpty && !object.isDeleted {
+            for relationship in object.entity.relationships where !relationship.isToMany {
+                guard let current = object.related[relationship.name],
+                    let stored = object.committedRelated[relationship.name], current != stored
+                else { continue }
+                for id in stored.subtracting(current) {
+                    guard let target = registered[id], !target.isDeleted,
+                        let inverseRelationship = target.entity.relationship(relationship.inverse)
+                    else { continue }
+                    let inverse: Set<ObjectID>
+                    do {
+                        inverse = try targets(of: target, inverseRelationship)
+                    } catch {
+                        inbox.receive(.failure(EntityStoreError.wrapping(error, "merging \(id)")))
+                        continue
+                    }
+                    guard inverse.contains(object.objectID) else { continue }
+                    recordPending(target)
+                    target.announceChange()
+                    target.related[relationship.inverse] = inverse.subtracting([object.objectID])
+                    dirty.insert(target)
                 }
             }
         }
