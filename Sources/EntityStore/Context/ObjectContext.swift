@@ -499,10 +499,17 @@ final class ObjectState {
     var committedTransients: [Value] = []
 
     /// This state with other values.
-    func with(values: [Value]) -> ObjectState {
+    func with(values: [Value]) -> ObjectState { with(values: values, committed: committed) }
+
+    /// This state with the parts given replaced (its transients and flags kept).
+    private func with(
+        values: [Value]?, committed: [Value]?, rowVersion: UInt64? = nil, related: [String: Set<ObjectID>]? = nil,
+        committedRelated: [String: Set<ObjectID>]? = nil
+    ) -> ObjectState {
         let state = ObjectState(
-            object: object, values: values, committed: committed, rowVersion: rowVersion, related: related,
-            committedRelated: committedRelated, isInserted: isInserted, isDeleted: isDeleted)
+            object: object, values: values, committed: committed, rowVersion: rowVersion ?? self.rowVersion,
+            related: related ?? self.related, committedRelated: committedRelated ?? self.committedRelated,
+            isInserted: isInserted, isDeleted: isDeleted)
         state.transients = transients
         state.committedTransients = committedTransients
         return state
@@ -547,13 +554,7 @@ final class ObjectState {
                 dropped = true
             }
         }
-        guard dropped else { return self }
-        let state = ObjectState(
-            object: object, values: values, committed: committed, rowVersion: rowVersion, related: related,
-            committedRelated: committedRelated, isInserted: isInserted, isDeleted: isDeleted)
-        state.transients = transients
-        state.committedTransients = committedTransients
-        return state
+        return dropped ? with(values: values, committed: committed, related: related) : self
     }
 
     /// This state's unsaved changes on top of what `object` (the same object, later) holds as stored: the values and
@@ -587,13 +588,9 @@ final class ObjectState {
             // A changed relationship not loaded now: its stored targets as recorded.
             committedRelated[name] = self.committedRelated[name]
         }
-        let state = ObjectState(
-            object: self.object, values: values, committed: values == nil ? nil : object.committed,
-            rowVersion: object.rowVersion, related: related, committedRelated: committedRelated,
-            isInserted: isInserted, isDeleted: isDeleted)
-        state.transients = transients
-        state.committedTransients = committedTransients
-        return state
+        return with(
+            values: values, committed: values == nil ? nil : object.committed, rowVersion: object.rowVersion,
+            related: related, committedRelated: committedRelated)
     }
 
     func apply(to object: ManagedObject) {
