@@ -105,6 +105,15 @@ final class ItemWorld {
         return item
     }
 
+    /// Inserts owners with these names into the world's context.
+    func addOwners(_ names: [String]) throws -> [ManagedObject] {
+        try names.map { name in
+            let owner = try context.insert("Owner")
+            try owner.setValue(.string(name), forKey: "name")
+            return owner
+        }
+    }
+
     func controller(
         sectioned: Bool = true, sort: [SortKey] = [SortKey("rank")], predicate: String? = nil,
         delegate: RecordingDelegate

@@ -6,17 +6,16 @@ import Testing
 /// A link the context made (unsaved) to an object another context or process then deleted never reaches the store
 /// as a reference to nothing: a merge takes it out, as Core Data's merge of a delete does; a save that did not
 /// merge is refused with a conflict naming the link; an undo does not put it back.
-@Suite struct DeletedElsewhereLinkTests {
-    /// An owner "o" and an item "x" saved, unlinked, and a second context on the store.
-    private func unlinked() throws -> (ItemWorld, ManagedObject, ManagedObject, ObjectContext) {
-        let world = try ItemWorld()
-        let owner = try world.context.insert("Owner")
-        try owner.setValue(.string("o"), forKey: "name")
-        let item = try world.add("x", group: nil)
-        try world.context.save()
-        return (world, owner, item, ObjectContext(store: world.store, name: "other"))
-    }
+/// An owner "o" and an item "x" saved, unlinked, and a second context on the store.
+private func unlinked() throws -> (ItemWorld, ManagedObject, ManagedObject, ObjectContext) {
+    let world = try ItemWorld()
+    let owner = try world.addOwners(["o"])[0]
+    let item = try world.add("x", group: nil)
+    try world.context.save()
+    return (world, owner, item, ObjectContext(store: world.store, name: "other"))
+}
 
+@Suite struct DeletedElsewhereLinkTests {
     private func delete(_ id: ObjectID, in other: ObjectContext, mergingInto world: ItemWorld) throws {
         let since = try world.store.lastTransaction()
         try other.delete(try other.existingObject(with: id))
@@ -91,8 +90,7 @@ import Testing
     @Test func anUndoDoesNotLinkToAnObjectDeletedSince() throws {
         let (world, owner, item, other) = try unlinked()
         defer { world.remove() }
-        let second = try world.context.insert("Owner")
-        try second.setValue(.string("p"), forKey: "name")
+        let second = try world.addOwners(["p"])[0]
         try world.context.save()
         try item.setObject(owner, forKey: "owner")  // group 1
         try item.setObject(second, forKey: "owner")  // group 2
@@ -111,15 +109,10 @@ import Testing
 @Suite struct DeleteRacingALinkTests {
     @Test(arguments: [MergePolicy.error, .propertyLevel, .contextWins, .storeWins])
     func aNullifyingDeleteUnlinksWhatWasLinkedElsewhere(policy: MergePolicy) throws {
-        let world = try ItemWorld()
+        let (world, owner, item, other) = try unlinked()
         defer { world.remove() }
         let ui = world.context
-        let owner = try ui.insert("Owner")
-        try owner.setValue(.string("o"), forKey: "name")
-        let item = try world.add("x", group: nil)
-        try ui.save()
         #expect(try owner.objectIDs(forKey: "items").isEmpty)  // read: no items
-        let other = ObjectContext(store: world.store, name: "other")
         let otherItem = try other.existingObject(with: item.objectID)
         try otherItem.setObject(try other.existingObject(with: owner.objectID), forKey: "owner")
         try other.save()

@@ -13,11 +13,7 @@ import Testing
         let world = try ItemWorld()
         defer { world.remove() }
         let setup = world.context
-        let owners = try ["o1", "o2", "o3"].map { name in
-            let owner = try setup.insert("Owner")
-            try owner.setValue(.string(name), forKey: "name")
-            return owner.objectID
-        }
+        let owners = try world.addOwners(["o1", "o2", "o3"]).map(\.objectID)
         let items = try (0..<12).map { i in try world.add("i\(i)", group: "A", rank: 0) }
         try setup.save()
         let ids = items.map(\.objectID)
@@ -93,11 +89,7 @@ import Testing
     func racingMovesKeepEveryToOneSingleAndItsInverseExact(policy: MergePolicy) throws {
         let world = try ItemWorld()
         defer { world.remove() }
-        let owners = try ["o1", "o2", "o3"].map { name in
-            let owner = try world.context.insert("Owner")
-            try owner.setValue(.string(name), forKey: "name")
-            return owner.objectID
-        }
+        let owners = try world.addOwners(["o1", "o2", "o3"]).map(\.objectID)
         let ids = try (0..<6).map { i in try world.add("i\(i)", group: "A").objectID }
         try world.context.save()
         let store = world.store

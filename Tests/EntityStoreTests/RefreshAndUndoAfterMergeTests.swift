@@ -75,11 +75,7 @@ import Testing
         let world = try ItemWorld()
         defer { world.remove() }
         let context = world.context
-        var owners: [String: ManagedObject] = [:]
-        for name in ["o1", "o2"] {
-            owners[name] = try context.insert("Owner")
-            try owners[name]!.setValue(.string(name), forKey: "name")
-        }
+        let owners = Dictionary(uniqueKeysWithValues: zip(["o1", "o2"], try world.addOwners(["o1", "o2"])))
         let item = try world.add("x", group: nil)
         try item.setObject(owners["o1"], forKey: "owner")
         try context.save()
@@ -101,11 +97,7 @@ import Testing
     /// Two contexts on one store: `ui` with an item "x" owned by o1 (and o2 at hand), `other` to save elsewhere.
     private func owned() throws -> (ItemWorld, ObjectContext, [String: ManagedObject]) {
         let world = try ItemWorld()
-        var owners: [String: ManagedObject] = [:]
-        for name in ["o1", "o2"] {
-            owners[name] = try world.context.insert("Owner")
-            try owners[name]!.setValue(.string(name), forKey: "name")
-        }
+        let owners = Dictionary(uniqueKeysWithValues: zip(["o1", "o2"], try world.addOwners(["o1", "o2"])))
         try world.add("x", group: "A", rank: 1).setObject(owners["o1"], forKey: "owner")
         try world.context.save()
         return (world, ObjectContext(store: world.store, name: "other"), owners)

@@ -190,35 +190,10 @@ import Testing
             trace.append("round \(round) \(step)")
             ui.processPendingChanges()
             ui._checkInvariants()
-            var failed = false
             steps[step, default: 0] += 1
-            for (index, (controller, delegate)) in zip(controllers, delegates).enumerated() {
-                let fresh = FetchedResultsController(
-                    fetchRequest: controller.fetchRequest, context: ui,
-                    sectionNameKeyPath: controller.sectionNameKeyPath)
-                try fresh.performFetch()
-                let shown = controller.sections.map { "\($0.name):\($0.objectIDs)" }
-                let expected = fresh.sections.map { "\($0.name):\($0.objectIDs)" }
-                let recent = trace.suffix(12).joined(separator: ", ")
-                if shown != expected {
-                    failed = true
-                    Issue.record(
-                        "seed \(seed), controller \(index) shows \(shown), a fetch \(expected); after \(recent)")
-                }
-                if delegate.replica.sections != controller.sections.map(\.objectIDs) {
-                    failed = true
-                    Issue.record(
-                        "seed \(seed), controller \(index)'s replica differs after \(recent); log \(delegate.log)")
-                }
-                delegate.log = []
-            }
-            if round % 50 == 49 {
-                let (findings, _) = try world.store.checkIntegrity()
-                if !findings.isEmpty {
-                    Issue.record("seed \(seed), round \(round): \(findings) after \(trace.suffix(12))")
-                    failed = true
-                }
-            }
+            let failed = try checkStep(
+                controllers, delegates, world.store, round: round,
+                after: "seed \(seed), after \(trace.suffix(12).joined(separator: ", "))")
             if failed || delegates.contains(where: { !$0.problems.isEmpty }) { break }
         }
         for (index, delegate) in delegates.enumerated() {
@@ -341,33 +316,46 @@ import Testing
             }
             trace.append("\(round) \(step)")
             ui.processPendingChanges()
-            var failed = false
-            for (i, (c, d)) in zip(controllers, delegates).enumerated() {
-                let fresh = FetchedResultsController(
-                    fetchRequest: c.fetchRequest, context: ui, sectionNameKeyPath: c.sectionNameKeyPath)
-                try fresh.performFetch()
-                let shown = c.sections.map { "\($0.name):\($0.objectIDs)" }
-                let expected = fresh.sections.map { "\($0.name):\($0.objectIDs)" }
-                if shown != expected {
-                    failed = true
-                    Issue.record(
-                        "seed \(seed) controller \(i) shows \(shown), fetch \(expected) after \(trace.suffix(6))")
-                }
-                if d.replica.sections != c.sections.map(\.objectIDs) {
-                    failed = true
-                    Issue.record("seed \(seed) controller \(i)'s replica differs after \(trace.suffix(6))")
-                }
-                d.log = []
-            }
-            if round % 50 == 49 {
-                let (findings, _) = try store.checkIntegrity()
-                if !findings.isEmpty {
-                    Issue.record("seed \(seed), round \(round): \(findings) after \(trace.suffix(8))")
-                    failed = true
-                }
-            }
+            let failed = try checkStep(
+                controllers, delegates, store, round: round,
+                after: "seed \(seed), after \(trace.suffix(8).joined(separator: ", "))")
             if failed || delegates.contains(where: { !$0.problems.isEmpty }) { break }
         }
         for d in delegates { #expect(d.problems.isEmpty, "\(d.problems.prefix(3))") }
     }
+}
+
+/// One step's checks for the fuzz tests: every controller equals a fresh fetch (sections and names) and its
+/// callback replica, and every 50 rounds the store passes its integrity check. Records what differs, `after` naming
+/// the steps that led there; returns whether anything did.
+private func checkStep(
+    _ controllers: [FetchedResultsController], _ delegates: [ReplicaDelegate], _ store: PersistentStore, round: Int,
+    after: String
+) throws -> Bool {
+    var failed = false
+    for (index, (controller, delegate)) in zip(controllers, delegates).enumerated() {
+        let fresh = FetchedResultsController(
+            fetchRequest: controller.fetchRequest, context: controller.context,
+            sectionNameKeyPath: controller.sectionNameKeyPath)
+        try fresh.performFetch()
+        let shown = controller.sections.map { "\($0.name):\($0.objectIDs)" }
+        let expected = fresh.sections.map { "\($0.name):\($0.objectIDs)" }
+        if shown != expected {
+            failed = true
+            Issue.record("controller \(index) shows \(shown), a fetch \(expected); \(after)")
+        }
+        if delegate.replica.sections != controller.sections.map(\.objectIDs) {
+            failed = true
+            Issue.record("controller \(index)'s replica differs; \(after); log \(delegate.log)")
+        }
+        delegate.log = []
+    }
+    if round % 50 == 49 {
+        let (findings, _) = try store.checkIntegrity()
+        if !findings.isEmpty {
+            failed = true
+            Issue.record("round \(round): \(findings); \(after)")
+        }
+    }
+    return failed
 }
