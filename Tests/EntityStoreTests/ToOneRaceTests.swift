@@ -8,19 +8,21 @@ import Testing
 /// two targets; under the error policy the second save is a conflict, under the others its owner wins and the owner
 /// it replaced loses the item in the store and in every context that merges the save.
 @Suite struct ToOneRaceTests {
-    @Test(arguments: [MergePolicy.error, .propertyLevel, .contextWins, .storeWins], [false, true])
-    func twoContextsSettingOneToOne(policy: MergePolicy, throughTheToMany: Bool) throws {
+    /// Owners a, b and c, and an item "x" owned by a, saved.
+    private func ownedByA() throws -> (ItemWorld, [ManagedObject], ManagedObject) {
         let world = try ItemWorld()
-        defer { world.remove() }
-        let ui = world.context
-        let owners = try ["a", "b", "c"].map { name in
-            let owner = try ui.insert("Owner")
-            try owner.setValue(.string(name), forKey: "name")
-            return owner
-        }
+        let owners = try world.addOwners(["a", "b", "c"])
         let item = try world.add("x", group: nil)
         try item.setObject(owners[0], forKey: "owner")
-        try ui.save()
+        try world.context.save()
+        return (world, owners, item)
+    }
+
+    @Test(arguments: [MergePolicy.error, .propertyLevel, .contextWins, .storeWins], [false, true])
+    func twoContextsSettingOneToOne(policy: MergePolicy, throughTheToMany: Bool) throws {
+        let (world, owners, item) = try ownedByA()
+        defer { world.remove() }
+        let ui = world.context
         let other = ObjectContext(store: world.store, name: "other")
         let otherItem = try other.existingObject(with: item.objectID)
         let otherC = try other.existingObject(with: owners[2].objectID)
@@ -111,17 +113,10 @@ extension ToOneRaceTests {
     /// The owner a save's to-one replaced loses the item on every screen: the saving context's own controllers and
     /// those of a context that merges the save, though neither changed that owner.
     @Test func theReplacedOwnerLosesTheItemOnEveryScreen() throws {
-        let world = try ItemWorld()
+        let (world, ownerObjects, item) = try ownedByA()
         defer { world.remove() }
         let ui = world.context
-        let owners = try ["a", "b", "c"].map { name in
-            let owner = try ui.insert("Owner")
-            try owner.setValue(.string(name), forKey: "name")
-            return owner.objectID
-        }
-        let item = try world.add("x", group: nil)
-        try item.setObject(try ui.existingObject(with: owners[0]), forKey: "owner")
-        try ui.save()
+        let owners = ownerObjects.map(\.objectID)
         ui.reset()
         let uiItem = try ui.existingObject(with: item.objectID)
         _ = try uiItem.object(forKey: "owner")  // read under a
@@ -160,17 +155,9 @@ extension ToOneRaceTests {
     /// A merge brings a new stored owner under an unsaved one: the stored owner does not list the item meanwhile, and
     /// after the save neither context does.
     @Test func aMergeUnderAnUnsavedToOneKeepsBothSidesConsistent() throws {
-        let world = try ItemWorld()
+        let (world, owners, item) = try ownedByA()
         defer { world.remove() }
         let ui = world.context
-        let owners = try ["a", "b", "c"].map { name in
-            let owner = try ui.insert("Owner")
-            try owner.setValue(.string(name), forKey: "name")
-            return owner
-        }
-        let item = try world.add("x", group: nil)
-        try item.setObject(owners[0], forKey: "owner")
-        try ui.save()
         #expect(try owners[2].objectIDs(forKey: "items").isEmpty)
         try item.setObject(owners[1], forKey: "owner")  // unsaved: a -> b
         let other = ObjectContext(store: world.store, name: "other")
@@ -189,5 +176,32 @@ extension ToOneRaceTests {
         #expect(try other.existingObject(with: owners[1].objectID).objectIDs(forKey: "items") == [item.objectID])
         let (findings, _) = try world.store.checkIntegrity()
         #expect(findings.isEmpty, "\(findings)")
+    }
+}
+
+extension ToOneRaceTests {
+    /// A fault whose to-one the context changed (through the other side) keeps that unsaved change when a merge
+    /// updates it: it was forgotten with the fault's loaded relationships, leaving the two sides disagreeing.
+    @Test func aMergeKeepsAFaultsUnsavedLink() throws {
+        let (world, owners, item) = try ownedByA()
+        defer { world.remove() }
+        let ui = world.context
+        ui.reset()
+        let fault = try ui.object(with: item.objectID)
+        let b = try ui.existingObject(with: owners[1].objectID)
+        try b.add(fault, toKey: "items")
+        #expect(fault.isFault && fault.hasChanges)
+        let other = ObjectContext(store: world.store, name: "other")
+        try other.existingObject(with: item.objectID).setValue(.string("y"), forKey: "title")
+        let since = try world.store.lastTransaction()
+        try other.save()
+        for record in try world.store.history(since: since) { ui.merge(record) }
+        #expect(try fault.object(forKey: "owner")?.objectID == owners[1].objectID)
+        #expect(try fault["title"] == "y")
+        try ui.save()
+        let check = ObjectContext(store: world.store)
+        let stored = try check.existingObject(with: item.objectID)
+        #expect(try stored.object(forKey: "owner")?.objectID == owners[1].objectID)
+        #expect(try stored["title"] == "y")
     }
 }

@@ -44,6 +44,8 @@ extension ObjectContext {
         processPendingChangesWithoutMerging()
         var merged: [ObjectChange] = []
         var deleted = Set<ObjectID>()
+        // Objects refreshed under unsaved changes: their stored relationships may now differ from the ones kept.
+        var keptChanges: [ManagedObject] = []
         for change in record.changes {
             let id = change.objectID
             guard store.storages[id.entityName] != nil else { continue }
@@ -53,7 +55,9 @@ extension ObjectContext {
                 merged.append(change)
             case .update:
                 var mergedChange = change
-                if let object = registered[id], object.values != nil, !object.isInserted {
+                // An object with values, or a fault with unsaved relationship changes (kept over the new stored
+                // state like any unsaved change), is refreshed; a plain fault only forgets what it loaded.
+                if let object = registered[id], object.values != nil || object.hasChanges, !object.isInserted {
                     let before = ObjectState(object)
                     do {
                         try reload(object, mergeChanges: true)
@@ -61,6 +65,7 @@ extension ObjectContext {
                         // merge() cannot throw: the next fetch or save does.
                         inbox.receive(.failure(EntityStoreError.wrapping(error, "merging \(id)")))
                     }
+                    if object.hasChanges { keptChanges.append(object) }
                     if let values = before.values {
                         for (i, attribute) in object.entity.attributes.enumerated()
                         where change.changedKeys.contains(attribute.name) {
@@ -86,7 +91,7 @@ extension ObjectContext {
             }
         }
         if !deleted.isEmpty { unlinkUnsaved(from: deleted) }
-        if !dirty.isEmpty { reconcileInverses() }
+        if !keptChanges.isEmpty { reconcileInverses(of: keptChanges) }
         deliver(
             ChangeRecord(
                 kind: .merged, changes: merged, transaction: record.transaction, author: record.author,
@@ -113,8 +118,8 @@ extension ObjectContext {
     /// Keeps both sides of to-ones consistent where the merge put a new stored target under an unsaved one: an
     /// object whose unsaved to-one names another target than the one stored now is taken out of that registered
     /// target's inverse (the save will unlink it there too), so that the target does not list it meanwhile.
-    private func reconcileInverses() {
-        for object in dirty where !object.related.isEmpty && !object.isDeleted {
+    private func reconcileInverses(of objects: [ManagedObject]) {
+        for object in objects where !object.related.isEmpty && !object.isDeleted {
             for relationship in object.entity.relationships where !relationship.isToMany {
                 guard let current = object.related[relationship.name],
                     let stored = object.committedRelated[relationship.name], current != stored
