@@ -265,7 +265,13 @@ extension ObjectContext {
                         failures: conflicts)
                 }
                 var changes = savedChanges(objects, resolutions)
-                let collateral = collateralChanges(writer.collateral)
+                var unlinked = writer.collateral
+                if !writer.inverseWrites.isEmpty {
+                    for (id, names) in unreportedInverses(writer.inverseWrites, in: changes) {
+                        unlinked[id, default: []].formUnion(names)
+                    }
+                }
+                let collateral = collateralChanges(unlinked)
                 if !collateral.isEmpty { add(collateral, to: &changes) }
                 var record = ChangeRecord(kind: .didSave, changes: changes, author: name, contextID: contextID)
                 // A save whose every change was already made elsewhere (deletes of deleted objects) leaves no entry.
@@ -343,6 +349,34 @@ extension ObjectContext {
                     oldRelationships: oldRelationships, isUserDriven: userDriven))
         }
         return changes
+    }
+
+    /// The inverse sides a save changed in the store that its `changes` do not name, or that this context sees
+    /// otherwise: targets it had not loaded, or whose loaded relationship was stale (another writer had linked or
+    /// unlinked the saved object), so that it saw no change of theirs. Other contexts must refresh them all the
+    /// same, and so must this one.
+    func unreportedInverses(
+        _ writes: [ChangeWriter.InverseWrite], in changes: [ObjectChange]
+    ) -> [ObjectID: Set<String>] {
+        var reported: [ObjectID: Int] = [:]
+        reported.reserveCapacity(changes.count)
+        for (position, change) in changes.enumerated() { reported[change.objectID] = position }
+        var missing: [ObjectID: Set<String>] = [:]
+        for write in writes {
+            var named = false
+            if let position = reported[write.target] {
+                let change = changes[position]
+                if change.kind == .delete { continue }
+                // An insert names every key; an update the relationships that changed here.
+                named = change.kind == .insert || change.changedKeys.contains(write.relationship)
+            }
+            let stale = registered[write.target]?.related[write.relationship].map {
+                $0.contains(write.source) != write.added
+            }
+            guard !named || stale == true else { continue }
+            missing[write.target, default: []].insert(write.relationship)
+        }
+        return missing
     }
 
     /// Updates for the objects a save unlinked besides its own changes (``ChangeWriter/collateral``); their

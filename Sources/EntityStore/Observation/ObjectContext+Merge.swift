@@ -19,8 +19,9 @@ import Foundation
 /// what other writers added to or removed from a to-many meanwhile stays. A to-one holds one target: one the save
 /// changes that was changed elsewhere since the context read it is a listed conflict under ``error``; under the
 /// other policies the save's target replaces the stored one (and the object that held it loses it, in the save's
-/// change record too). A link to an object deleted elsewhere is refused under every policy (see
-/// ``ObjectContext/save()``).
+/// change record too). A link to an object deleted elsewhere, or from one, is refused under every policy (see
+/// ``ObjectContext/save()``). Whatever the saving context had loaded, the save's record names every object whose
+/// stored relationships it changed, so that merging contexts refresh them.
 public enum MergePolicy: Sendable, Equatable {
     /// Refuse the save and list every conflict (the default).
     case error

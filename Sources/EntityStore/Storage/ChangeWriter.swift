@@ -25,6 +25,20 @@ struct ChangeWriter {
     /// Objects whose relationships this save changed besides the saved objects' own changes (a to-one's target
     /// replaced after another writer changed it), with the relationships' names.
     private(set) var collateral: [ObjectID: Set<String>] = [:]
+    /// The inverse sides this save's relationship writes changed in the store: each target, the name of its
+    /// relationship that gained (`added`) or lost the saved object `source`. The save's record must name each one,
+    /// and the saving context's view of it must agree; a context whose view of the target was stale (it did not list
+    /// the saved object, or listed it when the store no longer did) has no change of its own for it (see
+    /// ``ObjectContext/unreportedInverses(_:in:)``).
+    private(set) var inverseWrites: [InverseWrite] = []
+
+    /// One inverse side a save changed (see ``inverseWrites``).
+    struct InverseWrite {
+        var target: ObjectID
+        var relationship: String
+        var source: ObjectID
+        var added: Bool
+    }
 
     init(store: PersistentStore, txn: WriteTransaction) {
         self.store = store
@@ -420,6 +434,10 @@ struct ChangeWriter {
                 let backward = try store.storage(for: target.entityName).relationships[relationship.inverse]
             else { continue }
             let unlinked = try txn.delete(IndexKey.primaryKey(target.primaryKey), value: source, in: backward)
+            if unlinked {
+                inverseWrites.append(
+                    .init(target: target, relationship: relationship.inverse, source: object.objectID, added: false))
+            }
             // A target the context read was seen by its delete rules; one with no link back names nothing (a
             // reference a `noAction` delete left).
             guard read?.contains(target) != true, unlinked else { continue }
@@ -476,7 +494,11 @@ struct ChangeWriter {
                 guard let backward = try inverse(at: removed) else { continue }
                 let target = IndexKey.primaryKey(removed.primaryKey)
                 try txn.delete(source, value: target, in: forward)
-                try txn.delete(target, value: source, in: backward)
+                if try txn.delete(target, value: source, in: backward) {
+                    inverseWrites.append(
+                        .init(
+                            target: removed, relationship: relationship.inverse, source: object.objectID, added: false))
+                }
             }
             for added in current.subtracting(stored) {
                 guard let backward = try inverse(at: added) else { continue }
@@ -488,7 +510,10 @@ struct ChangeWriter {
                     )
                 }
                 try putPair(source, target, forward)
-                try putPair(target, source, backward)
+                if try putPair(target, source, backward) {
+                    inverseWrites.append(
+                        .init(target: added, relationship: relationship.inverse, source: object.objectID, added: true))
+                }
             }
         }
     }
@@ -541,35 +566,46 @@ struct ChangeWriter {
         }
     }
 
-    /// The links this save added whose target is not in the store after its writes: an object deleted elsewhere
-    /// since the context read it (and not merged there). Written, each would be a reference to nothing.
+    /// The links this save added with an end that is not in the store after its writes: an object deleted elsewhere
+    /// since the context read it (and not merged there), whether the link names it or it holds the link (an object
+    /// whose only unsaved changes are relationships is not otherwise checked). Written, each would be a reference to
+    /// nothing. A link and its inverse are one finding.
     func danglingLinks() throws -> [EntityStoreError.Failure] {
         var failures: [EntityStoreError.Failure] = []
         var checked: [ObjectID: Bool] = [:]
+        func exists(_ id: ObjectID) throws -> Bool {
+            if let known = checked[id] { return known }
+            let records = try store.storage(for: id.entityName).records
+            let found = try txn.get(id.primaryKey, in: records) != nil
+            checked[id] = found
+            return found
+        }
+        var reported = Set<[ObjectID]>()
         for link in addedLinks {
-            let exists: Bool
-            if let known = checked[link.target] {
-                exists = known
+            let message: String
+            if try !exists(link.target) {
+                message = "\(link.source).\(link.relationship) links to \(link.target), which was deleted elsewhere"
+            } else if try !exists(link.source) {
+                message = "\(link.source) was deleted elsewhere; its \(link.relationship) cannot link to \(link.target)"
             } else {
-                let records = try store.storage(for: link.target.entityName).records
-                exists = try txn.get(link.target.primaryKey, in: records) != nil
-                checked[link.target] = exists
+                continue
             }
-            guard !exists else { continue }
+            guard reported.insert([link.source, link.target].sorted()).inserted else { continue }
             failures.append(
-                .init(
-                    entity: link.source.entityName, key: link.relationship, objectID: link.source,
-                    message: "\(link.source).\(link.relationship) links to \(link.target), which was deleted elsewhere")
-            )
+                .init(entity: link.source.entityName, key: link.relationship, objectID: link.source, message: message))
         }
         return failures
     }
 
-    private func putPair(_ key: [UInt8], _ value: [UInt8], _ database: Database) throws {
+    /// Writes one direction of a link; returns whether it was not stored yet.
+    @discardableResult
+    private func putPair(_ key: [UInt8], _ value: [UInt8], _ database: Database) throws -> Bool {
         do {
             try txn.put(key, value, in: database, flags: .noDuplicateData)
+            return true
         } catch let error as LMDBError where error.code == .keyExists {
             // Both sides of a relationship write the pair; the second write finds it there.
+            return false
         }
     }
 
