@@ -37,7 +37,7 @@ extension ObjectContext {
                 if !own.isEmpty {
                     candidates.removeAll { own.contains($0.id) }
                     for id in own.sorted() {
-                        guard let object = registered[id], !object.isDeleted else { continue }
+                        guard let object = registered[id], !object.isDeleted, try hasRecord(object) else { continue }
                         let subject = ContextSubject(object: object, reader: reader)
                         if let predicate = prepared.predicate, try !predicate.evaluate(subject) { continue }
                         let sortValues = try prepared.sortPaths.map {

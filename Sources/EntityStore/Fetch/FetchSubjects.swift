@@ -24,7 +24,9 @@ final class FetchReader {
             var current: ObjectContext? = context
             while let level = current {
                 if !level.dirty.isEmpty, let object = level.registered[id], level.dirty.contains(object) {
-                    return object.isDeleted ? nil : ContextSubject(object: object, reader: self)
+                    // (One deleted elsewhere, its unsaved changes not merged, is as gone as a deleted one.)
+                    return try object.isDeleted || !level.hasRecord(object)
+                        ? nil : ContextSubject(object: object, reader: self)
                 }
                 current = level.parent
             }
@@ -56,7 +58,8 @@ final class FetchReader {
                 // context has not saved: the first level ``subject(for:)`` looks at.
                 if object.context === context && context.dirty.contains(object) {
                     assert(context.registered[id] === object, "\(id) is not the registered object")
-                    return object.isDeleted ? nil : ContextSubject(object: object, reader: self)
+                    return try object.isDeleted || !context.hasRecord(object)
+                        ? nil : ContextSubject(object: object, reader: self)
                 }
             }
         }

@@ -4,7 +4,9 @@ extension ObjectContext {
     /// Fetches the objects a request asks for.
     ///
     /// The store is read in one read transaction (one consistent snapshot), ended before the call returns. With
-    /// `includesPendingChanges` (the default) the context's unsaved inserts, updates and deletes are reflected.
+    /// `includesPendingChanges` (the default) the context's unsaved inserts, updates and deletes are reflected. An
+    /// object with unsaved changes that another context deleted meanwhile (in a context that has not merged that
+    /// delete) is not in the results, and a key path through it reads as `nil`: nothing of it is left to match.
     ///
     /// - Throws: ``EntityStoreError/Code/invalidPredicate`` for a predicate that names unknown keys or compares
     ///   the wrong types; ``EntityStoreError/Code/invalidFetchRequest`` for a bad sort key or window.
@@ -97,8 +99,10 @@ extension ObjectContext {
         request.includesSubentities ? store.hierarchies.concrete(request.entity) : [request.entity]
     }
 
+    /// Whether the context holds unsaved objects of `entity` (changed back or not): a fetch that includes pending
+    /// changes takes them from the context rather than the store, so its results need sorting again.
     func hasPendingObjects(of entity: String) -> Bool {
-        dirty.contains { $0.objectID.entityName == entity && $0.hasChanges }
+        dirty.contains { $0.objectID.entityName == entity }
     }
 
     func validateWindow(_ request: FetchRequest) throws {
@@ -307,6 +311,7 @@ extension ObjectContext {
 
                 if request.includesPendingChanges {
                     for object in dirty where object.objectID.entityName == entity.name && !object.isDeleted {
+                        guard try hasRecord(object) else { continue }
                         let id = object.objectID
                         let subject = ContextSubject(object: object, reader: reader)
                         if let predicate, try !predicate.evaluate(subject) { continue }
@@ -471,6 +476,20 @@ extension ObjectContext {
         var result: [String: Value] = [:]
         for (key, path) in paths { result[key] = try CompiledPredicate.values(of: path, subject).first ?? .null }
         return result
+    }
+
+    /// Whether an unsaved object has values a fetch can test: an inserted or loaded one does; a fault with unsaved
+    /// relationship changes is loaded now, and left out of the results when its record was deleted elsewhere (in a
+    /// context that has not merged that delete, or a parent that deleted it): nothing of it is left to match, and its
+    /// save will be refused as a conflict naming it.
+    func hasRecord(_ object: ManagedObject) throws -> Bool {
+        if object.isInserted || object.values != nil || object.hasStoredState { return true }
+        do {
+            try fault(in: object)
+        } catch let error as EntityStoreError where error.code == .objectNotFound && error.objectID == object.objectID {
+            return false
+        }
+        return true
     }
 
     /// Registers fetched objects, filling faults from the records read, and arranges batches and prefetching.

@@ -203,12 +203,16 @@ extension ObjectContext {
         to changes: inout [ObjectChange]
     ) -> Bool {
         let id = object.objectID
-        let isAlive = !object.isDeleted && object.context === self
+        var isAlive = !object.isDeleted && object.context === self
         // A refresh turned the object into a fault after its state was recorded with values (or deleted): its
         // stored values are what it shows now.
         if isAlive, object.values == nil, case .state(let state) = before, state.values != nil || state.isDeleted {
             do {
                 try fault(in: object)
+            } catch let error as EntityStoreError where error.code == .objectNotFound && error.objectID == id {
+                // Deleted elsewhere (a delete this context has not merged): a fetch no longer finds it, so it is
+                // gone from what the context shows too. Reading it throws `objectNotFound`.
+                isAlive = false
             } catch {
                 // Processing cannot throw: the next fetch or save does.
                 inbox.receive(.failure(EntityStoreError.wrapping(error, "loading \(id) after its refresh")))
