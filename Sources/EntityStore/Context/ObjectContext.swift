@@ -311,7 +311,12 @@ public final class ObjectContext {
     }
 
     /// Forgets every registered object and every unsaved change. Objects held elsewhere are detached.
+    ///
+    /// The unsaved changes are discarded as ``rollback()`` discards them, and reported the same way: observers and
+    /// fetched-results controllers see the inserted objects go, the deleted ones come back and the changed ones
+    /// return to their stored values, so that a controller never lists an object the reset threw away.
     public func reset() {
+        if !dirty.isEmpty { rollback() }
         accessorFailures = []
         detachRegisteredObjects()
         registered = ObjectRegistry()
@@ -325,7 +330,12 @@ public final class ObjectContext {
     /// What the refresh changes (unsaved changes discarded, a deleted object back, values another context saved
     /// meanwhile) is an update, insert or delete at the next processing point, like any change: observers and
     /// fetched-results controllers follow it. An object turned into a fault is loaded again then, when it had
-    /// values before.
+    /// values before; one another context deleted meanwhile (a delete this context has not merged) is then gone, as
+    /// a fetch would find it, and reading it throws ``EntityStoreError/Code/objectNotFound``.
+    ///
+    /// Discarding a relationship change discards both sides of the link: an object linked to the refreshed one
+    /// since the last save is unlinked (a to-one of its goes back to the target it has stored), and one unlinked
+    /// from it is linked again. Both objects of every link agree, as after any change.
     ///
     /// - Parameters:
     ///   - object: An object registered in this context.
@@ -337,11 +347,82 @@ public final class ObjectContext {
         try reload(object, mergeChanges: mergeChanges)
     }
 
+    /// Discards the other side of each unsaved link change of `object`, whose own side a refresh is discarding: a
+    /// link is a change of both its objects, and the two must agree. A partner that gained the object loses it (and
+    /// a to-one of the partner's goes back to the target it had stored, which gets the partner back); a partner that
+    /// lost the object gets it back (leaving the target its to-one had taken instead). Partners this context has not
+    /// loaded the inverse of hold nothing to discard.
+    private func discardPartnerSides(of object: ManagedObject) {
+        let id = object.objectID
+        for (name, current) in object.related {
+            let stored = object.committedRelated[name] ?? []
+            guard current != stored, let relationship = object.entity.relationship(name) else { continue }
+            for target in current.subtracting(stored) {
+                setLink(of: target, relationship.inverse, to: id, linked: false, back: name)
+            }
+            for target in stored.subtracting(current) {
+                setLink(of: target, relationship.inverse, to: id, linked: true, back: name)
+            }
+        }
+    }
+
+    /// Links or unlinks `id` in `name` of the registered object `source` (when loaded there), recording the change;
+    /// a to-one that loses `id` takes back its stored target, and one that gains it leaves its other target. `back` is
+    /// the inverse's name, on the objects `name` holds.
+    private func setLink(of source: ObjectID, _ name: String, to id: ObjectID, linked: Bool, back: String) {
+        guard let partner = registered[source], !partner.isDeleted,
+            let relationship = partner.entity.relationship(name), var targets = partner.related[name],
+            targets.contains(id) != linked
+        else { return }
+        recordPending(partner)
+        partner.announceChange()
+        dirty.insert(partner)
+        var released: Set<ObjectID> = []
+        var regained: Set<ObjectID> = []
+        if linked {
+            if !relationship.isToMany { released = targets }
+            targets = relationship.isToMany ? targets.union([id]) : [id]
+        } else {
+            targets.remove(id)
+            if !relationship.isToMany, let committed = partner.committedRelated[name], !committed.contains(id) {
+                regained = committed
+                targets = committed
+            }
+        }
+        partner.related[name] = targets
+        // One level further, for to-ones: the target the partner left or went back to (a to-many there needs no more).
+        for other in released where other != id { unlinkOneLevel(other, back, source) }
+        for other in regained { linkOneLevel(other, back, source) }
+    }
+
+    private func unlinkOneLevel(_ holder: ObjectID, _ name: String, _ id: ObjectID) {
+        guard let object = registered[holder], !object.isDeleted, var targets = object.related[name],
+            targets.contains(id)
+        else { return }
+        recordPending(object)
+        object.announceChange()
+        dirty.insert(object)
+        targets.remove(id)
+        object.related[name] = targets
+    }
+
+    private func linkOneLevel(_ holder: ObjectID, _ name: String, _ id: ObjectID) {
+        guard let object = registered[holder], !object.isDeleted, let relationship = object.entity.relationship(name),
+            var targets = object.related[name], !targets.contains(id)
+        else { return }
+        recordPending(object)
+        object.announceChange()
+        dirty.insert(object)
+        if relationship.isToMany { targets.insert(id) } else { targets = [id] }
+        object.related[name] = targets
+    }
+
     /// ``refresh(_:mergeChanges:)`` without recording the change for processing (a merge reports its own).
     func reload(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard object.context === self, !object.isInserted else { return }
         object.announceChange()
         if !mergeChanges || !object.hasChanges {
+            if !object.isDeleted { discardPartnerSides(of: object) }
             object.values = nil
             object.committed = nil
             object.related = [:]
