@@ -404,4 +404,28 @@ import Testing
         #expect(delegate.take() == ["del k2 [0,1]", "sins 1", "ins k3 [0,0]"])
         #expect(world.layout(controller) == "K:k3,k1 L:k2")
     }
+
+    /// A controller of saved state finds the objects a merged change touches through the stored links: an unsaved
+    /// move of the item to another owner does not make that owner the one its saved-elsewhere rank concerns.
+    @Test func aControllerOfSavedStateFollowsStoredLinksToWhatChanged() throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let owners = try world.addOwners(["a", "b"])
+        let x = try world.add("x", group: nil, rank: 1)
+        try x.setObject(owners[0], forKey: "owner")
+        try world.context.save()
+        var request = FetchRequest(entity: "Owner", sortKeys: [SortKey("name")])
+        request.predicate = try FetchPredicate("ANY items.rank > 5")
+        request.includesPendingChanges = false
+        let controller = FetchedResultsController(fetchRequest: request, context: world.context)
+        try controller.performFetch()
+        try x.setObject(owners[1], forKey: "owner")  // unsaved
+
+        let other = ObjectContext(store: world.store, name: "other")
+        let since = try world.store.lastTransaction()
+        try other.existingObject(with: x.objectID).setValue(.int(9), forKey: "rank")
+        try other.save()
+        for record in try world.store.history(since: since) { world.context.merge(record) }
+        #expect(controller.sections.map(\.objectIDs) == [[owners[0].objectID]])
+    }
 }

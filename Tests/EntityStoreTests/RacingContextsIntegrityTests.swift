@@ -135,7 +135,8 @@ import Testing
     }
 
     /// The same races seen through controllers: every context has controllers through relationships (sections by a
-    /// to-one's attribute, predicates over to-many counts, `ANY` and `SUBQUERY`, a window), and contexts rename and
+    /// to-one's attribute, predicates over to-many counts, `ANY` and `SUBQUERY`, a window), each with and without
+    /// pending changes (a controller of saved state follows saves and merges only), and contexts rename and
     /// retitle what the others sort by. After every step, in each context that merges, every controller equals a
     /// fresh fetch and its callback replica, and every relationship it has loaded equals the store's: no save leaves
     /// an inverse out of its record, however stale the saving context's view was. (A context that does not merge
@@ -179,10 +180,11 @@ import Testing
         ]
         var controllers: [FetchedResultsController] = []
         for context in contexts {
-            for shape in shapes {
+            for (shape, includesPending) in shapes.flatMap({ shape in [(shape, true), (shape, false)] }) {
                 var request = FetchRequest(entity: shape.entity, sortKeys: shape.sort)
                 request.predicate = try FetchPredicate(shape.predicate)
                 request.fetchLimit = shape.limit
+                request.includesPendingChanges = includesPending
                 let controller = FetchedResultsController(
                     fetchRequest: request, context: context, sectionNameKeyPath: shape.section)
                 try controller.performFetch()
@@ -321,7 +323,7 @@ import Testing
                 }
             }
             for (position, (controller, delegate)) in zip(controllers, delegates).enumerated() {
-                let name = "context \(position / shapes.count)'s controller \(position % shapes.count)"
+                let name = "context \(position / (2 * shapes.count))'s controller \(position % (2 * shapes.count))"
                 if controller.context.automaticallyMergesChangesFromStore {
                     let fresh = FetchedResultsController(
                         fetchRequest: controller.fetchRequest, context: controller.context,

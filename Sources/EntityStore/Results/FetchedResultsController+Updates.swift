@@ -131,6 +131,7 @@ extension FetchedResultsController {
     /// deleted, or inserted (a rollback or an undo brings a deleted one back with its links), changes everything
     /// read through it: before a save its delete rules have not run, yet the objects that read it no longer see it.
     func dependents(of change: ObjectChange, _ plan: Plan) throws -> [(ObjectID, String)] {
+        let includesPending = fetchRequest.includesPendingChanges
         var result: [(ObjectID, String)] = []
         for dependency in plan.dependencies {
             let chain = dependency.steps
@@ -153,7 +154,12 @@ extension FetchedResultsController {
                         // A deleted object's relationships are gone from the store: its old ones were noted above.
                         if object.isDeleted && object.context == nil { continue }
                         guard let inverse = object.entity.relationship(step.inverse) else { continue }
-                        previous.formUnion(try context.targets(of: object, inverse))
+                        // A controller of saved state walks the stored links (as last read or merged), not the
+                        // context's unsaved ones.
+                        previous.formUnion(
+                            try includesPending
+                                ? context.targets(of: object, inverse)
+                                : object.committedRelated[inverse.name] ?? context.targets(of: object, inverse))
                     }
                     current = previous
                 }
