@@ -136,11 +136,12 @@ import Testing
 
     /// The same races seen through controllers: every context has controllers through relationships (sections by a
     /// to-one's attribute, predicates over to-many counts, `ANY` and `SUBQUERY`, a window), each with and without
-    /// pending changes (a controller of saved state follows saves and merges only), and contexts rename and
-    /// retitle what the others sort by. After every step, in each context that merges, every controller equals a
-    /// fresh fetch and its callback replica, and every relationship it has loaded equals the store's: no save leaves
-    /// an inverse out of its record, however stale the saving context's view was. (A context that does not merge
-    /// shows its own, older view: its controllers are checked against their replicas only.)
+    /// pending changes (a controller of saved state follows saves and merges only); contexts rename and retitle
+    /// what the others sort by, and undo and redo in groups. Half the contexts merge: automatically, or (even seeds)
+    /// from the history as another process does. After every step, in each context that merges, every controller
+    /// equals a fresh fetch and its callback replica, and every relationship it has loaded equals the store's: no
+    /// save leaves an inverse out of its record, however stale the saving context's view was. (A context that does
+    /// not merge shows its own, older view: its controllers are checked against their replicas only.)
     @Test(arguments: [1 as UInt64, 2, 3])
     func interleavedContextsKeepEveryMergingViewRight(seed: UInt64) throws {
         let temporary = try TemporaryStore(schema: try Fixtures.librarySchema())
@@ -165,7 +166,8 @@ import Testing
         let contexts = (0..<4).map { i in
             let context = ObjectContext(store: store, name: "context \(i)")
             context.mergePolicy = policies[i]
-            context.automaticallyMergesChangesFromStore = i % 2 == 0
+            // Even seeds merge what they read from the history, as another process does.
+            context.automaticallyMergesChangesFromStore = i % 2 == 0 && seed % 2 == 1
             return context
         }
         let shapes: [(entity: String, sort: [SortKey], predicate: String, section: String?, limit: Int)] = [
@@ -195,6 +197,7 @@ import Testing
         for (controller, delegate) in zip(controllers, delegates) { controller.delegate = delegate }
         var g = SeededGenerator(seed: seed)
         var trace: [String] = []
+        var merged = [UInt64](repeating: try store.lastTransaction(), count: contexts.count)
         steps: for step in 0..<steps {
             let index = Int.random(in: 0..<contexts.count, using: &g)
             let context = contexts[index]
@@ -207,6 +210,9 @@ import Testing
                     what = "save"
                     try context.save()
                 } else {
+                    let grouped = Int.random(in: 0..<4, using: &g) == 0
+                    if grouped { context.beginUndoGrouping() }
+                    defer { if grouped { context.endUndoGrouping() } }
                     switch Int.random(in: 0..<20, using: &g) {
                     case 0:
                         what = "insert a book"
@@ -249,9 +255,14 @@ import Testing
                     case 11:
                         what = "move a chapter"
                         if let chapter = try any("Chapter") { try chapter.setObject(try any("Book"), forKey: "book") }
-                    case 12:
-                        what = "undo"
-                        if context.canUndo { try context.undoLastChange() }
+                    case 12 where !grouped:
+                        if Bool.random(using: &g) {
+                            what = "undo"
+                            if context.canUndo { try context.undoLastChange() }
+                        } else {
+                            what = "redo"
+                            if context.canRedo { try context.redoLastChange() }
+                        }
                     case 13:
                         what = "refresh"
                         if let book = try any("Book") {
@@ -303,9 +314,13 @@ import Testing
                 what += ", reset"
             }
             trace.append("\(step): context \(index) \(what)")
+            for (position, context) in contexts.enumerated() where position % 2 == 0 && seed % 2 == 0 {
+                for record in try store.history(since: merged[position]) { context.merge(record) }
+                merged[position] = try store.lastTransaction()
+            }
             for context in contexts { context.processPendingChanges() }
             let after = "seed \(seed), after \(trace.suffix(8).joined(separator: "; "))"
-            for (position, context) in contexts.enumerated() where context.automaticallyMergesChangesFromStore {
+            for (position, context) in contexts.enumerated() where position % 2 == 0 {
                 for object in context.registered.objects where !context.dirty.contains(object) {
                     for (name, loaded) in object.committedRelated {
                         let relationship = object.entity.relationship(name)!
@@ -324,7 +339,7 @@ import Testing
             }
             for (position, (controller, delegate)) in zip(controllers, delegates).enumerated() {
                 let name = "context \(position / (2 * shapes.count))'s controller \(position % (2 * shapes.count))"
-                if controller.context.automaticallyMergesChangesFromStore {
+                if (position / (2 * shapes.count)) % 2 == 0 {
                     let fresh = FetchedResultsController(
                         fetchRequest: controller.fetchRequest, context: controller.context,
                         sectionNameKeyPath: controller.sectionNameKeyPath)

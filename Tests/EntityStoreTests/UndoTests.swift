@@ -368,3 +368,22 @@ extension UndoTests {
         }
     }
 }
+
+@Suite struct UndoWhileGroupedTests {
+    @Test func undoAndRedoWhileAGroupIsOpenSayWhy() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let author = try context.insert("Author")
+            try author.setValue("a", forKey: "name")
+            context.beginUndoGrouping()
+            #expect(context.canUndo)  // as NSUndoManager: a group to undo, once the open one is closed
+            let error = entityStoreError { try context.undoLastChange() }
+            #expect(error?.code == .nothingToUndo)
+            #expect(error?.message.contains("call endUndoGrouping() first") == true)
+            #expect(entityStoreError { try context.redoLastChange() }?.message.contains("undo group is open") == true)
+            context.endUndoGrouping()
+            try context.undoLastChange()
+            #expect(try author.value(forKey: "name") == .null)
+        }
+    }
+}

@@ -342,6 +342,10 @@ extension ObjectContext {
     /// Undoes the last group of unsaved changes.
     /// - Throws: ``EntityStoreError/Code/nothingToUndo`` when there is none, or while a group is open.
     public func undoLastChange() throws {
+        guard !undo.isGroupOpen else {
+            throw EntityStoreError(
+                .nothingToUndo, "cannot undo while an undo group is open: call endUndoGrouping() first")
+        }
         guard let group = undo.popUndo() else {
             throw EntityStoreError(.nothingToUndo, "there is no change to undo")
         }
@@ -358,8 +362,12 @@ extension ObjectContext {
     }
 
     /// Redoes the last undone group.
-    /// - Throws: ``EntityStoreError/Code/nothingToUndo`` when there is none.
+    /// - Throws: ``EntityStoreError/Code/nothingToUndo`` when there is none, or while a group is open.
     public func redoLastChange() throws {
+        guard !undo.isGroupOpen else {
+            throw EntityStoreError(
+                .nothingToUndo, "cannot redo while an undo group is open: call endUndoGrouping() first")
+        }
         guard let before = undo.popRedo() else {
             throw EntityStoreError(.nothingToUndo, "there is no undone change to redo")
         }
