@@ -137,11 +137,12 @@ import Testing
     /// The same races seen through controllers: every context has controllers through relationships (sections by a
     /// to-one's attribute, predicates over to-many counts, `ANY` and `SUBQUERY`, a window), each with and without
     /// pending changes (a controller of saved state follows saves and merges only); contexts rename and retitle
-    /// what the others sort by, and undo and redo in groups. Half the contexts merge: automatically, or (even seeds)
-    /// from the history as another process does. After every step, in each context that merges, every controller
-    /// equals a fresh fetch and its callback replica, and every relationship it has loaded equals the store's: no
-    /// save leaves an inverse out of its record, however stale the saving context's view was. (A context that does
-    /// not merge shows its own, older view: its controllers are checked against their replicas only.)
+    /// what the others sort by, undo and redo in groups, and batch-delete with the delete rules. Half the contexts
+    /// merge: automatically, or (even seeds) from the history as another process does. After every step, in each
+    /// context that merges, every controller equals a fresh fetch and its callback replica, and every relationship
+    /// it has loaded equals the store's: no save leaves an inverse out of its record, however stale the saving
+    /// context's view was. (A context that does not merge shows its own, older view: its controllers are checked
+    /// against their replicas only.)
     @Test(arguments: [1 as UInt64, 2, 3])
     func interleavedContextsKeepEveryMergingViewRight(seed: UInt64) throws {
         let temporary = try TemporaryStore(schema: try Fixtures.librarySchema())
@@ -274,9 +275,16 @@ import Testing
                         try store.batchUpdate(
                             "Book", where: try FetchPredicate("pages < \(pages)"), set: ["pages": .int(pages)])
                     case 15:
-                        what = "batch delete"
-                        try store.batchDelete(
-                            "Chapter", where: try FetchPredicate("title == 'c\(Int.random(in: 0..<30, using: &g))'"))
+                        // With the delete rules: chapters, books (cascading to chapters), authors (to books), and
+                        // publishers (denied while they have books).
+                        let (entity, key, values) = [
+                            ("Chapter", "title", "c\(Int.random(in: 0..<30, using: &g))"),
+                            ("Book", "title", "b\(Int.random(in: 0..<8, using: &g))"),
+                            ("Author", "name", "a\(Int.random(in: 0..<4, using: &g))"),
+                            ("Publisher", "name", "p\(Int.random(in: 0..<3, using: &g))"),
+                        ][Int.random(in: 0..<4, using: &g)]
+                        what = "batch delete of \(entity)"
+                        try store.batchDelete(entity, where: try FetchPredicate("\(key) == '\(values)'"))
                     case 16:
                         what = "child save"
                         let child = ObjectContext(parent: context)
