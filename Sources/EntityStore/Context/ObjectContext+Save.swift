@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 
 extension ObjectContext {
@@ -264,8 +265,29 @@ extension ObjectContext {
                         .conflict, summary, entity: conflicts[0].entity, objectID: conflicts[0].objectID,
                         failures: conflicts)
                 }
+                // Derived attributes read through relationships, checked against what the store now holds.
+                var rederivedElsewhere: [ObjectID: Set<String>] = [:]
+                let derivations = try store.derivations()
+                if !derivations.isEmpty {
+                    let candidates = try rederivationCandidates(objects, writer, derivations, txn)
+                    let fixed =
+                        candidates.isEmpty
+                        ? [:]
+                        : try writer.rederive(candidates, derivations, context: self, now: Date()) { id, stored in
+                            rederivedVersion(id, stored, resolutions)
+                        }
+                    for (id, (values, version)) in fixed {
+                        if let object = registered[id], dirty.contains(object) {
+                            resolutions[id] = .wrote(values, version)
+                        } else {
+                            rederivedElsewhere[id] = Set(
+                                PersistentStore.namesDerivedThroughRelationships(of: id.entityName, derivations))
+                        }
+                    }
+                }
                 var changes = savedChanges(objects, resolutions)
                 var unlinked = writer.collateral
+                for (id, names) in rederivedElsewhere { unlinked[id, default: []].formUnion(names) }
                 if !writer.inverseWrites.isEmpty {
                     for (id, names) in unreportedInverses(writer.inverseWrites, in: changes) {
                         unlinked[id, default: []].formUnion(names)
@@ -351,6 +373,61 @@ extension ObjectContext {
         return changes
     }
 
+    /// The objects whose derived attributes read through relationships and may differ from what this context
+    /// computed: the save's own objects with such attributes, and the objects linked (before or after the save's
+    /// writes, as this context saw it and as the store holds it) to the saved objects those attributes read, or
+    /// whose links the save changed.
+    func rederivationCandidates(
+        _ objects: [ManagedObject], _ writer: ChangeWriter, _ derivations: [String: [Derivation]],
+        _ txn: ReadTransaction
+    ) throws -> Set<ObjectID> {
+        let steps = store.relationshipDerivationSteps(derivations)
+        guard !steps.isEmpty else { return [] }
+        let schema = store.schema
+        func isKind(_ id: ObjectID, of entity: String) -> Bool {
+            id.entityName == entity || schema.isKind(id.entityName, of: entity)
+        }
+        var candidates = Set<ObjectID>()
+        for object in objects where !object.isDeleted {
+            if steps.contains(where: { isKind(object.objectID, of: $0.owner) }) { candidates.insert(object.objectID) }
+        }
+        for (owner, step) in steps {
+            for object in objects where isKind(object.objectID, of: step.destination) {
+                guard let inverse = object.entity.relationship(step.inverse) else { continue }
+                var owners = (object.committedRelated[inverse.name] ?? []).union(object.related[inverse.name] ?? [])
+                if !object.isDeleted {
+                    let storage = try store.storage(for: object.entity.name)
+                    owners.formUnion(try store.storedTargets(of: object.objectID, inverse, storage, txn))
+                }
+                for id in owners where isKind(id, of: owner) { candidates.insert(id) }
+            }
+            for write in writer.inverseWrites where write.relationship == step.name && isKind(write.target, of: owner) {
+                candidates.insert(write.target)
+            }
+            for (id, names) in writer.collateral where names.contains(step.name) && isKind(id, of: owner) {
+                candidates.insert(id)
+            }
+        }
+        return candidates
+    }
+
+    /// The row version a rederived record is written with: an object this save already rewrote keeps the version
+    /// written; any other record gets the next one.
+    func rederivedVersion(
+        _ id: ObjectID, _ stored: UInt64, _ resolutions: [ObjectID: ChangeWriter.Resolution]
+    )
+        -> UInt64
+    {
+        guard let object = registered[id], dirty.contains(object), !object.isDeleted else { return stored + 1 }
+        switch resolutions[id] {
+        case .wrote?: return stored
+        case .keepStored?, .deletedElsewhere?: return stored + 1
+        case nil:
+            return object.isInserted || (object.values != nil && object.values != object.committed)
+                ? stored : stored + 1
+        }
+    }
+
     /// The inverse sides a save changed in the store that its `changes` do not name, or that this context sees
     /// otherwise: targets it had not loaded, or whose loaded relationship was stale (another writer had linked or
     /// unlinked the saved object), so that it saw no change of theirs. Other contexts must refresh them all the
@@ -387,6 +464,11 @@ extension ObjectContext {
                 for name in names {
                     object.related[name] = nil
                     object.committedRelated[name] = nil
+                }
+                // Attributes rewritten here (derived ones recomputed): the object loads its record again.
+                if !dirty.contains(object), names.contains(where: { object.entity.attributeIndex($0) != nil }) {
+                    object.values = nil
+                    object.committed = nil
                 }
                 object.announceChange()
             }

@@ -597,6 +597,45 @@ struct ChangeWriter {
         return failures
     }
 
+    /// Recomputes, from what the store holds inside this transaction (the save's own writes included), the derived
+    /// attributes that read through relationships of `candidates`, and rewrites each record whose values differ:
+    /// the context computed them from its own view, stale when other writers changed the relationships it read or
+    /// when a merge policy kept stored values. `version` gives the row version to write, from the stored one (an
+    /// object this save already rewrote keeps its new version). Returns each rewritten object's values and version.
+    mutating func rederive(
+        _ candidates: Set<ObjectID>, _ derivations: [String: [Derivation]], context: ObjectContext, now: Date,
+        version: (ObjectID, UInt64) -> UInt64
+    ) throws -> [ObjectID: (values: [Value], version: UInt64)] {
+        var rewritten: [ObjectID: (values: [Value], version: UInt64)] = [:]
+        let reader = FetchReader(txn: txn, store: store, context: context, includesPending: false)
+        for id in candidates.sorted() {
+            guard let list = derivations[id.entityName] else { continue }
+            let storage = try store.storage(for: id.entityName)
+            let entity = storage.entity
+            let pk = id.primaryKey
+            guard let bytes = try txn.get(pk, in: storage.records) else { continue }
+            var (values, rowVersion) = try RecordCodec.decode(bytes, entity: entity, key: pk)
+            let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
+            var changed = false
+            for derivation in list where derivation.firstStep != nil {
+                let value = try derivation.value(subject, now: now)
+                guard value != values[derivation.index] else { continue }
+                if let index = storage.indexes[derivation.index] {
+                    try deleteIndex(values[derivation.index], derivation.attribute, pk, index)
+                    try putIndex(value, derivation.attribute, pk, index)
+                }
+                values[derivation.index] = value
+                changed = true
+            }
+            guard changed else { continue }
+            rowVersion = version(id, rowVersion)
+            RecordCodec.encode(values, rowVersion: rowVersion, into: &buffer)
+            try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
+            rewritten[id] = (values, rowVersion)
+        }
+        return rewritten
+    }
+
     /// Writes one direction of a link; returns whether it was not stored yet.
     @discardableResult
     private func putPair(_ key: [UInt8], _ value: [UInt8], _ database: Database) throws -> Bool {
