@@ -43,7 +43,10 @@ public struct Attribute: Codable, Sendable, Hashable {
     /// For a derived attribute, the expression its value is computed from at every save (Core Data's derived
     /// attributes): a key path (`"author.name"`), a to-many relationship's `@count` or `@sum`/`@avg`/`@min`/`@max` of an
     /// attribute (`"books.@sum.pages"`), `lowercase(keyPath)`, `uppercase(keyPath)` or `now()`. A derived attribute
-    /// is stored and can be indexed; the app does not set it (``ManagedObject/setValue(_:forKey:)`` refuses).
+    /// is stored and can be indexed; the app does not set it (``ManagedObject/setValue(_:forKey:)`` refuses). One
+    /// read through a relationship is computed again inside the save's transaction from what the store then holds,
+    /// so another context's concurrent links, a merge policy that keeps stored values, or a batch update or delete of
+    /// the related objects never leaves it wrong (``PersistentStore/checkIntegrity()`` verifies it).
     public var derivation: String?
     /// Whether the attribute is transient: tracked by its context (changes, undo, events) but never stored. It
     /// lives in ``Entity/transientAttributes``, apart from the stored ones.

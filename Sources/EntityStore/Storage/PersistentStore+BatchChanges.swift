@@ -87,8 +87,8 @@ extension PersistentStore {
         }
         if !failures.isEmpty { throw Self.batchChangeFailure(failures) }
         guard !assignments.isEmpty else { return BatchResult(objectIDs: []) }
-        // Derived attributes of the object's own values follow the update; those read through relationships are
-        // left as they are (a batch changes no relationship, and the related objects are not read).
+        // Derived attributes of the object's own values follow the update; those of related objects that read the
+        // updated values through a relationship are recomputed after it.
         let allDerivations = try derivations()
         let now = Date()
         let result = try mappingStorageErrors("batch updating \(entity.name)") {
@@ -147,6 +147,27 @@ extension PersistentStore {
                     rowVersion += 1
                     RecordCodec.encode(record, rowVersion: rowVersion, into: &buffer)
                     try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
+                }
+                // The objects whose derived attributes read the updated values through a relationship.
+                var owners = Set<ObjectID>()
+                for (owner, step) in relationshipDerivationSteps(allDerivations) {
+                    for id in ids
+                    where id.entityName == step.destination || schema.isKind(id.entityName, of: step.destination) {
+                        let storage = try self.storage(for: id.entityName)
+                        guard let inverse = storage.entity.relationship(step.inverse) else { continue }
+                        for target in try storedTargets(of: id, inverse, storage, txn)
+                        where target.entityName == owner || schema.isKind(target.entityName, of: owner) {
+                            owners.insert(target)
+                        }
+                    }
+                }
+                let updated = Set(ids)
+                for (id, names) in try rederive(owners, allDerivations, txn).sorted(by: { $0.key < $1.key }) {
+                    if updated.contains(id), let position = changes.firstIndex(where: { $0.objectID == id }) {
+                        changes[position].changedKeys += names.filter { !changes[position].changedKeys.contains($0) }
+                    } else {
+                        changes.append(ObjectChange(objectID: id, kind: .update, changedKeys: names))
+                    }
                 }
                 _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
                 return BatchResult(objectIDs: ids)
@@ -285,8 +306,12 @@ extension PersistentStore {
                         objectID: id, kind: .delete,
                         changedKeys: try storage(for: id.entityName).entityBox.attributeNames)
                 }
+                // Derived attributes of the objects that lost links, read through those links.
+                let survivors = Set(nullified.keys.filter { !deleted.contains($0) })
+                let rederived = try rederive(survivors, try derivations(), txn)
                 for (target, keys) in nullified.sorted(by: { $0.key < $1.key }) where !deleted.contains(target) {
-                    changes.append(ObjectChange(objectID: target, kind: .update, changedKeys: keys.sorted()))
+                    let names = keys.sorted() + (rederived[target] ?? [])
+                    changes.append(ObjectChange(objectID: target, kind: .update, changedKeys: names))
                 }
                 _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
                 return BatchResult(objectIDs: order)
@@ -370,5 +395,33 @@ extension PersistentStore {
             .validationFailed,
             failures.count == 1 ? failures[0].description : "\(failures.count) validation failures",
             entity: failures[0].entity, key: failures[0].key, objectID: failures[0].objectID, failures: failures)
+    }
+}
+
+extension PersistentStore {
+    /// Each derived attribute's first relationship, with the entity that has the attribute.
+    func relationshipDerivationSteps(_ derivations: [String: [Derivation]]) -> [(owner: String, step: Relationship)] {
+        derivations.flatMap { owner, list in list.compactMap { $0.firstStep.map { (owner, $0) } } }
+    }
+
+    /// Recomputes in `txn` the derived attributes read through relationships of `candidates` from what the store
+    /// holds (see ``ChangeWriter/rederive(_:_:context:now:version:)``), each rewritten record at its next row
+    /// version; returns the names of the attributes recomputed for each rewritten object.
+    func rederive(
+        _ candidates: Set<ObjectID>, _ derivations: [String: [Derivation]], _ txn: WriteTransaction
+    ) throws -> [ObjectID: [String]] {
+        guard !candidates.isEmpty, !relationshipDerivationSteps(derivations).isEmpty else { return [:] }
+        var writer = ChangeWriter(store: self, txn: txn)
+        let fixed = try writer.rederive(candidates, derivations, context: ObjectContext(store: self), now: Date()) {
+            $1 + 1
+        }
+        var names: [ObjectID: [String]] = [:]
+        for id in fixed.keys { names[id] = Self.namesDerivedThroughRelationships(of: id.entityName, derivations) }
+        return names
+    }
+
+    /// The names of `entity`'s derived attributes that read through a relationship.
+    static func namesDerivedThroughRelationships(of entity: String, _ derivations: [String: [Derivation]]) -> [String] {
+        (derivations[entity] ?? []).filter { $0.firstStep != nil }.map(\.attribute.name)
     }
 }

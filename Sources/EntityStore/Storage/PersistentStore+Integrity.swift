@@ -25,6 +25,8 @@ public struct IntegrityFinding: Sendable, Hashable, CustomStringConvertible {
         case undecodableHistory = "undecodable history entry"
         /// A reader slot belongs to a process that is gone.
         case staleReader = "stale reader"
+        /// A derived attribute read through relationships holds another value than its derivation gives.
+        case staleDerivedValue = "stale derived value"
     }
 
     /// The kind of problem.
@@ -40,7 +42,8 @@ public struct IntegrityFinding: Sendable, Hashable, CustomStringConvertible {
 extension PersistentStore {
     /// Checks the store in one read snapshot: every record decodes against the schema; every index holds exactly
     /// the entries its records imply; relationships point at existing objects and their inverses agree; the
-    /// history has no gaps; no reader slot belongs to a dead process.
+    /// history has no gaps; no reader slot belongs to a dead process; derived attributes read through relationships
+    /// hold what their derivations give.
     ///
     /// - Returns: The findings (empty for a healthy store) and the store's transaction the snapshot read: the number
     ///   of its last save, as ``history(since:limit:)`` and ``lastTransaction()`` number them.
@@ -184,6 +187,7 @@ extension PersistentStore {
                         }
                     }
                 }
+                findings += try staleDerivedValues(txn)
                 var previous: UInt64?
                 try txn.forEach(in: historyDatabase) { key, value in
                     guard key.count == 8 else {
@@ -230,5 +234,53 @@ extension PersistentStore {
                 return (findings, Int(try historySequence(txn)))
             }
         }
+    }
+
+    /// The derived attributes read through relationships whose stored value differs from what their derivation gives
+    /// now (each object's own attributes, and `now()`, are computed at every write and are not checked).
+    private func staleDerivedValues(_ txn: ReadTransaction) throws -> [IntegrityFinding] {
+        let derivations = try derivations()
+        guard !relationshipDerivationSteps(derivations).isEmpty else { return [] }
+        var findings: [IntegrityFinding] = []
+        let reader = FetchReader(txn: txn, store: self, context: ObjectContext(store: self), includesPending: false)
+        for (entityName, list) in derivations.sorted(by: { $0.key < $1.key }) {
+            let checked = list.filter { $0.firstStep != nil }
+            guard !checked.isEmpty, let storage = storages[entityName] else { continue }
+            let entity = storage.entity
+            try txn.forEachEntry(in: storage.records) { key, bytes in
+                let pk: UInt64
+                let values: [Value]
+                do {
+                    pk = try IndexKey.primaryKey(from: key)
+                    values = try RecordCodec.decode(bytes, entity: entity).values
+                } catch {
+                    return .continue  // an undecodable record, reported by the first pass
+                }
+                let subject = RecordSubject(
+                    id: ObjectID(entityName: entityName, primaryKey: pk), entity: entity, values: values,
+                    reader: reader)
+                for derivation in checked {
+                    let value: Value
+                    do {
+                        value = try derivation.value(subject, now: Date())
+                    } catch {
+                        findings.append(
+                            .init(
+                                kind: .staleDerivedValue, location: "\(entityName)/p\(pk)",
+                                detail: "\(derivation.attribute.name) cannot be computed: \(error)"))
+                        continue
+                    }
+                    guard value != values[derivation.index] else { continue }
+                    findings.append(
+                        .init(
+                            kind: .staleDerivedValue, location: "\(entityName)/p\(pk)",
+                            detail:
+                                "\(derivation.attribute.name) is \(values[derivation.index]), its derivation gives \(value)"
+                        ))
+                }
+                return .continue
+            }
+        }
+        return findings
     }
 }
