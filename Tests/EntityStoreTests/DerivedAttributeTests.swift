@@ -129,3 +129,77 @@ final class Shelf: Model {
         #expect(entityStoreError { try context.save() }?.code == .invalidValue)
     }
 }
+
+/// Derived attributes read through relationships are what the store holds after every write, however stale the
+/// writing context's view, whatever its merge policy, and after batch updates and deletes: the integrity check
+/// recomputes them.
+@Suite struct DerivedAttributeRaceTests {
+    /// A writer "w" with one volume (10 pages) saved by `other` after `stale` read w's volumes as none.
+    private func staleWriter(
+        _ store: PersistentStore, policy: MergePolicy
+    ) throws -> (ObjectContext, ManagedObject, ObjectID) {
+        let setup = ObjectContext(store: store)
+        let writer = try setup.insert("Writer")
+        try writer.setValue("w", forKey: "name")
+        try setup.save()
+        let stale = ObjectContext(store: store, name: "stale")
+        stale.mergePolicy = policy
+        let staleWriter = try stale.existingObject(with: writer.objectID)
+        #expect(try staleWriter.objectIDs(forKey: "books").isEmpty)
+        let other = ObjectContext(store: store, name: "other")
+        let first = try other.insert("Volume")
+        try first.setValue("v1", forKey: "title")
+        try first.setValue(.int(10), forKey: "pages")
+        try first.setObject(try other.existingObject(with: writer.objectID), forKey: "writer")
+        try other.save()
+        return (stale, staleWriter, writer.objectID)
+    }
+
+    private func expectHealthy(_ store: PersistentStore) throws {
+        let (findings, _) = try store.checkIntegrity()
+        #expect(findings.isEmpty, "\(findings)")
+    }
+
+    @Test(arguments: [MergePolicy.propertyLevel, .contextWins, .storeWins])
+    func aCountFromAStaleViewIsRecomputedFromTheStore(policy: MergePolicy) throws {
+        try withStore(schema: try DerivedAttributeTests().schema()) { store, _ in
+            let (stale, writer, id) = try staleWriter(store, policy: policy)
+            let second = try stale.insert("Volume")
+            try second.setValue("v2", forKey: "title")
+            try second.setValue(.int(5), forKey: "pages")
+            try second.setObject(writer, forKey: "writer")
+            try stale.save()
+            let check = try ObjectContext(store: store).existingObject(with: id)
+            #expect(try check.value(forKey: "bookCount") == .int(2))
+            #expect(try check.value(forKey: "totalPages") == .int(15))
+            // The saving context holds what it wrote.
+            #expect(try writer.value(forKey: "bookCount") == .int(2))
+            try expectHealthy(store)
+        }
+    }
+
+    @Test func aBatchUpdateRecomputesWhatReadsItThroughARelationship() throws {
+        try withStore(schema: try DerivedAttributeTests().schema()) { store, _ in
+            let (_, _, id) = try staleWriter(store, policy: .error)
+            let since = try store.lastTransaction()
+            try store.batchUpdate("Volume", where: nil, set: ["pages": .int(40)])
+            let check = try ObjectContext(store: store).existingObject(with: id)
+            #expect(try check.value(forKey: "totalPages") == .int(40))
+            #expect(try check.value(forKey: "longest") == .int(40))
+            let changes = try store.history(since: since).flatMap(\.changes)
+            #expect(changes.contains { $0.objectID == id && $0.changedKeys.contains("totalPages") })
+            try expectHealthy(store)
+        }
+    }
+
+    @Test func aBatchDeleteRecomputesTheObjectsThatLostLinks() throws {
+        try withStore(schema: try DerivedAttributeTests().schema()) { store, _ in
+            let (_, _, id) = try staleWriter(store, policy: .error)
+            try store.batchDelete("Volume", where: nil)
+            let check = try ObjectContext(store: store).existingObject(with: id)
+            #expect(try check.value(forKey: "bookCount") == .int(0))
+            #expect(try check.value(forKey: "totalPages") == .int(0))
+            try expectHealthy(store)
+        }
+    }
+}
