@@ -207,3 +207,60 @@ import Testing
         #expect(try ObjectContext(store: store).existingObject(with: ids[0])["count"] == 0)
     }
 }
+
+/// A migration that adds derived attributes (or changes one) computes them for the objects already stored, when the
+/// store opens: they are never left at their defaults.
+@Suite struct DerivedAttributeMigrationTests {
+    func schema(_ version: Int, derived: String?) throws -> Schema {
+        try Schema(version: version) {
+            Entity("Writer") {
+                Attribute("name", .string)
+                if let derived {
+                    Attribute("bookCount", .int64, default: 0, indexed: true, derived: derived)
+                    Attribute("shout", .string, optional: true, derived: "uppercase(name)")
+                }
+                Relationship("books", to: "Volume", inverse: "writer", toMany: true)
+            }
+            Entity("Volume") {
+                Attribute("title", .string)
+                Attribute("pages", .int64, default: 0)
+                Relationship("writer", to: "Writer", inverse: "books")
+            }
+        }
+    }
+
+    @Test func addedAndChangedDerivedAttributesAreComputedForStoredObjects() throws {
+        let dir = try TemporaryDirectory(prefix: "derived-migration")
+        defer { dir.remove() }
+        let path = dir.path("s.store")
+        let writerID: ObjectID
+        do {
+            let store = try PersistentStore.open(path: path, schema: try schema(1, derived: nil))
+            let context = ObjectContext(store: store)
+            let writer = try context.insert("Writer")
+            try writer.setValue("ann", forKey: "name")
+            for pages in [10, 20] as [Int64] {
+                let volume = try context.insert("Volume")
+                try volume.setValue("v", forKey: "title")
+                try volume.setValue(.int(pages), forKey: "pages")
+                try volume.setObject(writer, forKey: "writer")
+            }
+            try context.save()
+            writerID = writer.objectID
+        }
+        func check(_ version: Int, _ derived: String, _ expected: Int64) throws {
+            let store = try PersistentStore.open(path: path, schema: try schema(version, derived: derived))
+            let writer = try ObjectContext(store: store).existingObject(with: writerID)
+            #expect(try writer.value(forKey: "bookCount") == .int(expected))
+            #expect(try writer.value(forKey: "shout") == .string("ANN"))
+            // The index holds the computed value too.
+            var request = FetchRequest(entity: "Writer")
+            request.predicate = try FetchPredicate("bookCount == \(expected)")
+            #expect(try ObjectContext(store: store).fetch(request).map(\.objectID) == [writerID])
+            let (findings, _) = try store.checkIntegrity()
+            #expect(findings.isEmpty, "\(findings)")
+        }
+        try check(2, "books.@count", 2)
+        try check(3, "books.@sum.pages", 30)  // the derivation changed
+    }
+}

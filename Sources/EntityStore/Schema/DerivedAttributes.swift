@@ -21,6 +21,9 @@ struct Derivation {
     let attribute: Attribute
     let kind: Kind
 
+    /// Whether the value is `now()`: the time of the save, which nothing else can compute again.
+    var isNow: Bool { if case .now = kind { true } else { false } }
+
     /// The relationship the value is read through first, if any: changes on its other end recompute the value.
     var firstStep: Relationship? {
         switch kind {

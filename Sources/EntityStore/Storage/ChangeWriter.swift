@@ -598,13 +598,14 @@ struct ChangeWriter {
     }
 
     /// Recomputes, from what the store holds inside this transaction (the save's own writes included), the derived
-    /// attributes that read through relationships of `candidates`, and rewrites each record whose values differ:
+    /// attributes that read through relationships of `candidates` (with `includingOwnValues`, every one but
+    /// `now()`), and rewrites each record whose values differ:
     /// the context computed them from its own view, stale when other writers changed the relationships it read or
     /// when a merge policy kept stored values. `version` gives the row version to write, from the stored one (an
     /// object this save already rewrote keeps its new version). Returns each rewritten object's values and version.
     mutating func rederive(
         _ candidates: Set<ObjectID>, _ derivations: [String: [Derivation]], context: ObjectContext, now: Date,
-        version: (ObjectID, UInt64) -> UInt64
+        includingOwnValues: Bool = false, version: (ObjectID, UInt64) -> UInt64
     ) throws -> [ObjectID: (values: [Value], version: UInt64)] {
         var rewritten: [ObjectID: (values: [Value], version: UInt64)] = [:]
         let reader = FetchReader(txn: txn, store: store, context: context, includesPending: false)
@@ -617,7 +618,7 @@ struct ChangeWriter {
             var (values, rowVersion) = try RecordCodec.decode(bytes, entity: entity, key: pk)
             let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
             var changed = false
-            for derivation in list where derivation.firstStep != nil {
+            for derivation in list where derivation.firstStep != nil || includingOwnValues && !derivation.isNow {
                 let value = try derivation.value(subject, now: now)
                 guard value != values[derivation.index] else { continue }
                 if let index = storage.indexes[derivation.index] {

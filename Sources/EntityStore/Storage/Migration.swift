@@ -31,8 +31,26 @@ enum Migration {
         let plan = try plan(from: stored, to: declared)
         try checkHierarchies(plan, stored: stored, declared: declared, txn)
         try apply(plan, txn)
+        if derivationsChanged(from: stored, to: declared) {
+            try txn.put(StoreNames.MetaKey.derivationsPending, [1], in: meta)
+        }
         try reconcileSequences(declared, txn, meta: meta)
         try PersistentStore.writeSchema(declared, history: history + [declared], txn, meta: meta)
+    }
+
+    /// Whether `declared` has a derived attribute the stored objects do not hold computed: one added, or whose
+    /// derivation or entity's relationships changed.
+    static func derivationsChanged(from stored: Schema, to declared: Schema) -> Bool {
+        declared.entities.contains { entity in
+            guard entity.attributes.contains(where: { $0.derivation != nil }) else { return false }
+            let old = stored.entity(entity.renamedFrom ?? entity.name) ?? stored.entity(entity.name)
+            guard let old, old.relationships == entity.relationships else { return true }
+            return entity.attributes.contains { attribute in
+                guard let derivation = attribute.derivation else { return false }
+                let previous = old.attributes.first { $0.name == (attribute.renamedFrom ?? attribute.name) }
+                return previous?.derivation != derivation
+            }
+        }
     }
 
     /// Refuses what inheritance cannot migrate by itself: an entity that holds objects becoming abstract, and

@@ -424,4 +424,31 @@ extension PersistentStore {
     static func namesDerivedThroughRelationships(of entity: String, _ derivations: [String: [Derivation]]) -> [String] {
         (derivations[entity] ?? []).filter { $0.firstStep != nil }.map(\.attribute.name)
     }
+
+    /// Computes every derived attribute (but `now()`) of every stored object after a migration added or changed
+    /// some (see ``StoreNames/MetaKey/derivationsPending``), in one write transaction that clears the mark.
+    func computePendingDerivations() throws {
+        let pending = try mappingStorageErrors("reading the store's migration state") {
+            try read { txn in try txn.get(StoreNames.MetaKey.derivationsPending, in: meta) != nil }
+        }
+        guard pending else { return }
+        let derivations = try derivations()
+        try mappingStorageErrors("computing the derived attributes a migration added") {
+            try write { txn in
+                var ids = Set<ObjectID>()
+                for entityName in derivations.keys {
+                    guard let storage = storages[entityName] else { continue }
+                    try txn.forEachEntry(in: storage.records) { key, _ in
+                        ids.insert(ObjectID(entityName: entityName, primaryKey: try IndexKey.primaryKey(from: key)))
+                        return .continue
+                    }
+                }
+                var writer = ChangeWriter(store: self, txn: txn)
+                _ = try writer.rederive(
+                    ids, derivations, context: ObjectContext(store: self), now: Date(), includingOwnValues: true
+                ) { $1 }
+                try txn.delete(StoreNames.MetaKey.derivationsPending, in: meta)
+            }
+        }
+    }
 }

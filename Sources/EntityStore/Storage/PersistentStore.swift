@@ -156,9 +156,11 @@ public final class PersistentStore: Sendable {
                 return (storeID, meta, history, storages)
             }
         }
-        return PersistentStore(
+        let store = PersistentStore(
             environment: environment, schema: schema, storeID: storeID, readOnly: false, meta: meta,
             history: history, storages: storages, schemaStamp: Array(schema.fingerprint.utf8))
+        try store.computePendingDerivations()
+        return store
     }
 
     /// Opens the store at `path` read-only, with the schema stored in it: no writes, no migration.

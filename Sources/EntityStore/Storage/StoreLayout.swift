@@ -28,6 +28,9 @@ enum StoreNames {
         static let schemaStamp = Array("schemaStamp".utf8)
         /// The format of index keys (``IndexKey/currentFormat``); missing in stores written before format 2.
         static let indexFormat = Array("indexFormat".utf8)
+        /// Present while a migration's new or changed derived attributes wait to be computed for the stored objects
+        /// (done when the store opens; a crash in between leaves it for the next open).
+        static let derivationsPending = Array("derivationsPending".utf8)
         static func sequence(_ entity: String) -> [UInt8] { Array("seq.\(entity)".utf8) }
     }
 }
