@@ -138,3 +138,15 @@ final class ItemWorld {
 
     func remove() { temporary.remove() }
 }
+
+/// A controller's sections ("name:[ids]") and a fresh fetch's of the same request in the same context, when they
+/// differ: what a live controller must never show.
+func differenceFromAFreshFetch(_ controller: FetchedResultsController) throws -> (shown: [String], fetched: [String])? {
+    let fresh = FetchedResultsController(
+        fetchRequest: controller.fetchRequest, context: controller.context,
+        sectionNameKeyPath: controller.sectionNameKeyPath)
+    try fresh.performFetch()
+    let shown = controller.sections.map { "\($0.name):\($0.objectIDs)" }
+    let fetched = fresh.sections.map { "\($0.name):\($0.objectIDs)" }
+    return shown == fetched ? nil : (shown, fetched)
+}

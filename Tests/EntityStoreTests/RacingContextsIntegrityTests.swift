@@ -11,6 +11,24 @@ import Testing
 /// validation); nothing else may fail, and the store passes its integrity check all along: no dangling reference,
 /// no to-one with two targets, every inverse and index entry in place, every derived attribute right. (The
 /// interleaving is seeded, so a failure reproduces; threads racing on the store are the thread-safety tests' part.)
+/// Three authors (a0-a2) with two books each (b0-b5), and three publishers (p0-p2).
+private func seedLibrary(_ store: PersistentStore) throws {
+    let setup = ObjectContext(store: store)
+    var authors: [ManagedObject] = []
+    for i in 0..<3 {
+        let author = try setup.insert("Author")
+        try author.setValue(.string("a\(i)"), forKey: "name")
+        authors.append(author)
+        try setup.insert("Publisher").setValue(.string("p\(i)"), forKey: "name")
+    }
+    for i in 0..<6 {
+        let book = try setup.insert("Book")
+        try book.setValue(.string("b\(i)"), forKey: "title")
+        try book.setObject(authors[i % 3], forKey: "author")
+    }
+    try setup.save()
+}
+
 @Suite struct RacingContextsIntegrityTests {
     @Test(arguments: [1 as UInt64, 2, 3, 4])
     func interleavedContextsNeverCorruptTheStore(seed: UInt64) throws {
@@ -31,20 +49,7 @@ import Testing
         let temporary = try TemporaryStore(schema: schema)
         defer { temporary.remove() }
         let store = temporary.store
-        let setup = ObjectContext(store: store)
-        var authors: [ManagedObject] = []
-        for i in 0..<3 {
-            let author = try setup.insert("Author")
-            try author.setValue(.string("a\(i)"), forKey: "name")
-            authors.append(author)
-            try setup.insert("Publisher").setValue(.string("p\(i)"), forKey: "name")
-        }
-        for i in 0..<6 {
-            let book = try setup.insert("Book")
-            try book.setValue(.string("b\(i)"), forKey: "title")
-            try book.setObject(authors[i % 3], forKey: "author")
-        }
-        try setup.save()
+        try seedLibrary(store)
         let steps = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 3_000 : 40_000
         let policies: [MergePolicy] = [.error, .propertyLevel, .contextWins, .storeWins]
         let contexts = (0..<4).map { i in
@@ -169,20 +174,7 @@ import Testing
         let temporary = try TemporaryStore(schema: try Fixtures.librarySchema())
         defer { temporary.remove() }
         let store = temporary.store
-        let setup = ObjectContext(store: store)
-        var authors: [ManagedObject] = []
-        for i in 0..<3 {
-            let author = try setup.insert("Author")
-            try author.setValue(.string("a\(i)"), forKey: "name")
-            authors.append(author)
-            try setup.insert("Publisher").setValue(.string("p\(i)"), forKey: "name")
-        }
-        for i in 0..<6 {
-            let book = try setup.insert("Book")
-            try book.setValue(.string("b\(i)"), forKey: "title")
-            try book.setObject(authors[i % 3], forKey: "author")
-        }
-        try setup.save()
+        try seedLibrary(store)
         let steps = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 700 : 20_000
         let policies: [MergePolicy] = [.error, .propertyLevel, .contextWins, .storeWins]
         let contexts = (0..<4).map { i in
@@ -368,17 +360,11 @@ import Testing
             }
             for (position, (controller, delegate)) in zip(controllers, delegates).enumerated() {
                 let name = "context \(position / (2 * shapes.count))'s controller \(position % (2 * shapes.count))"
-                if (position / (2 * shapes.count)) % 2 == 0 {
-                    let fresh = FetchedResultsController(
-                        fetchRequest: controller.fetchRequest, context: controller.context,
-                        sectionNameKeyPath: controller.sectionNameKeyPath)
-                    try fresh.performFetch()
-                    let shown = controller.sections.map { "\($0.name):\($0.objectIDs)" }
-                    let expected = fresh.sections.map { "\($0.name):\($0.objectIDs)" }
-                    if shown != expected {
-                        Issue.record("\(name) shows \(shown), a fetch \(expected); \(after)")
-                        break steps
-                    }
+                if (position / (2 * shapes.count)) % 2 == 0,
+                    let (shown, fetched) = try differenceFromAFreshFetch(controller)
+                {
+                    Issue.record("\(name) shows \(shown), a fetch \(fetched); \(after)")
+                    break steps
                 }
                 if delegate.replica.sections != controller.sections.map(\.objectIDs) || !delegate.problems.isEmpty {
                     Issue.record("\(name)'s replica differs (\(delegate.problems.prefix(3))); \(after)")

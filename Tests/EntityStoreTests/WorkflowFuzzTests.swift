@@ -334,15 +334,9 @@ private func checkStep(
 ) throws -> Bool {
     var failed = false
     for (index, (controller, delegate)) in zip(controllers, delegates).enumerated() {
-        let fresh = FetchedResultsController(
-            fetchRequest: controller.fetchRequest, context: controller.context,
-            sectionNameKeyPath: controller.sectionNameKeyPath)
-        try fresh.performFetch()
-        let shown = controller.sections.map { "\($0.name):\($0.objectIDs)" }
-        let expected = fresh.sections.map { "\($0.name):\($0.objectIDs)" }
-        if shown != expected {
+        if let (shown, fetched) = try differenceFromAFreshFetch(controller) {
             failed = true
-            Issue.record("controller \(index) shows \(shown), a fetch \(expected); \(after)")
+            Issue.record("controller \(index) shows \(shown), a fetch \(fetched); \(after)")
         }
         if delegate.replica.sections != controller.sections.map(\.objectIDs) {
             failed = true
