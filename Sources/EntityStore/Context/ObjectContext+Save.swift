@@ -289,7 +289,7 @@ extension ObjectContext {
                 var unlinked = writer.collateral
                 for (id, names) in rederivedElsewhere { unlinked[id, default: []].formUnion(names) }
                 if !writer.inverseWrites.isEmpty {
-                    for (id, names) in unreportedInverses(writer.inverseWrites, in: changes) {
+                    for (id, names) in unreportedInverses(writer.inverseWrites) {
                         unlinked[id, default: []].formUnion(names)
                     }
                 }
@@ -428,29 +428,24 @@ extension ObjectContext {
         }
     }
 
-    /// The inverse sides a save changed in the store that its `changes` do not name, or that this context sees
+    /// The inverse sides a save changed in the store that its changes do not name, or that this context sees
     /// otherwise: targets it had not loaded, or whose loaded relationship was stale (another writer had linked or
     /// unlinked the saved object), so that it saw no change of theirs. Other contexts must refresh them all the
-    /// same, and so must this one.
-    func unreportedInverses(
-        _ writes: [ChangeWriter.InverseWrite], in changes: [ObjectChange]
-    ) -> [ObjectID: Set<String>] {
-        var reported: [ObjectID: Int] = [:]
-        reported.reserveCapacity(changes.count)
-        for (position, change) in changes.enumerated() { reported[change.objectID] = position }
+    /// same, and so must this one. (A target the save names is one of its objects, inserted or with that
+    /// relationship changed here; one it deletes needs nothing.)
+    func unreportedInverses(_ writes: [ChangeWriter.InverseWrite]) -> [ObjectID: Set<String>] {
         var missing: [ObjectID: Set<String>] = [:]
         for write in writes {
             var named = false
-            if let position = reported[write.target] {
-                let change = changes[position]
-                if change.kind == .delete { continue }
-                // An insert names every key; an update the relationships that changed here.
-                named = change.kind == .insert || change.changedKeys.contains(write.relationship)
+            var stale = false
+            if let object = registered[write.target] {
+                let saved = dirty.contains(object)
+                if saved && object.isDeleted { continue }
+                let loaded = object.related[write.relationship]
+                named = saved && (object.isInserted || loaded != object.committedRelated[write.relationship])
+                stale = loaded.map { $0.contains(write.source) != write.added } ?? false
             }
-            let stale = registered[write.target]?.related[write.relationship].map {
-                $0.contains(write.source) != write.added
-            }
-            guard !named || stale == true else { continue }
+            guard !named || stale else { continue }
             missing[write.target, default: []].insert(write.relationship)
         }
         return missing

@@ -366,10 +366,11 @@ public final class ObjectContext {
         }
     }
 
-    /// Links or unlinks `id` in `name` of the registered object `source` (when loaded there), recording the change;
-    /// a to-one that loses `id` takes back its stored target, and one that gains it leaves its other target. `back` is
-    /// the inverse's name, on the objects `name` holds.
-    private func setLink(of source: ObjectID, _ name: String, to id: ObjectID, linked: Bool, back: String) {
+    /// Links or unlinks `id` in `name` of the registered object `source` (when loaded there), recording the change.
+    /// With `back` (the inverse's name, on the objects `name` holds), one level further for to-ones: a to-one that
+    /// loses `id` takes back its stored target, and one that gains it leaves its other target, each of which then
+    /// gains or loses `source` (a to-many there needs no more).
+    private func setLink(of source: ObjectID, _ name: String, to id: ObjectID, linked: Bool, back: String?) {
         guard let partner = registered[source], !partner.isDeleted,
             let relationship = partner.entity.relationship(name), var targets = partner.related[name],
             targets.contains(id) != linked
@@ -380,41 +381,21 @@ public final class ObjectContext {
         var released: Set<ObjectID> = []
         var regained: Set<ObjectID> = []
         if linked {
-            if !relationship.isToMany { released = targets }
+            if !relationship.isToMany && back != nil { released = targets }
             targets = relationship.isToMany ? targets.union([id]) : [id]
         } else {
             targets.remove(id)
-            if !relationship.isToMany, let committed = partner.committedRelated[name], !committed.contains(id) {
+            if back != nil, !relationship.isToMany, let committed = partner.committedRelated[name],
+                !committed.contains(id)
+            {
                 regained = committed
                 targets = committed
             }
         }
         partner.related[name] = targets
-        // One level further, for to-ones: the target the partner left or went back to (a to-many there needs no more).
-        for other in released where other != id { unlinkOneLevel(other, back, source) }
-        for other in regained { linkOneLevel(other, back, source) }
-    }
-
-    private func unlinkOneLevel(_ holder: ObjectID, _ name: String, _ id: ObjectID) {
-        guard let object = registered[holder], !object.isDeleted, var targets = object.related[name],
-            targets.contains(id)
-        else { return }
-        recordPending(object)
-        object.announceChange()
-        dirty.insert(object)
-        targets.remove(id)
-        object.related[name] = targets
-    }
-
-    private func linkOneLevel(_ holder: ObjectID, _ name: String, _ id: ObjectID) {
-        guard let object = registered[holder], !object.isDeleted, let relationship = object.entity.relationship(name),
-            var targets = object.related[name], !targets.contains(id)
-        else { return }
-        recordPending(object)
-        object.announceChange()
-        dirty.insert(object)
-        if relationship.isToMany { targets.insert(id) } else { targets = [id] }
-        object.related[name] = targets
+        guard let back else { return }
+        for other in released where other != id { setLink(of: other, back, to: source, linked: false, back: nil) }
+        for other in regained { setLink(of: other, back, to: source, linked: true, back: nil) }
     }
 
     /// ``refresh(_:mergeChanges:)`` without recording the change for processing (a merge reports its own).

@@ -29,7 +29,7 @@ struct ChangeWriter {
     /// relationship that gained (`added`) or lost the saved object `source`. The save's record must name each one,
     /// and the saving context's view of it must agree; a context whose view of the target was stale (it did not list
     /// the saved object, or listed it when the store no longer did) has no change of its own for it (see
-    /// ``ObjectContext/unreportedInverses(_:in:)``).
+    /// ``ObjectContext/unreportedInverses(_:)``).
     private(set) var inverseWrites: [InverseWrite] = []
 
     /// One inverse side a save changed (see ``inverseWrites``).
