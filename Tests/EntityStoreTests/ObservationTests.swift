@@ -124,6 +124,68 @@ final class Recorder {
         }
     }
 
+    /// A delete's change holds every old value, also for objects the deleting context never read (a cascade's
+    /// targets, a fault deleted as it is) and for a batch delete: a history reader (a sync engine naming the object
+    /// by an attribute) has nothing else of the object.
+    @Test func deletesOfObjectsNeverReadRecordTheirValuesInTheHistory() throws {
+        try withStore { store, _ in
+            let writer = ObjectContext(store: store)
+            var books: [ObjectID] = []
+            for name in ["Ann", "Bo", "Cy"] {
+                let author = try writer.insert("Author")
+                try author.setValue(.string(name), forKey: "name")
+                try author.setValue(.string("\(name.lowercased())@example.com"), forKey: "email")
+                let book = try writer.insert("Book")
+                try book.setValue(.string(name), forKey: "title")
+                try book.setValue(.int(100), forKey: "pages")
+                try book.setObject(author, forKey: "author")
+                books.append(book.objectID)
+            }
+            try writer.save()
+            /// The old values of the deletes recorded since `transaction`, by entity and name or title.
+            func deletes(since transaction: UInt64) throws -> [String: [String: Value]] {
+                var found: [String: [String: Value]] = [:]
+                for entry in try store.history(since: transaction) {
+                    for change in entry.changes where change.kind == .delete {
+                        guard case .string(let label)? = change.oldValues["name"] ?? change.oldValues["title"] else {
+                            Issue.record("the delete of \(change.objectID) holds no name: \(change.oldValues)")
+                            continue
+                        }
+                        found["\(change.objectID.entityName) \(label)"] = change.oldValues
+                    }
+                }
+                return found
+            }
+
+            // The author read by a fetch, its book a fault the cascade deletes.
+            let context = ObjectContext(store: store)
+            let ann = try #require(
+                try context.fetch(FetchRequest(entity: "Author", predicate: FetchPredicate("name == 'Ann'"))).first)
+            try context.delete(ann)
+            var last = try store.lastTransaction()
+            try context.save()
+            let cascaded = try deletes(since: last)
+            #expect(cascaded["Author Ann"]?["email"] == .string("ann@example.com"))
+            #expect(cascaded["Book Ann"]?["pages"] == .int(100))
+            #expect(cascaded["Book Ann"]?["inPrint"] == .bool(true))
+
+            // A fault deleted as it is.
+            last = try store.lastTransaction()
+            try context.delete(try context.object(with: books[2]))
+            try context.save()
+            #expect(try deletes(since: last)["Book Cy"]?["pages"] == .int(100))
+
+            // A batch delete: every value of every object, cascades included.
+            last = try store.lastTransaction()
+            try store.batchDelete("Author", where: FetchPredicate("name == 'Bo'"))
+            let batch = try deletes(since: last)
+            #expect(batch["Author Bo"]?["email"] == .string("bo@example.com"))
+            #expect(batch["Author Bo"]?["rating"] == .int(0))
+            #expect(batch["Book Bo"]?["pages"] == .int(100))
+            #expect(batch["Book Bo"]?.count == 7)
+        }
+    }
+
     @Test func historyIsPrunedBeforeANumberOrADate() throws {
         try withStore { store, _ in
             let context = ObjectContext(store: store)

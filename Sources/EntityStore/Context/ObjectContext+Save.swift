@@ -285,7 +285,7 @@ extension ObjectContext {
                         }
                     }
                 }
-                var changes = savedChanges(objects, resolutions)
+                var changes = savedChanges(objects, resolutions, unread: writer.unreadDeletedValues)
                 var unlinked = writer.collateral
                 for (id, names) in rederivedElsewhere { unlinked[id, default: []].formUnion(names) }
                 if !writer.inverseWrites.isEmpty {
@@ -318,9 +318,11 @@ extension ObjectContext {
         return names
     }
 
-    /// The per-object changes of a save, from each object's committed state to what was written.
-    func savedChanges(_ objects: [ManagedObject], _ resolutions: [ObjectID: ChangeWriter.Resolution]) -> [ObjectChange]
-    {
+    /// The per-object changes of a save, from each object's committed state to what was written; `unread` holds the
+    /// stored values of deleted objects the context never read.
+    func savedChanges(
+        _ objects: [ManagedObject], _ resolutions: [ObjectID: ChangeWriter.Resolution], unread: [ObjectID: [Value]]
+    ) -> [ObjectChange] {
         var changes: [ObjectChange] = []
         changes.reserveCapacity(objects.count)
         // (An empty dictionary still hashes the key it is asked for.)
@@ -331,7 +333,7 @@ extension ObjectContext {
             if object.isDeleted {
                 // An inserted-then-deleted object never reached the store; one deleted elsewhere is not deleted twice.
                 guard !object.isInserted, !resolves || resolutions[object.objectID] == nil else { continue }
-                let old = object.committed ?? object.values ?? []
+                let old = object.committed ?? unread[object.objectID] ?? object.values ?? []
                 changes.append(
                     ObjectChange(
                         objectID: object.objectID, kind: .delete, changedKeys: names,

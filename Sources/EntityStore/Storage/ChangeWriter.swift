@@ -31,6 +31,9 @@ struct ChangeWriter {
     /// the saved object, or listed it when the store no longer did) has no change of its own for it (see
     /// ``ObjectContext/unreportedInverses(_:)``).
     private(set) var inverseWrites: [InverseWrite] = []
+    /// The stored values of deleted objects the context never read (faults reached by a cascade or deleted as
+    /// faults): a delete's record holds every old value, and these are the only copy.
+    private(set) var unreadDeletedValues: [ObjectID: [Value]] = [:]
 
     /// One inverse side a save changed (see ``inverseWrites``).
     struct InverseWrite {
@@ -398,6 +401,7 @@ struct ChangeWriter {
             try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
         }
         try txn.delete(pk, in: storage.records)
+        if !wasRead { unreadDeletedValues[object.objectID] = stored }
         var unseen: [String] = []
         for relationship in object.entity.relationships {
             guard let database = storage.relationships[relationship.name] else { continue }

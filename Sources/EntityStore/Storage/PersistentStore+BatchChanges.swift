@@ -255,25 +255,17 @@ extension PersistentStore {
                 }
 
                 var keyBuffer: [UInt8] = []
-                // Only the indexed attributes are decoded (the others are stepped over): their values name the
-                // index entries to remove. Per entity, found once.
-                var indexed: (name: String, needed: [Bool])?
-                var stored: [Value] = []
+                // Each record's values: their indexed ones name the index entries to remove, and the delete's
+                // change holds them all (a history entry's delete is all a reader, a sync engine among them, has of
+                // the object).
+                var oldValues: [[Value]] = []
+                oldValues.reserveCapacity(order.count)
                 for id in order {
                     let storage = try storage(for: id.entityName)
                     let entity = storage.entity
                     let pk = id.primaryKey
-                    if indexed?.name != entity.name {
-                        var needed = [Bool](repeating: false, count: entity.attributes.count)
-                        for (index, _) in storage.indexes { needed[index] = true }
-                        indexed = (entity.name, needed)
-                        stored = []
-                    }
                     if let bytes = try txn.get(pk, in: storage.records) {
-                        if !storage.indexes.isEmpty {
-                            try RecordCodec.decode(
-                                bytes, entity: entity, needed: indexed!.needed, into: &stored, key: pk)
-                        }
+                        let stored = try RecordCodec.decode(bytes, entity: entity, key: pk).values
                         for (index, database) in storage.indexes {
                             IndexKey.encode(
                                 stored[index], caseInsensitive: entity.attributes[index].isCaseInsensitive,
@@ -281,6 +273,9 @@ extension PersistentStore {
                             try txn.delete(keyBuffer, value: IndexKey.primaryKey(pk), in: database)
                         }
                         try txn.delete(pk, in: storage.records)
+                        oldValues.append(stored)
+                    } else {
+                        oldValues.append([])
                     }
                     for relationship in entity.relationships {
                         guard let forward = storage.relationships[relationship.name] else { continue }
@@ -301,10 +296,11 @@ extension PersistentStore {
                     }
                 }
                 // Each entity's shared list of attribute names, not a list made per object.
-                var changes = try order.map { id -> ObjectChange in
-                    ObjectChange(
-                        objectID: id, kind: .delete,
-                        changedKeys: try storage(for: id.entityName).entityBox.attributeNames)
+                var changes = try zip(order, oldValues).map { id, old -> ObjectChange in
+                    let names = try storage(for: id.entityName).entityBox.attributeNames
+                    return ObjectChange(
+                        objectID: id, kind: .delete, changedKeys: names, old: .positional(names: names, values: old),
+                        new: .dictionary([:]))
                 }
                 // Derived attributes of the objects that lost links, read through those links.
                 let survivors = Set(nullified.keys.filter { !deleted.contains($0) })
