@@ -43,7 +43,7 @@ extension SyncEngine {
         var page = Page()
         let rows = try connection.execute(
             """
-            SELECT id, gid::text, store_id::text, schema_version FROM entitystore_log
+            SELECT id, gid::text, store_id::text, schema_version, seq IS NULL FROM entitystore_log
             WHERE zone = $1 AND id > $2 ORDER BY id LIMIT $3
             """, [configuration.zone, "\(state.pulledThrough)", "\(configuration.batchSize)"]
         ).rows
@@ -61,11 +61,14 @@ extension SyncEngine {
             }
             page.entries += 1
             page.lastID = id
-            if row[2]?.lowercased() != me { wanted.insert(gid) }
+            // This store's own entries are its changes, but for the deletes it decided for uniqueness: those it
+            // pushed before its own save of them, which an error or a kill may have kept from happening.
+            if row[2]?.lowercased() != me || row[4] == "t" { wanted.insert(gid) }
         }
         // The objects, and the targets of their synced relationships (whose state is applied too, so every
         // relationship can be set even to an object this store never had), until nothing is missing.
         var missing = wanted
+        var revived = Set<UUID>()
         while !missing.isEmpty {
             let found = try ServerObject.read(missing, zone: configuration.zone, connection)
             for id in missing where found[id] == nil { page.gone.insert(id) }
@@ -86,12 +89,37 @@ extension SyncEngine {
                 }
             }
             missing = targets.subtracting(page.objects.keys).subtracting(page.gone)
+            if missing.isEmpty {
+                missing = try linksToRevived(&revived, page, connection)
+            }
         }
         return page
     }
 
-    /// The local objects of these server objects, by global ID: this store's own by their key, the others' by the
-    /// global ID attribute.
+    /// The objects whose synced relationships hold an object of the page that was deleted once and lives again
+    /// (under `newestWins`, a change newer than its delete): a store that deleted it dropped those links, and
+    /// makes it again from this page, so the page carries their state too. Each revived object is asked for once.
+    func linksToRevived(
+        _ asked: inout Set<UUID>, _ page: Page, _ connection: PostgresConnection
+    ) throws -> Set<UUID> {
+        let revived = page.objects.filter { id, object in
+            object.deletedStamp != nil && !object.isDeleted(configuration.deletePolicy) && !asked.contains(id)
+        }.keys
+        guard !revived.isEmpty else { return [] }
+        asked.formUnion(revived)
+        let rows = try connection.execute(
+            """
+            SELECT DISTINCT p.gid::text FROM entitystore_properties p
+            WHERE p.zone = $1 AND p.value LIKE 'r:%'
+                AND EXISTS (SELECT 1 FROM unnest($2::text[]) AS t(g) WHERE strpos(p.value, t.g) > 0)
+            """, [configuration.zone, postgresArray(revived.map(\.uuidString))]
+        ).rows
+        return Set(rows.compactMap { $0[0].flatMap(UUID.init(uuidString:)) }).subtracting(page.objects.keys)
+            .subtracting(page.gone)
+    }
+
+    /// The local objects of these server objects, by global ID: this store's own by their key, the others' (and a
+    /// copy of one of its own, made again after a delete here) by the global ID attribute.
     func localObjects(
         for objects: [UUID: ServerObject], in context: ObjectContext
     ) throws
@@ -103,10 +131,12 @@ extension SyncEngine {
             if object.originStore == storeID, let key = object.originKey {
                 do {
                     found[id] = try context.existingObject(with: ObjectID(entityName: object.entity, primaryKey: key))
+                    continue
                 } catch let error as EntityStoreError where error.code == .objectNotFound {
-                    continue  // deleted here; the delete is pushed, or was
+                    // Deleted here; its delete is pushed, or waits to be. A copy made again has the ID attribute.
                 }
-            } else if plan.entities[object.entity] != nil {
+            }
+            if plan.entities[object.entity] != nil {
                 byEntity[object.entity, default: []].append(.uuid(id))
             }
         }
@@ -124,7 +154,30 @@ extension SyncEngine {
 
     /// Saves the server's state of `objects` locally, in one save marked remote, leaving alone every property
     /// with a local change not pushed yet (it is pushed next, and the server decides).
+    ///
+    /// A local save in between (the app saving while a background sync applies) is a conflict: the objects are
+    /// read again, with that save's changes among those left alone, a few times before the error reaches the app.
     func apply(_ objects: [UUID: ServerObject], _ report: inout SyncReport) throws {
+        for attempt in 1... {
+            var attempted = report
+            do {
+                try applyOnce(objects, &attempted)
+                report = attempted
+                return
+            } catch let error as EntityStoreError
+                where (error.code == .conflict || error.code == .validationFailed) && attempt < Self.applyAttempts
+            {
+                continue
+            } catch let error as EntityStoreError {
+                throw SyncError(.store, "applying pulled changes: \(error.description)")
+            }
+        }
+    }
+
+    /// How many times a pulled page is applied when local saves keep changing its objects in between.
+    static let applyAttempts = 8
+
+    func applyOnce(_ objects: [UUID: ServerObject], _ report: inout SyncReport) throws {
         let pending = try unpushedChanges()
         let stamp = objects.values.reduce(state.clock) { max($0, $1.largestStamp) }
         let context = ObjectContext(store: store, name: "\(Self.remoteAuthorPrefix) stamp=\(stamp)")
@@ -187,11 +240,7 @@ extension SyncEngine {
         }
         try resolveUniqueness(touched, context, &report)
         guard context.hasChanges else { return }
-        do {
-            try context.save()
-        } catch let error as EntityStoreError {
-            throw SyncError(.store, "applying pulled changes: \(error.description)")
-        }
+        try context.save()
     }
 
     /// Local changes not pushed yet: the keys changed per object, and the global IDs of objects deleted.
@@ -203,11 +252,15 @@ extension SyncEngine {
             if let stamp = Self.remoteStamp(of: entry) {
                 // Pulled saves with nothing to push (no cascaded deletes) need not be read again: the cursor passes
                 // them (a pull of many pages would otherwise read its own earlier pages' saves page after page).
-                if skippable, remoteDeletes(entry).isEmpty, let number = entry.transaction {
+                // Its cascaded deletes wait to be pushed like this store's own: an earlier page's delete must not
+                // be undone by a later page that still holds the object.
+                let cascaded = remoteDeletes(entry)
+                if skippable, cascaded.isEmpty, let number = entry.transaction {
                     state.pushedThrough = number
                     state.clock = max(state.clock, stamp)
                 } else {
                     skippable = false
+                    deleted.formUnion(cascaded.map(\.globalID))
                 }
                 continue
             }
@@ -262,6 +315,9 @@ extension SyncEngine {
                 }
             }
         }
+        // An attempt of this page that a local save interrupted may have kept some already.
+        let kept = Set(state.pendingTombstones.map(\.globalID))
+        tombstones.removeAll { kept.contains($0.globalID) }
         guard !tombstones.isEmpty else { return }
         // Kept before the save: a kill after the save cannot lose the deletes the other stores must hear of.
         state.pendingTombstones += tombstones

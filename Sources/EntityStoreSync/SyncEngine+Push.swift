@@ -199,18 +199,38 @@ extension SyncEngine {
                 postgresArray(objects.map { $0.originKey.map { "\(Int64(bitPattern: $0))" } }), store,
             ])
         var logged = Set<UUID>()
+        var refused = Set<UUID>()
+        let newestWins = configuration.deletePolicy == .newestWins
         for onlyIfAlive in [false, true] {
             let deleted = objects.filter { $0.deleted && $0.onlyIfAlive == onlyIfAlive }.map(\.globalID.uuidString)
             guard !deleted.isEmpty else { continue }
-            // A later delete moves the stamp on (it matters to `newestWins`); a cascade only deletes what lives.
+            // A later delete moves the stamp on (it matters to `newestWins`); a cascade only deletes what lives,
+            // and under `newestWins` an object deleted before lives while a property is as new as its delete.
             let changed = try connection.execute(
                 """
-                UPDATE entitystore_objects SET deleted_stamp = $3, deleted_by = $4
-                WHERE zone = $1 AND gid = ANY($2::uuid[])
-                    AND (deleted_stamp IS NULL OR (NOT $5::boolean AND deleted_stamp < $3))
+                UPDATE entitystore_objects AS o SET deleted_stamp = $3, deleted_by = $4
+                WHERE o.zone = $1 AND o.gid = ANY($2::uuid[])
+                    AND (o.deleted_stamp IS NULL OR (o.deleted_stamp < $3 AND (NOT $5::boolean OR ($6::boolean
+                        AND EXISTS (SELECT 1 FROM entitystore_properties p
+                            WHERE p.zone = o.zone AND p.gid = o.gid AND p.stamp >= o.deleted_stamp)))))
                 RETURNING gid::text
-                """, [zone, postgresArray(deleted), "\(stamp)", store, onlyIfAlive ? "true" : "false"])
+                """,
+                [
+                    zone, postgresArray(deleted), "\(stamp)", store, onlyIfAlive ? "true" : "false",
+                    newestWins ? "true" : "false",
+                ])
             for row in changed.rows { if let id = row[0].flatMap(UUID.init(uuidString:)) { logged.insert(id) } }
+            guard onlyIfAlive && newestWins else { continue }
+            // A cascade older than a property the server holds leaves the object alive: this store deleted it,
+            // so it reads the object again (and makes it again) on its next pull.
+            let alive = try connection.execute(
+                """
+                SELECT o.gid::text FROM entitystore_objects o
+                WHERE o.zone = $1 AND o.gid = ANY($2::uuid[]) AND o.deleted_stamp IS NOT NULL
+                    AND EXISTS (SELECT 1 FROM entitystore_properties p
+                        WHERE p.zone = o.zone AND p.gid = o.gid AND p.stamp >= o.deleted_stamp)
+                """, [zone, postgresArray(deleted)])
+            for row in alive.rows { if let id = row[0].flatMap(UUID.init(uuidString:)) { refused.insert(id) } }
         }
         var gids: [String?] = []
         var keys: [String?] = []
@@ -222,7 +242,6 @@ extension SyncEngine {
                 texts.append(text)
             }
         }
-        var refused = Set<UUID>()
         if !gids.isEmpty {
             let accepted = try connection.execute(
                 """
