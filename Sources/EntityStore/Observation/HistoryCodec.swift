@@ -28,11 +28,12 @@ enum HistoryCodec {
         // The encoded entity name of the last change: a save's changes come in runs of one entity.
         var lastEntity = ""
         var lastName: [UInt8] = []
+        var keyOrder = KeyOrder()
         // The changes are read in place: a copy of each (a reference taken on each of its arrays and strings) was
         // two thirds of encoding a million inserts.
         record.changes.withUnsafeBufferPointer { changes in
             for index in changes.indices {
-                append(changes[index], lastEntity: &lastEntity, lastName: &lastName, &out)
+                append(changes[index], lastEntity: &lastEntity, lastName: &lastName, &keyOrder, &out)
             }
         }
         return out
@@ -40,7 +41,8 @@ enum HistoryCodec {
 
     /// Appends one change; `lastName` is the encoded `lastEntity`, the entity of the change before.
     private static func append(
-        _ change: borrowing ObjectChange, lastEntity: inout String, lastName: inout [UInt8], _ out: inout [UInt8]
+        _ change: borrowing ObjectChange, lastEntity: inout String, lastName: inout [UInt8], _ keyOrder: inout KeyOrder,
+        _ out: inout [UInt8]
     ) {
         if change.objectID.entityName != lastEntity {
             lastEntity = change.objectID.entityName
@@ -65,8 +67,8 @@ enum HistoryCodec {
             for key in change.changedKeys { appendString(key, &out) }
         }
         // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
-        appendValues(change.oldStorage, &out)
-        appendValues(change.kind == .insert ? .dictionary([:]) : change.newStorage, &out)
+        appendValues(change.oldStorage, &keyOrder, &out)
+        appendValues(change.kind == .insert ? .dictionary([:]) : change.newStorage, &keyOrder, &out)
         RecordCodec.appendVarint(UInt64(change.oldRelationships.count), &out)
         for (key, ids) in change.oldRelationships.isEmpty
             ? [] : change.oldRelationships.sorted(by: { $0.key < $1.key })
@@ -115,10 +117,37 @@ enum HistoryCodec {
         out.append(contentsOf: [0, userDriven ? 1 : 0, 0, 0, 0, 0] as [UInt8])
     }
 
+    /// The key order of the last list of names (an entity's shared attribute names): a delete's values are written
+    /// in it without a dictionary made and sorted per object.
+    struct KeyOrder {
+        var names: [String] = []
+        var order: [Int]? = []
+
+        /// The positions of `names` in key order, nil when a name repeats. (Comparing the entity's shared array with
+        /// itself is one identity check.)
+        mutating func of(_ names: [String]) -> [Int]? {
+            if names != self.names {
+                self.names = names
+                order = Set(names).count == names.count ? names.indices.sorted { names[$0] < names[$1] } : nil
+            }
+            return order
+        }
+    }
+
     /// Values by key, in key order.
-    static func appendValues(_ storage: ObjectChange.ValueStorage, _ out: inout [UInt8]) {
+    static func appendValues(_ storage: ObjectChange.ValueStorage, _ keyOrder: inout KeyOrder, _ out: inout [UInt8]) {
         if storage.isEmpty {
             RecordCodec.appendVarint(0, &out)
+            return
+        }
+        if case .positional(let names, let values) = storage, names.count == values.count,
+            let order = keyOrder.of(names)
+        {
+            RecordCodec.appendVarint(UInt64(names.count), &out)
+            for index in order {
+                appendString(names[index], &out)
+                appendValue(values[index], &out)
+            }
             return
         }
         if case .single(let names, let value) = storage {
