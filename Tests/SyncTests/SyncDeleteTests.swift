@@ -161,3 +161,57 @@ struct SyncDeleteTests {
         #expect(try zone.contents("a") == zone.contents("c"))
     }
 }
+
+/// Under `newestWins`, an object deleted on one store and changed later on another lives again everywhere.
+@Suite(
+    "Sync: objects that live again",
+    .enabled(if: ScratchPostgres.isAvailable, "PostgreSQL is not installed (apt-get install postgresql libpq-dev)"))
+struct SyncRevivalTests {
+    /// B deletes a tag without knowing A linked a task to it; A renames the tag later, so it lives again. B makes
+    /// it again: with the task's link, as A has it.
+    @Test("a store that makes again an object it deleted links it as the other stores do")
+    func revivedObjectKeepsItsLinks() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        func open(_ name: String) throws -> (PersistentStore, SyncEngine) {
+            let store = try PersistentStore.open(path: directory.path(name), schema: Fixtures.syncSchema())
+            let engine = try SyncEngine(
+                store: store, configuration: .init(connection: server.connection, deletePolicy: .newestWins))
+            return (store, engine)
+        }
+        let (a, syncA) = try open("a.store")
+        let (b, syncB) = try open("b.store")
+        let making = ObjectContext(store: a)
+        let tag = try making.insert("Tag")
+        try tag.setValue("idea", forKey: "name")
+        try making.save()
+        try syncA.syncNow()
+        try syncB.syncNow()
+
+        let task = try making.insert("Task")
+        try task.setValue("Sketch", forKey: "title")
+        try task.add(tag, toKey: "tags")
+        try making.save()
+        try syncA.syncNow()
+
+        // B deletes the tag before it pulls the link; A renames it after, before it pulls the delete.
+        let deleting = ObjectContext(store: b)
+        try deleting.delete(try #require(try deleting.fetch(FetchRequest(entity: "Tag")).first))
+        try deleting.save()
+        try syncB.syncNow()
+        try tag.setValue("idea!", forKey: "name")
+        try making.save()
+        try syncA.syncNow()
+        try syncB.syncNow()
+
+        let reading = ObjectContext(store: b)
+        let revived = try #require(try reading.fetch(FetchRequest(entity: "Tag")).first, "the tag lives again on B")
+        #expect(try revived.value(forKey: "name") == .string("idea!"))
+        #expect(try revived.objects(forKey: "tasks").count == 1, "B's tag lost the task's link")
+        #expect(
+            try Fixtures.syncedContents(of: a, globalID: syncA.globalID(of:))
+                == Fixtures.syncedContents(of: b, globalID: syncB.globalID(of:)))
+    }
+}
