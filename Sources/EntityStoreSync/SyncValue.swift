@@ -9,7 +9,7 @@ import Foundation
 /// | bool | `b:true`, `b:false` |
 /// | int64 | `i:-42` |
 /// | double | `f:0.1`, `f:-0.0`, `f:nan`, `f:inf`, `f:5e-324` (Swift's shortest exact form) |
-/// | string | `s:` and the string |
+/// | string | `s:` and the string; `z:` and the base64 of its UTF-8 when it holds NUL, which PostgreSQL's text cannot |
 /// | date | `t:` and seconds since 2001-01-01 00:00 UTC, as a double |
 /// | binary | `x:` and base64 |
 /// | uuid | `u:` and the UUID |
@@ -22,7 +22,7 @@ enum SyncValue {
         case .bool(let v): "b:\(v)"
         case .int(let v): "i:\(v)"
         case .double(let v): "f:\(v)"
-        case .string(let v): "s:" + v
+        case .string(let v): v.utf8.contains(0) ? "z:" + Data(v.utf8).base64EncodedString() : "s:" + v
         case .date(let v): "t:\(v.timeIntervalSinceReferenceDate)"
         case .data(let v): "x:" + Data(v).base64EncodedString()
         case .uuid(let v): "u:" + v.uuidString
@@ -47,6 +47,8 @@ enum SyncValue {
             case ("i:", .int64): Int64(body).map(Value.int)
             case ("f:", .double): Double(body).map(Value.double)
             case ("s:", .string): .string(String(body))
+            case ("z:", .string):
+                Data(base64Encoded: String(body)).flatMap { String(bytes: $0, encoding: .utf8) }.map(Value.string)
             case ("t:", .date): Double(body).map { .date(Date(timeIntervalSinceReferenceDate: $0)) }
             case ("x:", .binary): Data(base64Encoded: String(body)).map { .data([UInt8]($0)) }
             case ("u:", .uuid): UUID(uuidString: String(body)).map(Value.uuid)

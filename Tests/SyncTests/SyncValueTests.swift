@@ -1,0 +1,67 @@
+import EntityStore
+import EntityStoreSync
+import Foundation
+import TestSupport
+import Testing
+
+/// Values at the edges of their types reach the other store exactly: PostgreSQL keeps them as text.
+@Suite(
+    "Sync: hostile values",
+    .enabled(if: ScratchPostgres.isAvailable, "PostgreSQL is not installed (apt-get install postgresql libpq-dev)"))
+struct SyncValueTests {
+    @Test("strings with NUL, NaN and signed zeros, far dates, long decimals and every byte arrive exactly")
+    func hostileValuesArriveExactly() throws {
+        let server = try ScratchPostgres()
+        defer { server.remove() }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let a = try PersistentStore.open(path: directory.path("a.store"), schema: Fixtures.syncSchema())
+        let b = try PersistentStore.open(path: directory.path("b.store"), schema: Fixtures.syncSchema())
+        let syncA = try SyncEngine(store: a, configuration: .init(connection: server.connection))
+        let syncB = try SyncEngine(store: b, configuration: .init(connection: server.connection))
+        // A NUL (PostgreSQL's text cannot hold one: a string with it stopped every push of the store), a
+        // combining mark, a byte-order mark, a long string, a string that looks like a relationship, escapes.
+        let titles = [
+            "nul\u{0}inside", "\u{0}", "e\u{301}", "\u{FEFF}bom", String(repeating: "x", count: 200_000), "", "r:abc",
+            "tab\tnew\nline", "🧪👩‍👩‍👧", "\\x00 {\"quoted\"}, NULL",
+        ]
+        let estimates: [Double] = [.nan, .infinity, -.infinity, -0.0, 5e-324, .greatestFiniteMagnitude, 0.1]
+        let dates: [Date] = [
+            .distantPast, .distantFuture, Date(timeIntervalSinceReferenceDate: -0.0),
+            Date(timeIntervalSinceReferenceDate: 1e-300),
+        ]
+        let context = ObjectContext(store: a)
+        for (i, title) in titles.enumerated() {
+            let task = try context.insert("Task")
+            try task.setValue(.string(title), forKey: "title")
+            try task.setValue(.int(i == 0 ? .min : Int64(i)), forKey: "priority")
+            try task.setValue(.double(estimates[i % estimates.count]), forKey: "estimate")
+            try task.setValue(.date(dates[i % dates.count]), forKey: "due")
+            try task.setValue(.data([UInt8](0...255) + [UInt8](repeating: 0, count: i * 1000)), forKey: "attachment")
+        }
+        for digits in ["0", "-1.5", "1e-120", "12345678901234567890123456789012345678", "0.000001"] {
+            let project = try context.insert("Project")
+            try project.setValue(.string(digits), forKey: "name")
+            try project.setValue(.decimal(try #require(Decimal(string: digits))), forKey: "budget")
+        }
+        try context.save()
+        try syncA.syncNow()
+        let pulled = try syncB.syncNow()
+        #expect(pulled.problems.isEmpty, "\(pulled.problems)")
+        #expect(pulled.pulledObjects == titles.count + 5)
+
+        let reader = ObjectContext(store: b)
+        let arrived = try reader.fetch(FetchRequest(entity: "Task", sortKeys: [SortKey("priority")]))
+        #expect(try arrived.map { try $0.value(forKey: "title") } == titles.map(Value.string))
+        for (i, task) in arrived.enumerated() {
+            guard case .double(let estimate) = try task.value(forKey: "estimate") else {
+                Issue.record("task \(i) has no estimate")
+                continue
+            }
+            #expect(estimate.bitPattern == estimates[i % estimates.count].bitPattern, "task \(i)'s estimate")
+        }
+        #expect(
+            try Fixtures.syncedContents(of: a, globalID: syncA.globalID(of:))
+                == Fixtures.syncedContents(of: b, globalID: syncB.globalID(of:)))
+    }
+}
