@@ -224,13 +224,20 @@ extension SyncEngine {
                 else { continue }
                 let targets = try SyncValue.targets(property.text).compactMap { local[$0] }
                 if relationship.isToMany {
+                    // A relationship that is its own inverse syncs on both sides, which concurrent edits can leave
+                    // disagreeing: each link follows the side with the smaller global ID, on every store alike (its
+                    // other side, when it is in the page, decides it; otherwise the link stays as it is).
+                    let symmetric = plan.isSymmetric(relationship)
+                    func decides(_ other: ManagedObject) throws -> Bool {
+                        try !symmetric || id.uuidString <= globalID(of: other).uuidString
+                    }
                     let wanted = Set(targets.map(\.objectID))
                     let current = try source.objects(forKey: relationship.name)
-                    for old in current where !wanted.contains(old.objectID) {
+                    for old in current where try !wanted.contains(old.objectID) && decides(old) {
                         try source.remove(old, fromKey: relationship.name)
                     }
                     let have = Set(current.map(\.objectID))
-                    for new in targets where !have.contains(new.objectID) {
+                    for new in targets where try !have.contains(new.objectID) && decides(new) {
                         try source.add(new, toKey: relationship.name)
                     }
                 } else {

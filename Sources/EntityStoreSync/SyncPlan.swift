@@ -67,6 +67,13 @@ struct SyncPlan {
         return inverse.destination <= relationship.destination
     }
 
+    /// Whether a relationship is its own inverse (`links` ↔ `links` on one entity): both its sides sync.
+    func isSymmetric(_ relationship: Relationship) -> Bool {
+        relationship.inverse == relationship.name
+            && schema.entity(relationship.destination)?.relationship(relationship.inverse)?.destination
+                == relationship.destination
+    }
+
     /// The root of an entity's hierarchy (whose key sequence the hierarchy's objects share).
     func root(of entity: String) -> String {
         var root = entity
