@@ -245,9 +245,25 @@ extension SyncEngine {
                 }
             }
         }
-        try resolveUniqueness(touched, context, &report)
+        let tombstones = try resolveUniqueness(touched, context, &report)
         guard context.hasChanges else { return }
-        try context.save()
+        // The deletes the other stores must hear of are kept before the save, so that a kill after it cannot lose
+        // them (a kill before it leaves deletes this store never made: it reads its own back, see `readPage`), and
+        // dropped again when the save fails (the next attempt decides anew).
+        let kept = state.pendingTombstones
+        if !tombstones.isEmpty {
+            state.pendingTombstones += tombstones
+            try saveState()
+        }
+        do {
+            try context.save()
+        } catch {
+            if !tombstones.isEmpty {
+                state.pendingTombstones = kept
+                try saveState()
+            }
+            throw error
+        }
     }
 
     /// Local changes not pushed yet: the keys changed per object, and the global IDs of objects deleted.
@@ -285,12 +301,10 @@ extension SyncEngine {
     }
 
     /// Finds objects of this pull that share a unique value with another object, and deletes the one with the
-    /// larger global ID (every store decides the same); the delete is pushed by the next sync.
+    /// larger global ID (every store decides the same) in `context`; gives the deletes to push by the next sync.
     func resolveUniqueness(
         _ touched: [ManagedObject], _ context: ObjectContext, _ report: inout SyncReport
-    )
-        throws
-    {
+    ) throws -> [SyncState.PendingTombstone] {
         var removed = Set<ObjectID>()
         var tombstones: [SyncState.PendingTombstone] = []
         for object in touched where !object.isDeleted && !removed.contains(object.objectID) {
@@ -313,21 +327,17 @@ extension SyncEngine {
                     report.conflicts.append(
                         UniquenessConflict(
                             entity: entity.name, key: attribute.name, value: value, kept: winner, removed: loser))
+                    let given = try loserObject.value(forKey: plan.globalIDKey)
                     tombstones.append(
                         .init(
                             entity: loserObject.entity.name, globalID: loser,
-                            stamp: HybridLogicalClock.stamp(after: state.clock, at: Date())))
+                            stamp: HybridLogicalClock.stamp(after: state.clock, at: Date()),
+                            originKey: given.isNull ? loserObject.objectID.primaryKey : nil))
                     removed.insert(loserObject.objectID)
                     try context.delete(loserObject)
                 }
             }
         }
-        // An attempt of this page that a local save interrupted may have kept some already.
-        let kept = Set(state.pendingTombstones.map(\.globalID))
-        tombstones.removeAll { kept.contains($0.globalID) }
-        guard !tombstones.isEmpty else { return }
-        // Kept before the save: a kill after the save cannot lose the deletes the other stores must hear of.
-        state.pendingTombstones += tombstones
-        try saveState()
+        return tombstones
     }
 }

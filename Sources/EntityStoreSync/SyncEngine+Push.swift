@@ -11,8 +11,8 @@ extension SyncEngine {
                 try ServerSchema.lockZone(connection, configuration.zone)
                 for tombstone in tombstones {
                     let pushed = PushedObject(
-                        entity: tombstone.entity, globalID: tombstone.globalID, originKey: nil, deleted: true,
-                        onlyIfAlive: false, values: [:])
+                        entity: tombstone.entity, globalID: tombstone.globalID, originKey: tombstone.originKey,
+                        deleted: true, onlyIfAlive: false, values: [:])
                     _ = try send([pushed], seq: nil, stamp: tombstone.stamp, connection)
                 }
             }

@@ -37,6 +37,9 @@ public struct SyncState: Codable, Sendable, Equatable {
         public var globalID: UUID
         /// The delete's clock stamp.
         public var stamp: UInt64
+        /// The object's key here when this store made it (its global ID derived from the key): the server records
+        /// the origin of an object first heard of by its delete, so that this store finds it by its key.
+        public var originKey: UInt64?
     }
 
     /// The state file of the store in `directory`.
