@@ -178,10 +178,13 @@ extension SyncEngine {
     static let applyAttempts = 8
 
     func applyOnce(_ objects: [UUID: ServerObject], _ report: inout SyncReport) throws {
-        let pending = try unpushedChanges()
         let stamp = objects.values.reduce(state.clock) { max($0, $1.largestStamp) }
         let context = ObjectContext(store: store, name: "\(Self.remoteAuthorPrefix) stamp=\(stamp)")
         var local = try localObjects(for: objects, in: context)
+        // Read after the objects: an object not found was deleted before, so its delete is among these (a local
+        // save in between is a conflict at the save instead). Read before them, a delete in between made the page
+        // copy the object in again.
+        let pending = try unpushedChanges()
         let version = store.schema.version
         var touched: [ManagedObject] = []
         // Deletes, then values, then relationships (whose targets may be objects made here).
