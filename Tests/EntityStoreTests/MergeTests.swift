@@ -28,6 +28,10 @@ import Testing
             #expect(try readerKeep["name"] == "kept")
             #expect(readerDoomed.context == nil)
             #expect(readerDoomed.isDeleted)
+            // Changing it says why it is gone.
+            let gone = entityStoreError { try readerDoomed.setValue("again", forKey: "name") }
+            #expect(gone?.code == .invalidObject)
+            #expect(gone?.message.contains("deleted, by its context's save or a save merged into it") == true)
             let merged = try #require(recorder.records.last)
             #expect(merged.kind == .merged)
             #expect(Set(merged.insertedIDs) == [fresh.objectID])

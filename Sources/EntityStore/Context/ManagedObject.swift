@@ -381,8 +381,10 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
 
     func liveContext() throws -> ObjectContext {
         guard let context else {
+            // A deleted one: its context saved the delete, or merged another's (a fetch of a merging context may).
+            let why = isDeleted ? " (it was deleted, by its context's save or a save merged into it)" : ""
             throw EntityStoreError(
-                .invalidObject, "\(objectID) is no longer registered in a context", entity: entity.name,
+                .invalidObject, "\(objectID) is no longer registered in a context\(why)", entity: entity.name,
                 objectID: objectID)
         }
         return context
