@@ -63,15 +63,7 @@ struct SyncConvergenceTests {
             controllers.append(controller)
             replicas.append((store, engine, screen))
         }
-        var quiet = false
-        for _ in 0..<10 where !quiet {
-            quiet = true
-            for replica in replicas {
-                let report = try replica.engine.syncNow()
-                if report.pushedChanges > 0 || report.pulledObjects > 0 { quiet = false }
-            }
-        }
-        #expect(quiet, "the stores still exchange changes after 10 passes")
+        #expect(try syncUntilQuiet(replicas.map(\.engine)), "the stores still exchange changes after 10 passes")
 
         let contents = try replicas.map { try Fixtures.syncedContents(of: $0.store, globalID: $0.engine.globalID(of:)) }
         #expect(contents[0].split(separator: "\n").count > 20)

@@ -29,6 +29,8 @@ struct SyncDeleteTests {
             return store
         }
 
+        func store(_ name: String) -> PersistentStore { stores[name]!.store }
+
         func sync(_ names: String...) throws {
             for name in names { try stores[name]!.engine.syncNow() }
         }
@@ -78,9 +80,21 @@ struct SyncDeleteTests {
     func cascadeOfCopiesNeverRead() throws {
         let zone = try Zone()
         defer { zone.remove() }
-        let a = try zone.open("a")
-        _ = try zone.open("b")
-        let c = try zone.open("c")
+        for name in ["a", "b", "c"] { _ = try zone.open(name) }
+        try deleteAProjectWithATaskCNeverSaw(zone)
+        #expect(try zone.count("Task", in: "c") == 1, "C pulled the task")
+
+        try zone.sync("b")  // pulls the delete; the cascade takes the task
+        #expect(try zone.count("Task", in: "b") == 0)
+        try zone.sync("b", "c")  // B pushes its cascade, C pulls it
+        #expect(try zone.count("Task", in: "c") == 0, "B's cascade did not reach C")
+        #expect(try zone.contents("b") == zone.contents("c"))
+    }
+
+    /// A makes a project that C pulls, then a task in it that B pulls and C does not; C deletes the project and
+    /// syncs (pushing the delete, then pulling the task, now in no project).
+    func deleteAProjectWithATaskCNeverSaw(_ zone: Zone) throws {
+        let (a, c) = (zone.store("a"), zone.store("c"))
         try project("Home", tasks: [], in: a)
         try zone.sync("a", "c")
         let (home, adding) = try fetchOne("Project", "name == 'Home'", in: a)
@@ -89,18 +103,10 @@ struct SyncDeleteTests {
         try task.setObject(home, forKey: "project")
         try adding.save()
         try zone.sync("a", "b")
-
         let (stale, deleting) = try fetchOne("Project", "name == 'Home'", in: c)
         try deleting.delete(stale)
         try deleting.save()
         try zone.sync("c")
-        #expect(try zone.count("Task", in: "c") == 1, "C pulled the task")
-
-        try zone.sync("b")  // pulls the delete; the cascade takes the task
-        #expect(try zone.count("Task", in: "b") == 0)
-        try zone.sync("b", "c")  // B pushes its cascade, C pulls it
-        #expect(try zone.count("Task", in: "c") == 0, "B's cascade did not reach C")
-        #expect(try zone.contents("b") == zone.contents("c"))
     }
 
     @Test("a batch delete of copies deletes them on every store")
@@ -126,23 +132,11 @@ struct SyncDeleteTests {
     func laterPageAfterACascade() throws {
         let zone = try Zone()
         defer { zone.remove() }
-        let a = try zone.open("a", pageSize: 1)
+        _ = try zone.open("a", pageSize: 1)
         let b = try zone.open("b")
-        let c = try zone.open("c")
-        try project("Home", tasks: [], in: a)
-        try zone.sync("a", "c")
-        let (home, adding) = try fetchOne("Project", "name == 'Home'", in: a)
-        let task = try adding.insert("Task")
-        try task.setValue("Dishes", forKey: "title")
-        try task.setObject(home, forKey: "project")
-        try adding.save()
-        try zone.sync("a", "b")
-
+        _ = try zone.open("c")
         // C, which never saw the task, deletes the project: the server's log says so first.
-        let (stale, deleting) = try fetchOne("Project", "name == 'Home'", in: c)
-        try deleting.delete(stale)
-        try deleting.save()
-        try zone.sync("c")
+        try deleteAProjectWithATaskCNeverSaw(zone)
         // B renames the task and pushes it before it pulls the delete (which cascades on B too).
         let (copy, renaming) = try fetchOne("Task", "title == 'Dishes'", in: b)
         try copy.setValue("Dishes, rinsed", forKey: "title")

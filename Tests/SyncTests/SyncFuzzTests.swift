@@ -96,15 +96,9 @@ struct SyncFuzzTests {
             #expect(errors.withLock { $0 }.isEmpty, "background syncs failed: \(errors.withLock { $0 })")
         }
 
-        var quiet = false
-        for _ in 0..<10 where !quiet {
-            quiet = true
-            for replica in replicas {
-                let report = try replica.engine.syncNow()
-                if report.pushedChanges > 0 || report.pulledObjects > 0 { quiet = false }
-            }
-        }
-        #expect(quiet, "seed \(seed): the stores still exchange changes after 10 passes")
+        #expect(
+            try syncUntilQuiet(replicas.map(\.engine)),
+            "seed \(seed): the stores still exchange changes after 10 passes")
         let contents = try replicas.map {
             try Fixtures.syncedContents(of: $0.store, globalID: $0.engine.globalID(of:))
         }

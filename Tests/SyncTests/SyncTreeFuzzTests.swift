@@ -132,15 +132,9 @@ struct SyncTreeFuzzTests {
                 #expect(report.problems.isEmpty, "seed \(seed), step \(step): \(report.problems)")
             }
         }
-        var quiet = false
-        for _ in 0..<10 where !quiet {
-            quiet = true
-            for replica in replicas {
-                let report = try replica.engine.syncNow()
-                if report.pushedChanges > 0 || report.pulledObjects > 0 { quiet = false }
-            }
-        }
-        #expect(quiet, "seed \(seed): the stores still exchange changes after 10 passes")
+        #expect(
+            try syncUntilQuiet(replicas.map(\.engine)),
+            "seed \(seed): the stores still exchange changes after 10 passes")
         let contents = try replicas.map { try Self.contents($0.store, $0.engine) }
         #expect(contents[0].split(separator: "\n").count > 3, "seed \(seed): the tree is all but empty")
         for (i, replica) in replicas.enumerated() {
