@@ -167,6 +167,8 @@ extension SyncEngine {
             } catch let error as EntityStoreError
                 where (error.code == .conflict || error.code == .validationFailed) && attempt < Self.applyAttempts
             {
+                // The app is saving: give it a moment, longer each time.
+                Thread.sleep(forTimeInterval: 0.002 * Double(attempt))
                 continue
             } catch let error as EntityStoreError {
                 throw SyncError(.store, "applying pulled changes: \(error.description)")
