@@ -68,7 +68,7 @@ extension SyncEngine {
         // The objects, and the targets of their synced relationships (whose state is applied too, so every
         // relationship can be set even to an object this store never had), until nothing is missing.
         var missing = wanted
-        var revived = Set<UUID>()
+        var revivedAsked = Set<UUID>()
         while !missing.isEmpty {
             let found = try ServerObject.read(missing, zone: configuration.zone, connection)
             for id in missing where found[id] == nil { page.gone.insert(id) }
@@ -90,7 +90,7 @@ extension SyncEngine {
             }
             missing = targets.subtracting(page.objects.keys).subtracting(page.gone)
             if missing.isEmpty {
-                missing = try linksToRevived(&revived, page, connection)
+                missing = try linksToRevived(&revivedAsked, page, connection)
             }
         }
         return page
@@ -254,7 +254,7 @@ extension SyncEngine {
         guard context.hasChanges else { return }
         // The deletes the other stores must hear of are kept before the save, so that a kill after it cannot lose
         // them (a kill before it leaves deletes this store never made: it reads its own back, see `readPage`), and
-        // dropped again when the save fails (the next attempt decides anew).
+        // dropped again when the save fails (the next attempt decides anew; the sync writes the state when it ends).
         let kept = state.pendingTombstones
         if !tombstones.isEmpty {
             state.pendingTombstones += tombstones
@@ -263,10 +263,9 @@ extension SyncEngine {
         do {
             try context.save()
         } catch {
-            if !tombstones.isEmpty {
-                state.pendingTombstones = kept
-                try saveState()
-            }
+            // In memory only: the next write of the state drops them from the file (a kill before leaves deletes
+            // this store reads back), and a failed write here would hide the save's error.
+            state.pendingTombstones = kept
             throw error
         }
     }

@@ -177,6 +177,13 @@ extension SyncEngine {
         return objects
     }
 
+    /// SQL true for an object `o` of `entitystore_objects` deleted once that lives again under `newestWins`: a property
+    /// as new as its delete (``ServerObject/isDeleted(_:)`` on the server).
+    static let livesAgain = """
+        EXISTS (SELECT 1 FROM entitystore_properties p
+            WHERE p.zone = o.zone AND p.gid = o.gid AND p.stamp >= o.deleted_stamp)
+        """
+
     /// Writes objects' changes stamped `stamp`, logs them for the other stores, and gives the objects whose values
     /// the server refused (it holds newer ones).
     func send(
@@ -210,9 +217,8 @@ extension SyncEngine {
                 """
                 UPDATE entitystore_objects AS o SET deleted_stamp = $3, deleted_by = $4
                 WHERE o.zone = $1 AND o.gid = ANY($2::uuid[])
-                    AND (o.deleted_stamp IS NULL OR (o.deleted_stamp < $3 AND (NOT $5::boolean OR ($6::boolean
-                        AND EXISTS (SELECT 1 FROM entitystore_properties p
-                            WHERE p.zone = o.zone AND p.gid = o.gid AND p.stamp >= o.deleted_stamp)))))
+                    AND (o.deleted_stamp IS NULL
+                        OR (o.deleted_stamp < $3 AND (NOT $5::boolean OR ($6::boolean AND \(Self.livesAgain)))))
                 RETURNING gid::text
                 """,
                 [
@@ -226,9 +232,7 @@ extension SyncEngine {
             let alive = try connection.execute(
                 """
                 SELECT o.gid::text FROM entitystore_objects o
-                WHERE o.zone = $1 AND o.gid = ANY($2::uuid[]) AND o.deleted_stamp IS NOT NULL
-                    AND EXISTS (SELECT 1 FROM entitystore_properties p
-                        WHERE p.zone = o.zone AND p.gid = o.gid AND p.stamp >= o.deleted_stamp)
+                WHERE o.zone = $1 AND o.gid = ANY($2::uuid[]) AND o.deleted_stamp IS NOT NULL AND \(Self.livesAgain)
                 """, [zone, postgresArray(deleted)])
             for row in alive.rows { if let id = row[0].flatMap(UUID.init(uuidString:)) { refused.insert(id) } }
         }
