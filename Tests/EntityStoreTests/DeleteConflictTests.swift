@@ -98,6 +98,59 @@ import Testing
         #expect(try ledger.deletes(of: ledger.x.objectID) == 1)
     }
 
+    /// An update of an object deleted elsewhere since it was read: the delete stands under every policy. Under
+    /// `contextWins` the save wrote the object back, recorded as an update of an object no one had (a history
+    /// reader or another process saw a change of nothing), with none of its links and with a unique value that
+    /// another object had taken meanwhile.
+    @Test(arguments: [MergePolicy.storeWins, .propertyLevel, .contextWins])
+    func anUpdateOfAnObjectDeletedElsewhereLeavesItDeleted(policy: MergePolicy) throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        let setup = ObjectContext(store: store)
+        let x = try setup.insert("Author")
+        try x.setValue("x", forKey: "name")
+        try x.setValue("x@example.org", forKey: "email")
+        let y = try setup.insert("Author")
+        try y.setValue("y", forKey: "name")
+        let book = try setup.insert("Book")
+        try book.setValue("Momo", forKey: "title")
+        try book.setObject(x, forKey: "author")
+        try setup.save()
+        let mine = ObjectContext(store: store)
+        mine.mergePolicy = policy
+        let myX = try mine.existingObject(with: x.objectID)
+        _ = try myX["rating"]
+        // Elsewhere x is deleted (its book with it), and another author takes its email.
+        try setup.delete(x)
+        let z = try setup.insert("Author")
+        try z.setValue("z", forKey: "name")
+        try z.setValue("x@example.org", forKey: "email")
+        try setup.save()
+
+        try myX.setValue(.int(170), forKey: "rating")
+        try mine.existingObject(with: y.objectID).setValue(.int(5), forKey: "rating")
+        let before = try store.lastTransaction()
+        try mine.save()
+        let stored = try ObjectContext(store: store).fetch(FetchRequest(entity: "Author", sortKeys: [SortKey("name")]))
+        #expect(try stored.map { try $0["name"] } == ["y", "z"])
+        #expect(try stored.map { try $0["rating"] } == [.int(5), .int(0)])
+        #expect(myX.isDeleted || myX.context == nil)
+        let saved = try store.history(since: before).flatMap(\.changes)
+        #expect(saved.map(\.objectID) == [y.objectID])
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+
+    @Test func anUpdateOfAnObjectDeletedElsewhereIsAConflictUnderTheErrorPolicy() throws {
+        let ledger = try Ledger(policy: .error) { try $0.context!.delete($0) }
+        defer { ledger.temporary.remove() }
+        try ledger.x.setValue(.int(170), forKey: "rating")
+        let error = entityStoreError { try ledger.mine.save() }
+        #expect(error?.code == .conflict)
+        #expect(error?.message.contains("deleted elsewhere") == true)
+        #expect(try ledger.storedRatings() == ["y": 0])
+    }
+
     @Test func storeWinsKeepsTheStoredObjectAndDropsTheDeleteAndItsCascade() throws {
         let temporary = try TemporaryStore()
         defer { temporary.remove() }

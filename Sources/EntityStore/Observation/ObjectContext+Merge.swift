@@ -15,6 +15,11 @@ import Foundation
 /// "Nothing written" means no second delete and no history entry for it. Objects reached only by a cascade and
 /// never read are deleted as they are in the store.
 ///
+/// An object the context changed that was deleted elsewhere since it read it is a listed conflict under ``error``.
+/// Under every other policy the delete stands: nothing of the object is written (its links, its cascade targets
+/// and perhaps its unique values are gone or taken since, so no version of it could be written whole), the rest of
+/// the save goes through, and the object is deleted in the context once the save ends.
+///
 /// Relationships are stored apart from the objects' records, and a save writes the targets it adds and removes:
 /// what other writers added to or removed from a to-many meanwhile stays. A to-one holds one target: one the save
 /// changes that was changed elsewhere since the context read it is a listed conflict under ``error``; under the
@@ -28,7 +33,8 @@ public enum MergePolicy: Sendable, Equatable {
     /// Keep the stored version of conflicting objects; the context's changes to them (a delete included) are
     /// dropped.
     case storeWins
-    /// Write the context's version of conflicting objects over the stored one; its deletes go through.
+    /// Write the context's version of conflicting objects over the stored one; its deletes go through. (An object
+    /// deleted elsewhere stays deleted.)
     case contextWins
     /// Per attribute: the context's value where it changed it, the stored value elsewhere; deletes go through.
     case propertyLevel

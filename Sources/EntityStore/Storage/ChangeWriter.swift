@@ -309,10 +309,9 @@ struct ChangeWriter {
                             entity: object.entity.name, objectID: object.objectID,
                             message: "the object was deleted elsewhere since it was read"), nil
                     )
-                case .contextWins:
-                    try insert(object)
-                    return (nil, .wrote(values, 1))
-                case .storeWins, .propertyLevel:
+                case .storeWins, .propertyLevel, .contextWins:
+                    // A delete is not undone by a policy: the object's cascade targets, its links and perhaps its
+                    // unique values are gone or taken since, and no version of it could be written whole.
                     return (nil, .deletedElsewhere)
                 }
             }
