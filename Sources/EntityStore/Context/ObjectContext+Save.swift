@@ -276,8 +276,15 @@ extension ObjectContext {
                         : try writer.rederive(candidates, derivations, context: self, now: Date()) { id, stored in
                             rederivedVersion(id, stored, resolutions)
                         }
-                    for (id, (values, version)) in fixed {
+                    for (id, (values, version, before)) in fixed {
                         if let object = registered[id], dirty.contains(object) {
+                            // A record the save rewrote for its derived values only: its change is told from what
+                            // was stored (which others may have saved since this context read it).
+                            if resolutions[id] == nil && !object.isInserted && object.values == object.committed
+                                && before != object.committed
+                            {
+                                writer.baselines[id] = before
+                            }
                             resolutions[id] = .wrote(values, version)
                         } else {
                             rederivedElsewhere[id] = Set(
@@ -285,7 +292,8 @@ extension ObjectContext {
                         }
                     }
                 }
-                var changes = savedChanges(objects, resolutions, unread: writer.unreadDeletedValues)
+                var changes = savedChanges(
+                    objects, resolutions, unread: writer.unreadDeletedValues, baselines: writer.baselines)
                 var unlinked = writer.collateral
                 for (id, names) in rederivedElsewhere { unlinked[id, default: []].formUnion(names) }
                 if !writer.inverseWrites.isEmpty {
@@ -318,10 +326,12 @@ extension ObjectContext {
         return names
     }
 
-    /// The per-object changes of a save, from each object's committed state to what was written; `unread` holds the
-    /// stored values of deleted objects the context never read.
+    /// The per-object changes of a save, from each object's committed state (or the stored values in `baselines`,
+    /// see ``ChangeWriter/baselines``) to what was written; `unread` holds the stored values of deleted objects the
+    /// context never read.
     func savedChanges(
-        _ objects: [ManagedObject], _ resolutions: [ObjectID: ChangeWriter.Resolution], unread: [ObjectID: [Value]]
+        _ objects: [ManagedObject], _ resolutions: [ObjectID: ChangeWriter.Resolution], unread: [ObjectID: [Value]],
+        baselines: [ObjectID: [Value]] = [:]
     ) -> [ObjectChange] {
         var changes: [ObjectChange] = []
         changes.reserveCapacity(objects.count)
@@ -357,7 +367,9 @@ extension ObjectContext {
             }
             var (keys, old, new): ([String], ObjectChange.ValueStorage, ObjectChange.ValueStorage) =
                 ([], .dictionary([:]), .dictionary([:]))
-            if let final, let committed = object.committed {
+            if let final,
+                let committed = baselines.isEmpty ? object.committed : baselines[object.objectID] ?? object.committed
+            {
                 (keys, old, new) = ObjectChange.differences(object.entityBox, from: committed, to: final)
             }
             var oldRelationships: [String: [ObjectID]] = [:]
@@ -496,6 +508,9 @@ extension ObjectContext {
             let id = object.objectID
             switch resolves ? resolutions[id] : nil {
             case .keepStored(let values, let version)?, .wrote(let values, let version)?:
+                // The values the save settled on (the stored ones kept, a per-property merge, derived values
+                // recomputed from the store) differ from the ones this context showed: its screens follow them.
+                if object.values != values { recordPending(object) }
                 object.values = values
                 object.committed = values
                 object.rowVersion = version
