@@ -33,19 +33,7 @@ private func seedLibrary(_ store: PersistentStore) throws {
     @Test(arguments: [1 as UInt64, 2, 3, 4])
     func interleavedContextsNeverCorruptTheStore(seed: UInt64) throws {
         // With derived attributes read through relationships, which every write must leave right.
-        var schema = try Fixtures.librarySchema()
-        func derive(_ entity: String, _ name: String, _ type: AttributeType, _ derivation: String) {
-            let position = schema.entities.firstIndex { $0.name == entity }!
-            schema.entities[position].attributes.append(
-                Attribute(
-                    name, type, optional: type == .string, default: type == .string ? nil : .int(0),
-                    derived: derivation))
-        }
-        derive("Author", "bookCount", .int64, "books.@count")
-        derive("Author", "totalPages", .int64, "books.@sum.pages")
-        derive("Book", "authorName", .string, "author.name")
-        derive("Book", "chapterCount", .int64, "chapters.@count")
-        derive("Publisher", "bookCount", .int64, "books.@count")
+        let schema = try Fixtures.librarySchemaWithDerivations()
         let temporary = try TemporaryStore(schema: schema)
         defer { temporary.remove() }
         let store = temporary.store

@@ -153,6 +153,14 @@ do {
         guard arguments.count == 3, let seconds = Double(arguments[2]) else { fail("usage: ledger-reader PATH S") }
         try Ledger.read(path: arguments[1], seconds: seconds)
 
+    case "library-worker":
+        // library-worker PATH SECONDS SEED: the multi-process library workload (LibraryWorkload) until SECONDS have
+        // passed.
+        guard arguments.count == 4, let seconds = Double(arguments[2]), let seed = UInt64(arguments[3]) else {
+            fail("usage: library-worker PATH SECONDS SEED")
+        }
+        try LibraryWorkload.run(path: arguments[1], seconds: seconds, seed: seed)
+
     case "open-library":
         // open-library PATH VARIANT: opens (or creates) the library store with the plain schema (a) or the one with
         // Tag.color at the same version (b); prints "opened" or fails naming the error's code.

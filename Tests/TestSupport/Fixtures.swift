@@ -73,6 +73,25 @@ extension Fixtures {
         }
     }
 
+    /// The library schema with derived attributes read through relationships (counts, a sum, a to-one's name),
+    /// which every write must leave right.
+    public static func librarySchemaWithDerivations() throws -> Schema {
+        var schema = try librarySchema()
+        func derive(_ entity: String, _ name: String, _ type: AttributeType, _ derivation: String) {
+            let position = schema.entities.firstIndex { $0.name == entity }!
+            schema.entities[position].attributes.append(
+                Attribute(
+                    name, type, optional: type == .string, default: type == .string ? nil : .int(0),
+                    derived: derivation))
+        }
+        derive("Author", "bookCount", .int64, "books.@count")
+        derive("Author", "totalPages", .int64, "books.@sum.pages")
+        derive("Book", "authorName", .string, "author.name")
+        derive("Book", "chapterCount", .int64, "chapters.@count")
+        derive("Publisher", "bookCount", .int64, "books.@count")
+        return schema
+    }
+
     /// The library schema with an optional `Tag.color`: a lightweight migration from the plain one at a higher
     /// version, a refused one at the same version.
     public static func librarySchemaWithTagColor(version: Int) throws -> Schema {

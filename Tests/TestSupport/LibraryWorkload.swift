@@ -1,0 +1,349 @@
+import EntityStore
+import Foundation
+import SectionedDiff
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One party to the library workload, in a process of its own (``run(path:seconds:seed:)``) or taking turns with
+/// others in one process: random edits of the library with derived attributes
+/// (inserts, renames, moves between authors, tag links, cascading and denied deletes, unique tags and emails, the
+/// store's batch updates and deletes), some kept unsaved in a long-lived context and some saved at once by a
+/// short-lived one, while other processes do the same. The long-lived context merges the others' commits from the
+/// history, as another process does, and after every step checks its view:
+///
+/// - every controller equals its callback replica, and every batch passes the strict validator;
+/// - when nothing was committed since the last merge, every controller of saved state (and, with no unsaved edits,
+///   every controller) equals a fresh fetch, and every unchanged registered object's values and loaded
+///   relationships equal the store's.
+public final class LibraryWorkload {
+    static let tagNames = (0..<8).map { "t\($0)" }
+    static let emails = ["ann@example.org", "Ann@Example.org", "bo@example.org", "cy@example.org", "BO@example.org"]
+
+    final class Replica: FetchedResultsControllerDelegate {
+        var replica: CallbackReplica<ObjectID>
+        var problems: [String] = []
+        init(_ controller: FetchedResultsController) { replica = CallbackReplica(controller.sections.map(\.objectIDs)) }
+        func controllerWillChangeContent(_ controller: FetchedResultsController) { replica.begin() }
+        func controller(
+            _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
+            for type: ResultsChangeType, newIndexPath: ItemPath?
+        ) {
+            switch type {
+            case .delete: replica.delete(at: indexPath!.section, indexPath!.item)
+            case .insert: replica.insert(objectID, at: newIndexPath!.section, newIndexPath!.item)
+            case .move:
+                replica.move(
+                    objectID, from: (indexPath!.section, indexPath!.item),
+                    to: (newIndexPath!.section, newIndexPath!.item))
+            case .update: break
+            }
+        }
+        func controller(
+            _ controller: FetchedResultsController, didChange section: SectionInfo, atSectionIndex index: Int,
+            for type: ResultsChangeType
+        ) {
+            if type == .insert {
+                replica.insertSection(index, items: section.objectIDs)
+            } else {
+                replica.deleteSection(index)
+            }
+        }
+        func controller(
+            _ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>
+        ) {
+            problems += BatchValidator.problems(changes)
+        }
+        func controllerDidChangeContent(_ controller: FetchedResultsController) {
+            if let problem = replica.end() { problems.append(problem) }
+        }
+        func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
+            problems.append("the controller failed: \(error)")
+        }
+    }
+
+    public let store: PersistentStore
+    public let name: String
+    let ui: ObjectContext
+    var g: SeededGenerator
+    var controllers: [(FetchedResultsController, Replica)] = []
+    var merged: UInt64
+    public private(set) var steps = 0
+    public private(set) var saves = 0
+    public private(set) var refused = 0
+    public private(set) var checks = 0
+    /// What the checks found, each with the step and the last steps taken.
+    public private(set) var violations: [String] = []
+    var trace: [String] = []
+    static let policies: [MergePolicy] = [.error, .propertyLevel, .contextWins, .storeWins]
+
+    /// Three authors, three publishers and eight books, for the parties to start from.
+    public static func seed(_ store: PersistentStore) throws {
+        let context = ObjectContext(store: store, name: "seed")
+        var authors: [ManagedObject] = []
+        for i in 0..<3 {
+            let author = try context.insert("Author")
+            try author.setValue(.string("a\(i)"), forKey: "name")
+            authors.append(author)
+            try context.insert("Publisher").setValue(.string("p\(i)"), forKey: "name")
+        }
+        for i in 0..<8 {
+            let book = try context.insert("Book")
+            try book.setValue(.string("b\(i)"), forKey: "title")
+            try book.setValue(.int(Int64(50 * i)), forKey: "pages")
+            try book.setObject(authors[i % 3], forKey: "author")
+        }
+        try context.save()
+    }
+
+    public init(store: PersistentStore, name: String, seed: UInt64) throws {
+        self.store = store
+        self.name = name
+        g = SeededGenerator(seed: seed)
+        ui = ObjectContext(store: store, name: name)
+        ui.mergePolicy = Self.policies[Int(seed % 4)]
+        let shapes: [(entity: String, sort: [SortKey], predicate: String, section: String?, limit: Int)] = [
+            ("Book", [SortKey("author.name"), SortKey("title")], "author != nil", "author.name", 0),
+            ("Book", [SortKey("pages", ascending: false), SortKey("title")], "pages > 100", nil, 0),
+            ("Author", [SortKey("bookCount"), SortKey("name")], "bookCount >= 1", nil, 0),
+            ("Chapter", [SortKey("book.title"), SortKey("title")], "book != nil", "book.title", 0),
+            ("Book", [SortKey("publisher.name"), SortKey("title")], "publisher != nil", nil, 5),
+            ("Tag", [SortKey("name")], "books.@count > 0", nil, 0),
+            ("Note", [SortKey("text")], "chapter.book.author != nil", nil, 0),
+        ]
+        // Read before the controllers' first fetch: a commit in between is in the fetch and merged again, as an app
+        // that starts following the history does.
+        merged = try store.lastTransaction()
+        for shape in shapes {
+            for includesPending in [true, false] {
+                var request = FetchRequest(entity: shape.entity, sortKeys: shape.sort)
+                request.predicate = try FetchPredicate(shape.predicate)
+                request.fetchLimit = shape.limit
+                request.includesPendingChanges = includesPending
+                let controller = FetchedResultsController(
+                    fetchRequest: request, context: ui, sectionNameKeyPath: shape.section)
+                try controller.performFetch()
+                let replica = Replica(controller)
+                controller.delegate = replica
+                controllers.append((controller, replica))
+            }
+        }
+    }
+
+    func violation(_ message: String) {
+        violations.append("step \(steps) of \(name): \(message); last steps \(trace.suffix(8))")
+    }
+
+    /// One step: an edit or a save, then a merge of what the others committed and the checks.
+    public func step() throws {
+        steps += 1
+        // The step is made in the long-lived context (kept unsaved until one of its saves) or in a short-lived
+        // one that saves it at once.
+        let shortLived = Bool.random(using: &g)
+        let context = shortLived ? ObjectContext(store: store, name: name) : ui
+        if shortLived { context.mergePolicy = Self.policies.randomElement(using: &g)! }
+        var what = "save"
+        do {
+            if !shortLived && Int.random(in: 0..<3, using: &g) == 0 {
+                try ui.save()
+                saves += 1
+            } else {
+                what = try Self.edit(context, store: store, step: steps, name: name, using: &g)
+                if shortLived {
+                    try context.save()
+                    saves += 1
+                }
+            }
+        } catch let error as EntityStoreError
+            where [.conflict, .validationFailed, .objectNotFound, .invalidObject].contains(error.code)
+        {
+            // A race lost, a deny rule, a uniqueness clash, or an object another process deleted.
+            refused += 1
+            what += " refused"
+            if shortLived || Bool.random(using: &g) { context.rollback() }
+        }
+        trace.append("\(shortLived ? "short" : "ui") \(what)")
+        if Int.random(in: 0..<50, using: &g) == 0 {
+            ui.reset()
+            trace.append("reset")
+        }
+
+        // What the others committed, merged as a process merges: from the history.
+        for record in try store.history(since: merged) {
+            ui.merge(record)
+            merged = record.transaction ?? merged
+        }
+        ui.processPendingChanges()
+        for (position, (controller, replica)) in controllers.enumerated() {
+            for problem in replica.problems { violation("controller \(position): \(problem)") }
+            replica.problems = []
+            let rows = controller.sections.map(\.objectIDs)
+            if replica.replica.sections != rows {
+                violation("controller \(position): callbacks \(replica.replica.sections) != rows \(rows)")
+                replica.replica = CallbackReplica(rows)
+            }
+        }
+        if try compareWithStore() { checks += 1 }
+    }
+
+    /// Compares the view with a fresh read when nothing was committed since the last merge; false when something
+    /// was (the comparison would race the other processes).
+    func compareWithStore() throws -> Bool {
+        var found: [String] = []
+        let reader = ObjectContext(store: store, name: "\(name) check")
+        for (position, (controller, _)) in controllers.enumerated()
+        where !controller.fetchRequest.includesPendingChanges || !ui.hasChanges {
+            let (rows, transaction) = try reader.fetchSnapshot(controller.fetchRequest)
+            guard UInt64(transaction) == merged else { return false }
+            let shown = controller.sections.flatMap(\.objectIDs)
+            if shown != rows.map(\.id) {
+                var odd = Set(shown).symmetricDifference(rows.map(\.id))
+                if odd.isEmpty { odd = Set(zip(shown, rows.map(\.id)).filter { $0 != $1 }.flatMap { [$0, $1] }) }
+                let stored = rows.filter { odd.contains($0.id) }.map { "\($0.id) \($0.values)" }
+                found.append("controller \(position): \(shown) != stored \(rows.map(\.id)); differing: \(stored)")
+            }
+        }
+        var snapshot: [ObjectID: ObjectContext.SnapshotRow] = [:]
+        for entity in store.schema.entities {
+            let (rows, transaction) = try reader.fetchSnapshot(FetchRequest(entity: entity.name))
+            guard UInt64(transaction) == merged else { return false }
+            for row in rows { snapshot[row.id] = row }
+        }
+        for object in ui.registeredObjects where !object.isFault && !object.hasChanges && !object.isDeleted {
+            guard let row = snapshot[object.objectID] else {
+                found.append("\(object.objectID) is registered, unchanged, and not in the store")
+                continue
+            }
+            for (index, attribute) in object.entity.attributes.enumerated() where !attribute.isTransient {
+                let value = try object[attribute.name]
+                var stored = row.values[index]
+                if case .decimal(let decimal) = value, case .string(let text) = stored, decimal.description == text {
+                    stored = value
+                }
+                if value != stored {
+                    found.append("\(object.objectID).\(attribute.name): \(value) != stored \(stored)")
+                }
+            }
+            for (index, relationship) in object.entity.relationships.enumerated() {
+                let shown = Set(try object.objectIDs(forKey: relationship.name))
+                if shown != Set(row.relationships[index]) {
+                    found.append(
+                        "\(object.objectID).\(relationship.name): \(shown.sorted()) != stored "
+                            + "\(row.relationships[index].sorted())")
+                }
+            }
+        }
+        // Reading a relationship not yet loaded reads the store: the findings hold only if nothing was committed
+        // meanwhile.
+        guard try store.lastTransaction() == merged else { return false }
+        for finding in found.prefix(3) { violation(finding) }
+        return true
+    }
+
+    /// The workload in a process of its own until `seconds` have passed: prints `ready` once open and, at the end,
+    /// `steps N saves S refused R checks C violations V`; each violation goes to stderr (the first few).
+    public static func run(path: String, seconds: Double, seed: UInt64) throws {
+        let store = try PersistentStore.open(path: path, schema: try Fixtures.librarySchemaWithDerivations())
+        let workload = try LibraryWorkload(store: store, name: "worker-\(getpid())", seed: seed)
+        print("ready")
+        fflush(nil)
+        let end = Date().addingTimeInterval(seconds)
+        var reported = 0
+        while Date() < end {
+            try workload.step()
+            // Reported as found: a process killed later has said what it saw.
+            for violation in workload.violations.dropFirst(reported).prefix(max(0, 5 - reported)) {
+                FileHandle.standardError.write(Data("violation at \(violation)\n".utf8))
+            }
+            reported = workload.violations.count
+        }
+        print(
+            "steps \(workload.steps) saves \(workload.saves) refused \(workload.refused) checks \(workload.checks)"
+                + " violations \(workload.violations.count)")
+    }
+
+    /// One random edit in `context`; returns what it was.
+    static func edit(
+        _ context: ObjectContext, store: PersistentStore, step: Int, name: String, using g: inout SeededGenerator
+    ) throws -> String {
+        func any(_ entity: String) throws -> ManagedObject? {
+            try context.fetch(FetchRequest(entity: entity)).filter { !$0.isDeleted }.randomElement(using: &g)
+        }
+        let tag = "\(name)-\(step)"
+        let choice = Int.random(in: 0..<18, using: &g)
+        switch choice {
+        case 0:
+            let author = try context.insert("Author")
+            try author.setValue(.string("a\(tag)"), forKey: "name")
+        case 1, 2:
+            let book = try context.insert("Book")
+            try book.setValue(.string("b\(tag)"), forKey: "title")
+            try book.setValue(.int(Int64.random(in: 1..<400, using: &g)), forKey: "pages")
+            if let author = try any("Author") { try book.setObject(author, forKey: "author") }
+        case 3:
+            if let book = try any("Book") {
+                let chapter = try context.insert("Chapter")
+                try chapter.setValue(.string("c\(step % 20)"), forKey: "title")
+                try chapter.setValue(.int(Int64.random(in: 1..<12, using: &g)), forKey: "number")
+                try chapter.setObject(book, forKey: "book")
+            }
+        case 4:
+            if let chapter = try any("Chapter") {
+                let note = try context.insert("Note")
+                try note.setValue(.string("n\(step % 30)"), forKey: "text")
+                try note.setObject(chapter, forKey: "chapter")
+            }
+        case 5:
+            // Tags are unique by name: two processes making the same one clash.
+            let made = try context.insert("Tag")
+            try made.setValue(.string(tagNames.randomElement(using: &g)!), forKey: "name")
+            if let book = try any("Book") { try made.add(book, toKey: "books") }
+        case 6:
+            if let tag = try any("Tag"), let book = try any("Book") {
+                if Bool.random(using: &g) {
+                    try tag.add(book, toKey: "books")
+                } else {
+                    try tag.remove(book, fromKey: "books")
+                }
+            }
+        case 7:
+            if let book = try any("Book") {
+                try book.setValue(.int(Int64.random(in: 1..<400, using: &g)), forKey: "pages")
+            }
+        case 8:
+            if let book = try any("Book") { try book.setValue(.string("r\(tag)"), forKey: "title") }
+        case 9, 10:
+            if let book = try any("Book") { try book.setObject(try any("Author"), forKey: "author") }
+        case 11:
+            if let author = try any("Author"), Int.random(in: 0..<3, using: &g) == 0 {
+                try context.delete(author)  // cascades to its books, their chapters and notes
+            } else if let author = try any("Author") {
+                try author.setValue(.string("a\(tag)"), forKey: "name")
+            }
+        case 12:
+            if let book = try any("Book") { try context.delete(book) }
+        case 13:
+            if let publisher = try any("Publisher"), Bool.random(using: &g) {
+                try context.delete(publisher)  // denied while it has books
+            } else {
+                try context.insert("Publisher").setValue(.string("p\(tag)"), forKey: "name")
+            }
+        case 14:
+            if let book = try any("Book") { try book.setObject(try any("Publisher"), forKey: "publisher") }
+        case 15:
+            // Emails are unique, compared case-insensitively.
+            if let author = try any("Author") {
+                try author.setValue(
+                    Bool.random(using: &g) ? .string(emails.randomElement(using: &g)!) : .null, forKey: "email")
+            }
+        case 16:
+            let pages = Int64.random(in: 1..<400, using: &g)
+            try store.batchUpdate(
+                "Book", where: try FetchPredicate("pages > \(pages)"), set: ["score": .double(Double(pages))])
+        default:
+            try store.batchDelete("Note", where: try FetchPredicate("text == 'n\(Int.random(in: 0..<30, using: &g))'"))
+        }
+        return "edit \(choice)"
+    }
+}
