@@ -20,11 +20,19 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     /// The attributes and relationships that changed (for an insert or a delete: every attribute).
     public var changedKeys: [String]
     /// The attributes' values before the change (for an update: the changed ones; for a delete: all of them).
+    ///
+    /// A store's batch update (``PersistentStore/batchUpdate(_:where:set:author:)``) names the changed keys of each
+    /// object without their values, here and in ``newValues``, like Core Data's batch update.
     public var oldValues: [String: Value] {
         get { oldStorage.dictionary }
         set { oldStorage = .dictionary(newValue) }
     }
     /// The attributes' values after the change (for an update: the changed ones; for an insert: all of them).
+    ///
+    /// A record read back from the history (``PersistentStore/history(since:limit:)``) holds no values for an
+    /// insert: they are in the object's record (the history keeps inserts small, a bulk insert's above all). Read
+    /// the object for them. The last update the history records of an attribute, when it holds its new value,
+    /// holds the value stored now.
     public var newValues: [String: Value] {
         get { newStorage.dictionary }
         set { newStorage = .dictionary(newValue) }

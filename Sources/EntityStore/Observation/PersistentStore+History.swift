@@ -11,6 +11,8 @@ extension PersistentStore {
 
     /// The saves after transaction `since`, oldest first, as change records.
     ///
+    /// Each record holds what its save delivered, but an insert's values (see ``ObjectChange/newValues``).
+    ///
     /// - Parameters:
     ///   - since: Return transactions numbered above this.
     ///   - limit: At most this many.
