@@ -130,3 +130,77 @@ import Glibc
         print("creation kills: \(kills) in a span of \(span) µs, \(emptyDataFiles) left an empty data file")
     }
 }
+
+/// A migration killed at any moment: the store is on the old schema or the new one, never between, and the next
+/// open with the new schema finishes it (the derived values a migration adds are computed in a second
+/// transaction, which a kill can leave undone).
+@Suite struct MigrationKillTests {
+    @Test func killsDuringAMigrationLeaveTheOldStoreOrTheMigratedOne() throws {
+        let kills = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 10 : 100
+        let books = 5_000
+        let dir = try TemporaryDirectory(prefix: "migration-kill")
+        defer { dir.remove() }
+        let helper = ChildProcess.executable("es-test-helper")
+        let original = dir.path("original.store")
+        let made = try ChildProcess.helper(["library-store", original, "\(books)"])
+        #expect(made.status == 0, "\(made.stderr)")
+        // How long a whole migration takes, from the helper's "opening".
+        func migrate(_ path: String, killAfter delay: UInt32?) throws -> (migrated: Bool, seconds: Double) {
+            let (process, out, _) = try ChildProcess.start(helper, ["migrate-library", path])
+            var output = Data()
+            while !String(decoding: output, as: UTF8.self).contains("opening\n") {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                output.append(chunk)
+            }
+            let start = Date()
+            if let delay {
+                usleep(delay)
+                kill(process.processIdentifier, SIGKILL)
+            }
+            process.waitUntilExit()
+            output.append(out.fileHandleForReading.readDataToEndOfFile())
+            return (String(decoding: output, as: UTF8.self).contains("migrated"), Date().timeIntervalSince(start))
+        }
+        let timing = dir.path("timing.store")
+        try FileManager.default.copyItem(atPath: original, toPath: timing)
+        let whole = try migrate(timing, killAfter: nil)
+        #expect(whole.migrated)
+        var g = SeededGenerator(seed: 7)
+        var (old, migrated, finished) = (0, 0, 0)
+        for round in 0..<kills {
+            let path = dir.path("k\(round).store")
+            try FileManager.default.copyItem(atPath: original, toPath: path)
+            let span = UInt32(whole.seconds * 1_000_000)
+            let outcome = try migrate(path, killAfter: UInt32.random(in: 0...(span + span / 4), using: &g))
+            if outcome.migrated { finished += 1 }
+            // Still on the old schema (the migration's transaction never committed), or migrated.
+            do {
+                let store = try PersistentStore.open(
+                    path: path, schema: try Fixtures.librarySchema(), options: .init(readOnly: true))
+                #expect(try store.checkIntegrity().findings.isEmpty, "round \(round), old schema")
+                old += 1
+            } catch let error as EntityStoreError {
+                #expect(
+                    error.code == .migrationRefused || error.code == .schemaOlderThanStore, "round \(round): \(error)")
+                migrated += 1
+            }
+            // The next open with the new schema migrates or finishes the migration; every book is there, with its
+            // default edition, found through the new index, and every author counts its books.
+            let store = try PersistentStore.open(path: path, schema: try Fixtures.librarySchemaMigrated())
+            #expect(try store.checkIntegrity().findings.isEmpty, "round \(round)")
+            let context = ObjectContext(store: store)
+            #expect(try context.count(for: FetchRequest(entity: "Book")) == books + 5, "round \(round)")
+            var firstEditions = FetchRequest(entity: "Book")
+            firstEditions.predicate = try FetchPredicate("edition == 1")
+            #expect(try context.count(for: firstEditions) == books + 5, "round \(round)")
+            for author in try context.fetch(FetchRequest(entity: "Author")) {
+                #expect(try author["bookCount"] == .int(Int64(try author.objects(forKey: "books").count)))
+            }
+        }
+        #expect(old > 0 || migrated > 0)
+        print(
+            "migration kills: \(kills) within \(Int(whole.seconds * 1000)) ms of a \(books)-book migration: \(old) left"
+                + " the old schema, \(migrated) the new one (\(finished) ended before the kill)")
+    }
+}

@@ -286,6 +286,14 @@ do {
         }
         print("reads \(reads)")
 
+    case "migrate-library":
+        // migrate-library PATH: opens a library store with the migrated schema (Fixtures.librarySchemaMigrated).
+        guard arguments.count == 2 else { fail("usage: migrate-library PATH") }
+        print("opening")
+        fflush(nil)
+        _ = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchemaMigrated())
+        print("migrated")
+
     case "open-mismatched":
         // open-mismatched PATH: opens a library store with a schema whose Book.pages changed type.
         guard arguments.count == 2 else { fail("usage: open-mismatched PATH") }

@@ -92,6 +92,18 @@ extension Fixtures {
         return schema
     }
 
+    /// The library schema migrated: version 2 adds an indexed `Book.edition` (default 1), a derived
+    /// `Author.bookCount` and an optional `Tag.color`, a lightweight migration that rewrites every book and author.
+    public static func librarySchemaMigrated() throws -> Schema {
+        var schema = try librarySchemaWithTagColor(version: 2)
+        let book = schema.entities.firstIndex { $0.name == "Book" }!
+        schema.entities[book].attributes.append(Attribute("edition", .int64, default: 1, indexed: true))
+        let author = schema.entities.firstIndex { $0.name == "Author" }!
+        schema.entities[author].attributes.append(
+            Attribute("bookCount", .int64, default: 0, derived: "books.@count"))
+        return schema
+    }
+
     /// The library schema with an optional `Tag.color`: a lightweight migration from the plain one at a higher
     /// version, a refused one at the same version.
     public static func librarySchemaWithTagColor(version: Int) throws -> Schema {
