@@ -5,9 +5,10 @@ import Testing
 
 /// The multi-process library workload (`LibraryWorkload`) with its parties taking turns in one process, seeded, so
 /// that what it finds reproduces: three long-lived contexts under different merge policies, each merging the
-/// others' saves from the history as another process does, with short-lived contexts and the store's batch
-/// changes in between. After every step each party's controllers equal their callback replicas and, when nothing
-/// was saved since its last merge, a fresh fetch; its unchanged objects equal the store's.
+/// others' saves from the history as another process does (or, for even seeds, two of them as the store delivers
+/// them), with short-lived contexts, child contexts, undo, refreshes and the store's batch changes in between.
+/// After every step each party's controllers equal their callback replicas and, when nothing was saved since its
+/// last merge, a fresh fetch; its unchanged objects equal the store's.
 @Suite struct InterleavedWorkloadTests {
     static var steps: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 600 : 20_000 }
 
@@ -18,7 +19,10 @@ import Testing
         let store = temporary.store
         try LibraryWorkload.seed(store)
         let parties = try (0..<3).map {
-            try LibraryWorkload(store: store, name: "p\($0)", seed: seed * 10 + UInt64($0))
+            // Even seeds: two parties merge the others' saves as the store delivers them, one from the history.
+            try LibraryWorkload(
+                store: store, name: "p\($0)", seed: seed * 10 + UInt64($0),
+                mergesAutomatically: seed % 2 == 0 && $0 != 0)
         }
         var g = SeededGenerator(seed: seed)
         for _ in 0..<Self.steps {

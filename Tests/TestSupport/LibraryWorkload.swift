@@ -97,12 +97,16 @@ public final class LibraryWorkload {
         try context.save()
     }
 
-    public init(store: PersistentStore, name: String, seed: UInt64) throws {
+    /// A party named `name` (in its saves' history entries) whose long-lived context saves under the merge policy
+    /// `seed` picks; with `mergesAutomatically`, it merges the others' saves as the store delivers them
+    /// (``ObjectContext/automaticallyMergesChangesFromStore``, in one process) instead of reading the history.
+    public init(store: PersistentStore, name: String, seed: UInt64, mergesAutomatically: Bool = false) throws {
         self.store = store
         self.name = name
         g = SeededGenerator(seed: seed)
         ui = ObjectContext(store: store, name: name)
         ui.mergePolicy = Self.policies[Int(seed % 4)]
+        ui.automaticallyMergesChangesFromStore = mergesAutomatically
         let shapes: [(entity: String, sort: [SortKey], predicate: String, section: String?, limit: Int)] = [
             ("Book", [SortKey("author.name"), SortKey("title")], "author != nil", "author.name", 0),
             ("Book", [SortKey("pages", ascending: false), SortKey("title")], "pages > 100", nil, 0),
@@ -169,10 +173,15 @@ public final class LibraryWorkload {
             trace.append("reset")
         }
 
-        // What the others committed, merged as a process merges: from the history.
-        for record in try store.history(since: merged) {
-            ui.merge(record)
-            merged = record.transaction ?? merged
+        if ui.automaticallyMergesChangesFromStore {
+            // Delivered as they were saved (the checks below find what was not).
+            merged = try store.lastTransaction()
+        } else {
+            // What the others committed, merged as another process merges: from the history.
+            for record in try store.history(since: merged) {
+                ui.merge(record)
+                merged = record.transaction ?? merged
+            }
         }
         ui.processPendingChanges()
         for (position, (controller, replica)) in controllers.enumerated() {
@@ -271,7 +280,7 @@ public final class LibraryWorkload {
             try context.fetch(FetchRequest(entity: entity)).filter { !$0.isDeleted }.randomElement(using: &g)
         }
         let tag = "\(name)-\(step)"
-        let choice = Int.random(in: 0..<18, using: &g)
+        let choice = Int.random(in: 0..<21, using: &g)
         switch choice {
         case 0:
             let author = try context.insert("Author")
@@ -336,6 +345,21 @@ public final class LibraryWorkload {
             if let author = try any("Author") {
                 try author.setValue(
                     Bool.random(using: &g) ? .string(emails.randomElement(using: &g)!) : .null, forKey: "email")
+            }
+        case 18:
+            if context.canUndo { try context.undoLastChange() }
+        case 19:
+            if let book = try any("Book") { try context.refresh(book, mergeChanges: Bool.random(using: &g)) }
+        case 20:
+            // A child context's edits, saved into this one.
+            let child = ObjectContext(parent: context)
+            let books = try child.fetch(FetchRequest(entity: "Book")).filter { !$0.isDeleted }
+            if let book = books.randomElement(using: &g) {
+                try book.setValue(.int(Int64.random(in: 1..<400, using: &g)), forKey: "pages")
+                try book.setObject(
+                    try child.fetch(FetchRequest(entity: "Author")).filter { !$0.isDeleted }.randomElement(using: &g),
+                    forKey: "author")
+                try child.save()
             }
         case 16:
             let pages = Int64.random(in: 1..<400, using: &g)
