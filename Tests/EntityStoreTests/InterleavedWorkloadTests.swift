@@ -38,3 +38,56 @@ import Testing
         #expect(parties.map(\.checks).reduce(0, +) > Self.steps / 2)
     }
 }
+
+/// The same parties on threads of their own, sharing one store instance: saves, merges and the checks' reads race
+/// (a check is made only when nothing was saved between the party's merge and its reads).
+@Suite struct ThreadedWorkloadTests {
+    final class Findings: @unchecked Sendable {
+        // @unchecked Sendable: every field is only touched while `lock` is held.
+        let lock = NSLock()
+        var violations: [String] = []
+        var errors: [String] = []
+        var steps = 0
+        var checks = 0
+    }
+
+    @Test(arguments: [1 as UInt64, 2])
+    func partiesOnThreadsOfTheirOwnKeepTheirViewsEqualToTheStore(seed: UInt64) throws {
+        let seconds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 3.0 : 30.0
+        let temporary = try TemporaryStore(schema: try Fixtures.librarySchemaWithDerivations())
+        defer { temporary.remove() }
+        let store = temporary.store
+        try LibraryWorkload.seed(store)
+        let findings = Findings()
+        let group = DispatchGroup()
+        for i in 0..<3 {
+            group.enter()
+            let thread = Thread {
+                defer { group.leave() }
+                do {
+                    // Made and used on this thread only.
+                    let party = try LibraryWorkload(store: store, name: "t\(i)", seed: seed * 10 + UInt64(i))
+                    let end = Date().addingTimeInterval(seconds)
+                    while Date() < end && party.violations.isEmpty { try party.step() }
+                    findings.lock.withLock {
+                        findings.violations += party.violations
+                        findings.steps += party.steps
+                        findings.checks += party.checks
+                    }
+                } catch {
+                    findings.lock.withLock { findings.errors.append("party \(i): \(error)") }
+                }
+            }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+        group.wait()
+        findings.lock.withLock {
+            #expect(findings.errors.isEmpty, "\(findings.errors)")
+            #expect(findings.violations.isEmpty, "\(findings.violations.prefix(3))")
+            #expect(findings.steps > 100)
+            #expect(findings.checks > 20, "the views were compared with the store (\(findings.checks) times)")
+        }
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+}
