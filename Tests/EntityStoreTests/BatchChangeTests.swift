@@ -52,6 +52,23 @@ import Testing
         }
     }
 
+    /// A batch that matches nothing leaves no history entry, as a save of nothing does: every entry's number is a
+    /// change that merging contexts receive (an empty entry was delivered to none of them).
+    @Test func aBatchThatMatchesNothingLeavesNoHistoryEntry() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let before = try store.lastTransaction()
+            let nothing = try FetchPredicate("title == 'no such book'")
+            #expect(try store.batchUpdate("Book", where: nothing, set: ["pages": .int(1)]).objectIDs.isEmpty)
+            #expect(try store.batchDelete("Book", where: nothing).objectIDs.isEmpty)
+            #expect(try store.lastTransaction() == before)
+            #expect(try store.history(since: before).isEmpty)
+            // The next change gets the next number.
+            #expect(try store.batchUpdate("Book", where: nil, set: ["pages": .int(1)]).objectIDs.count > 0)
+            #expect(try store.lastTransaction() == before + 1)
+        }
+    }
+
     @Test func anUpdateListsEveryProblemAndWritesNothing() throws {
         try withStore { store, _ in
             _ = try Library(store)

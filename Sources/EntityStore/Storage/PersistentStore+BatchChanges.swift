@@ -169,7 +169,10 @@ extension PersistentStore {
                         changes.append(ObjectChange(objectID: id, kind: .update, changedKeys: names))
                     }
                 }
-                _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
+                // Nothing matched: no history entry (a save of nothing leaves none either).
+                if !changes.isEmpty {
+                    _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
+                }
                 return BatchResult(objectIDs: ids)
             }
         }
@@ -309,7 +312,9 @@ extension PersistentStore {
                     let names = keys.sorted() + (rederived[target] ?? [])
                     changes.append(ObjectChange(objectID: target, kind: .update, changedKeys: names))
                 }
-                _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
+                if !changes.isEmpty {
+                    _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
+                }
                 return BatchResult(objectIDs: order)
             }
         }
