@@ -27,7 +27,9 @@ import Glibc
         var seed: UInt64 = 40
         func start() throws -> (Process, Pipe, Pipe) {
             seed += 1
-            return try ChildProcess.start(helper, ["library-worker", path, "\(seconds)", "\(seed)"])
+            // Every other process merges the others' saves as the store's wake-ups deliver them.
+            return try ChildProcess.start(
+                helper, ["library-worker", path, "\(seconds)", "\(seed)"] + (seed % 2 == 0 ? ["auto"] : []))
         }
         var workers = try (0..<3).map { _ in try start() }
         var killed: [(Process, Pipe, Pipe)] = []

@@ -154,12 +154,15 @@ do {
         try Ledger.read(path: arguments[1], seconds: seconds)
 
     case "library-worker":
-        // library-worker PATH SECONDS SEED: the multi-process library workload (LibraryWorkload) until SECONDS have
-        // passed.
-        guard arguments.count == 4, let seconds = Double(arguments[2]), let seed = UInt64(arguments[3]) else {
-            fail("usage: library-worker PATH SECONDS SEED")
+        // library-worker PATH SECONDS SEED [auto]: the multi-process library workload (LibraryWorkload) until
+        // SECONDS have passed; with `auto`, merging the others' saves as the store delivers them.
+        guard arguments.count == 4 || (arguments.count == 5 && arguments[4] == "auto"),
+            let seconds = Double(arguments[2]), let seed = UInt64(arguments[3])
+        else {
+            fail("usage: library-worker PATH SECONDS SEED [auto]")
         }
-        try LibraryWorkload.run(path: arguments[1], seconds: seconds, seed: seed)
+        try LibraryWorkload.run(
+            path: arguments[1], seconds: seconds, seed: seed, mergesAutomatically: arguments.count == 5)
 
     case "open-library":
         // open-library PATH VARIANT: opens (or creates) the library store with the plain schema (a) or the one with

@@ -6,7 +6,8 @@ import SectionedDiff
 import Glibc
 #endif
 
-/// One party to the library workload, in a process of its own (``run(path:seconds:seed:)``) or taking turns with
+/// One party to the library workload, in a process of its own (``run(path:seconds:seed:mergesAutomatically:)``) or
+/// taking turns with
 /// others in one process: random edits of the library with derived attributes
 /// (inserts, renames, moves between authors, tag links, cascading and denied deletes, unique tags and emails, the
 /// store's batch updates and deletes), some kept unsaved in a long-lived context and some saved at once by a
@@ -68,7 +69,12 @@ public final class LibraryWorkload {
     let ui: ObjectContext
     var g: SeededGenerator
     var controllers: [(FetchedResultsController, Replica)] = []
+    /// The last transaction the long-lived context has merged, and every one before it.
     var merged: UInt64
+    /// Merged transactions above `merged` (delivered out of order, or after a gap), for a party that merges as the
+    /// store delivers.
+    var seen = Set<UInt64>()
+    var observation: ObservationToken?
     public private(set) var steps = 0
     public private(set) var saves = 0
     public private(set) var refused = 0
@@ -119,6 +125,15 @@ public final class LibraryWorkload {
         // Read before the controllers' first fetch: a commit in between is in the fetch and merged again, as an app
         // that starts following the history does.
         merged = try store.lastTransaction()
+        if mergesAutomatically {
+            // Every save after `merged` must reach the context: its own, and the others' as it merges them.
+            observation = ui.addObserver { [weak self] record in
+                guard record.kind == .merged || record.kind == .didSave, let transaction = record.transaction else {
+                    return
+                }
+                self?.seen.insert(transaction)
+            }
+        }
         for shape in shapes {
             for includesPending in [true, false] {
                 var request = FetchRequest(entity: shape.entity, sortKeys: shape.sort)
@@ -173,10 +188,7 @@ public final class LibraryWorkload {
             trace.append("reset")
         }
 
-        if ui.automaticallyMergesChangesFromStore {
-            // Delivered as they were saved (the checks below find what was not).
-            merged = try store.lastTransaction()
-        } else {
+        if !ui.automaticallyMergesChangesFromStore {
             // What the others committed, merged as another process merges: from the history.
             for record in try store.history(since: merged) {
                 ui.merge(record)
@@ -184,6 +196,12 @@ public final class LibraryWorkload {
             }
         }
         ui.processPendingChanges()
+        if ui.automaticallyMergesChangesFromStore {
+            // Merged as the store delivers them (at once in one process, after a wake-up from another) when the
+            // context processes its changes: the checks wait until every save is in, and find no moment to run if
+            // one never comes.
+            while seen.remove(merged + 1) != nil { merged += 1 }
+        }
         for (position, (controller, replica)) in controllers.enumerated() {
             for problem in replica.problems { violation("controller \(position): \(problem)") }
             replica.problems = []
@@ -250,11 +268,13 @@ public final class LibraryWorkload {
         return true
     }
 
-    /// The workload in a process of its own until `seconds` have passed: prints `ready` once open and, at the end,
+    /// The workload in a process of its own until `seconds` have passed (merging the other processes' saves from
+    /// the history, or as the store's wake-ups deliver them): prints `ready` once open and, at the end,
     /// `steps N saves S refused R checks C violations V`; each violation goes to stderr (the first few).
-    public static func run(path: String, seconds: Double, seed: UInt64) throws {
+    public static func run(path: String, seconds: Double, seed: UInt64, mergesAutomatically: Bool = false) throws {
         let store = try PersistentStore.open(path: path, schema: try Fixtures.librarySchemaWithDerivations())
-        let workload = try LibraryWorkload(store: store, name: "worker-\(getpid())", seed: seed)
+        let workload = try LibraryWorkload(
+            store: store, name: "worker-\(getpid())", seed: seed, mergesAutomatically: mergesAutomatically)
         print("ready")
         fflush(nil)
         let end = Date().addingTimeInterval(seconds)
