@@ -1,4 +1,5 @@
 import EntityStore
+import Foundation
 import TestSupport
 import Testing
 
@@ -52,6 +53,37 @@ import Testing
         #expect(messages.contains("B.a: unknown inverse 'wrong' on 'A'"))
         #expect(messages.contains("A: duplicate entity name 'A'"))
         #expect(messages.count == 6)
+    }
+
+    /// `Schema.entities` is settable: a list changed after the schema was made is validated when a store opens with
+    /// it (it was taken as it was: a duplicate attribute, a relationship to no entity, a default of the wrong type),
+    /// and a sub-entity added to it inherits its superentity's properties.
+    @Test func aSchemaChangedAfterItWasMadeIsValidatedWhenAStoreOpens() throws {
+        let dir = try TemporaryDirectory(prefix: "changed-schema")
+        defer { dir.remove() }
+        var broken = try Fixtures.librarySchema()
+        let book = broken.entities.firstIndex { $0.name == "Book" }!
+        broken.entities[book].attributes.append(Attribute("pages", .string, default: .int(3)))
+        broken.entities[book].relationships.append(Relationship("series", to: "Series", inverse: "books"))
+        let error = entityStoreError { _ = try PersistentStore.open(path: dir.path("broken.store"), schema: broken) }
+        #expect(error?.code == .invalidSchema)
+        let messages = error?.failures.map(\.description).joined(separator: "; ") ?? ""
+        #expect(messages.contains("pages"), "\(messages)")
+        #expect(messages.contains("Series"), "\(messages)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("broken.store") + "/data.mdb"))
+
+        var extended = try Fixtures.librarySchema()
+        extended.entities.append(Entity("Comic", inherits: "Book") { Attribute("artist", .string, optional: true) })
+        let store = try PersistentStore.open(path: dir.path("extended.store"), schema: extended)
+        #expect(store.schema.entity("Comic")?.attributes.map(\.name).contains("title") == true)
+        let context = ObjectContext(store: store)
+        let author = try context.insert("Author")
+        try author.setValue("Hergé", forKey: "name")
+        let comic = try context.insert("Comic")
+        try comic.setValue("Tintin", forKey: "title")
+        try comic.setObject(author, forKey: "author")
+        try context.save()
+        #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Book")).count == 1)
     }
 
     @Test func anInverseThatPointsElsewhereIsRefused() {

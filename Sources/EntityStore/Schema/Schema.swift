@@ -18,7 +18,8 @@
 public struct Schema: Codable, Sendable, Equatable {
     /// The version: raise it with every change; the store keeps the history of versions.
     public var version: Int
-    /// The entities.
+    /// The entities. A list changed after the schema was made is validated, and its sub-entities given their
+    /// superentities' properties, when a store opens with the schema.
     public var entities: [Entity]
     /// The model classes a schema made from models maps its entities to (not stored, not compared): a fetch of a
     /// superentity wraps each object in its own entity's class.
@@ -53,6 +54,14 @@ public struct Schema: Codable, Sendable, Equatable {
         let (resolved, failures) = Self.resolvingInheritance(entities)
         self.entities = resolved
         try validate(inheritanceFailures: failures)
+    }
+
+    /// This schema made again from its entities: validated, and its sub-entities given their superentities'
+    /// properties (an entity list changed after the schema was made has had neither).
+    func validatedAgain() throws -> Schema {
+        var schema = try Schema(version: version, entities: entities)
+        schema.modelClasses = modelClasses
+        return schema
     }
 
     /// The entity named `name`.

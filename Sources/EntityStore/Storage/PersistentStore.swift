@@ -99,8 +99,17 @@ public final class PersistentStore: Sendable {
     /// ``EntityStoreError/Code/migrationRefused`` naming entity, attribute and reason, and changes nothing.
     ///
     /// - Throws: ``EntityStoreError`` (``EntityStoreError/Code/schemaOlderThanStore``,
-    ///   ``EntityStoreError/Code/notAStore``, ``EntityStoreError/Code/storeFormatTooNew``, ...).
-    public static func open(path: String, schema: Schema, options: Options = Options()) throws -> PersistentStore {
+    ///   ``EntityStoreError/Code/notAStore``, ``EntityStoreError/Code/storeFormatTooNew``, ...;
+    ///   ``EntityStoreError/Code/invalidSchema`` for a schema whose entities were changed into an invalid list
+    ///   after it was made).
+    public static func open(
+        path: String, schema declared: Schema, options: Options = Options()
+    ) throws
+        -> PersistentStore
+    {
+        // A schema whose entities were changed after it was made (`schema.entities` is settable) is validated and
+        // its sub-entities given their superentities' properties again, as when it was made.
+        let schema = try declared.validatedAgain()
         if options.readOnly {
             let store = try openReadOnly(path: path, options: options)
             guard store.schema.fingerprint == schema.fingerprint else {
