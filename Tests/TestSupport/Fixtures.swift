@@ -74,7 +74,7 @@ extension Fixtures {
     }
 
     /// The library schema with derived attributes read through relationships (counts, a sum, a to-one's name),
-    /// which every write must leave right.
+    /// which every write must leave right, and `Comic`, a sub-entity of `Book`.
     public static func librarySchemaWithDerivations() throws -> Schema {
         var schema = try librarySchema()
         func derive(_ entity: String, _ name: String, _ type: AttributeType, _ derivation: String) {
@@ -89,7 +89,9 @@ extension Fixtures {
         derive("Book", "authorName", .string, "author.name")
         derive("Book", "chapterCount", .int64, "chapters.@count")
         derive("Publisher", "bookCount", .int64, "books.@count")
-        return schema
+        // A sub-entity: every relationship to a book holds comics too.
+        let comic = Entity("Comic", inherits: "Book") { Attribute("artist", .string, optional: true) }
+        return try Schema(version: schema.version, entities: schema.entities + [comic])
     }
 
     /// The library schema migrated: version 2 adds an indexed `Book.edition` (default 1), a derived

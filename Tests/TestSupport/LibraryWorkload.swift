@@ -121,6 +121,7 @@ public final class LibraryWorkload {
             ("Book", [SortKey("publisher.name"), SortKey("title")], "publisher != nil", nil, 5),
             ("Tag", [SortKey("name")], "books.@count > 0", nil, 0),
             ("Note", [SortKey("text")], "chapter.book.author != nil", nil, 0),
+            ("Comic", [SortKey("artist"), SortKey("title")], "pages > 50", "artist", 0),
         ]
         // Read before the controllers' first fetch: a commit in between is in the fetch and merged again, as an app
         // that starts following the history does.
@@ -306,7 +307,9 @@ public final class LibraryWorkload {
             let author = try context.insert("Author")
             try author.setValue(.string("a\(tag)"), forKey: "name")
         case 1, 2:
-            let book = try context.insert("Book")
+            let comic = Int.random(in: 0..<3, using: &g) == 0
+            let book = try context.insert(comic ? "Comic" : "Book")
+            if comic { try book.setValue(.string("artist \(step % 7)"), forKey: "artist") }
             try book.setValue(.string("b\(tag)"), forKey: "title")
             try book.setValue(.int(Int64.random(in: 1..<400, using: &g)), forKey: "pages")
             if let author = try any("Author") { try book.setObject(author, forKey: "author") }
