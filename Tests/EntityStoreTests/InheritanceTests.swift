@@ -256,6 +256,33 @@ import Testing
         }
     }
 
+    /// Objects of different sub-entities that tie on every sort key are in one order in a fetch, a fetch through a
+    /// child context and a controller: by primary key, which the hierarchy shares (the fetch put every cat before
+    /// every dog, the controller by primary key, so that they disagreed on each tie).
+    @Test func tiesAcrossSubEntitiesAreInOneOrderInFetchesAndControllers() throws {
+        try withStore(schema: try Self.zooSchema()) { store, _ in
+            let context = ObjectContext(store: store)
+            for (entity, name) in [("Dog", "Rex"), ("Cat", "Rex"), ("Puppy", "Rex"), ("Dog", "Rex"), ("Cat", "Ada")] {
+                try Self.animal(context, entity, name)
+            }
+            try context.save()
+            let request = FetchRequest(entity: "Animal", sortKeys: [SortKey("name")])
+            let fetched = try ObjectContext(store: store).fetchObjectIDs(request)
+            #expect(fetched.map(\.entityName) == ["Cat", "Dog", "Cat", "Puppy", "Dog"])
+            #expect(fetched.dropFirst().map(\.primaryKey) == fetched.dropFirst().map(\.primaryKey).sorted())
+            let screen = ObjectContext(store: store)
+            let controller = FetchedResultsController(fetchRequest: request, context: screen)
+            try controller.performFetch()
+            #expect(controller.fetchedObjectIDs == fetched)
+            #expect(try ObjectContext(parent: screen).fetchObjectIDs(request) == fetched)
+            // A new tie joins in its place: after the others, as the newest key.
+            try Self.animal(screen, "Cat", "Rex")
+            screen.processPendingChanges()
+            #expect(controller.fetchedObjectIDs == (try screen.fetchObjectIDs(request)))
+            #expect(controller.fetchedObjectIDs.last?.entityName == "Cat")
+        }
+    }
+
     @Test func aBatchUpdateOfASuperentityUpdatesEachKind() throws {
         try withStore(schema: try Self.zooSchema()) { store, _ in
             let context = ObjectContext(store: store)

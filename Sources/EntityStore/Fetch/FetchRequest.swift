@@ -99,7 +99,8 @@ public struct FetchRequest: Hashable, Sendable {
     public var entity: String { didSet { memo = PreparedMemo() } }
     /// The condition objects must meet; `nil` for all.
     public var predicate: FetchPredicate? { didSet { memo = PreparedMemo() } }
-    /// The order; ties are broken by object ID, so the order is total.
+    /// The order; ties are broken by primary key (unique across an entity and its sub-entities), so the order is
+    /// total, and the same in a fetch and a controller.
     public var sortKeys: [SortKey] { didSet { memo = PreparedMemo() } }
     /// The request's prepared form, kept with the request: a request fetched again finds it without hashing its
     /// predicate. Copies share it; changing what preparing reads (entity, predicate, sort keys) starts a new one.

@@ -8,7 +8,7 @@
 public struct ModelFetchRequest<M: Model>: Sendable {
     /// The condition objects must meet; `nil` for all.
     public var predicate: ModelPredicate<M>?
-    /// The order; ties are broken by object ID.
+    /// The order; ties are broken by primary key (unique across an entity and its sub-entities).
     public var sortKeys: [SortKey]
     /// At most this many results; 0 for no limit.
     public var fetchLimit = 0

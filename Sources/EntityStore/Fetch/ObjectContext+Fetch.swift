@@ -353,7 +353,8 @@ extension ObjectContext {
 
     /// A fetch of an entity with sub-entities: each entity of the hierarchy fetched alone (a sub-entity's record
     /// has the superentity's attributes where the superentity has them, so the request means the same for each),
-    /// the results merged in the request's order (ties by object ID, entity name first), then windowed.
+    /// the results merged in the request's order (ties by primary key, which the hierarchy's entities share, as a
+    /// controller orders its rows), then windowed.
     private func runFamily(_ request: FetchRequest, shape: Shape, in txn: ReadTransaction) throws -> [Candidate] {
         try validateWindow(request)
         // Prepared against the requested entity first: a key only a sub-entity has is an error, as it is for the
@@ -375,14 +376,15 @@ extension ObjectContext {
     }
 
     /// Orders candidates as a request asks: by its sort keys (their values kept with each candidate), ties by
-    /// object ID.
+    /// primary key (unique across an entity and its sub-entities: a book and a comic that tie are in the order they
+    /// were made, not every book before every comic).
     static func sort(_ candidates: inout [Candidate], by keys: [SortKey]) {
         candidates.sort { a, b in
             for (i, key) in keys.enumerated() {
                 let order = key.order(a.sortValues[i], b.sortValues[i])
                 if order != .orderedSame { return order == .orderedAscending }
             }
-            return a.id < b.id
+            return a.id.primaryKey < b.id.primaryKey
         }
     }
 

@@ -14,9 +14,9 @@ import SectionedDiff
 /// ```
 ///
 /// Sections are ordered by the section key (in the direction of a sort key on it, if there is one); objects in a
-/// section by the sort keys, ties broken by object ID. The controller reacts to its context's processed changes
-/// (unsaved ones included), saves, merges from other contexts and processes, and rollbacks. It holds object IDs and
-/// sort keys, not objects: objects fault in on access.
+/// section by the sort keys, ties broken by primary key (as a fetch breaks them). The controller reacts to its
+/// context's processed changes (unsaved ones included), saves, merges from other contexts and processes, and
+/// rollbacks. It holds object IDs and sort keys, not objects: objects fault in on access.
 public final class FetchedResultsController {
     /// The request; change it and call ``performFetch()`` again to deliver the difference as one batch.
     public var fetchRequest: FetchRequest
