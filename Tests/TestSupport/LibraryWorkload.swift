@@ -20,6 +20,13 @@ import Glibc
 ///   relationships equal the store's.
 public final class LibraryWorkload {
     static let tagNames = (0..<8).map { "t\($0)" }
+    /// Names that sort and compare at the edges: canonically equivalent spellings, case and width variants, the
+    /// empty string, NUL, a name past LMDB's key limit (author names are indexed), emoji sequences.
+    static let hostileNames = [
+        "\u{E9}", "e\u{301}", "E\u{301}", "", "a\u{0}b", "a", String(repeating: "x", count: 3_000),
+        String(repeating: "x", count: 3_000) + "y", "\u{1F3F3}\u{FE0F}\u{200D}\u{1F308}", "\u{DF}", "SS", "\u{130}",
+        "i\u{307}", "\u{FF21}", "A",
+    ]
     static let emails = ["ann@example.org", "Ann@Example.org", "bo@example.org", "cy@example.org", "BO@example.org"]
 
     final class Replica: FetchedResultsControllerDelegate {
@@ -344,14 +351,18 @@ public final class LibraryWorkload {
                 try book.setValue(.int(Int64.random(in: 1..<400, using: &g)), forKey: "pages")
             }
         case 8:
-            if let book = try any("Book") { try book.setValue(.string("r\(tag)"), forKey: "title") }
+            if let book = try any("Book") {
+                let title = Bool.random(using: &g) ? hostileNames.randomElement(using: &g)! : "r\(tag)"
+                try book.setValue(.string(title), forKey: "title")
+            }
         case 9, 10:
             if let book = try any("Book") { try book.setObject(try any("Author"), forKey: "author") }
         case 11:
             if let author = try any("Author"), Int.random(in: 0..<3, using: &g) == 0 {
                 try context.delete(author)  // cascades to its books, their chapters and notes
             } else if let author = try any("Author") {
-                try author.setValue(.string("a\(tag)"), forKey: "name")
+                let name = Bool.random(using: &g) ? hostileNames.randomElement(using: &g)! : "a\(tag)"
+                try author.setValue(.string(name), forKey: "name")
             }
         case 12:
             if let book = try any("Book") { try context.delete(book) }
