@@ -91,6 +91,19 @@ public final class LibraryWorkload {
     var trace: [String] = []
     static let policies: [MergePolicy] = [.error, .propertyLevel, .contextWins, .storeWins]
 
+    /// The store's custom rules the parties' saves meet: a book of more than 380 pages, and a delete of an author
+    /// named "A" (by the app or a cascade), are refused. (Added by each party: a rule added twice refuses the same.)
+    static func addRules(_ store: PersistentStore) throws {
+        try store.addValidation(for: "Book") { book, event in
+            guard event != .delete, case .int(let pages) = try book["pages"], pages > 380 else { return }
+            throw EntityStoreError(.validationFailed, "a book of \(pages) pages is too long", objectID: book.objectID)
+        }
+        try store.addValidation(for: "Author") { author, event in
+            guard event == .delete, try author["name"] == "A" else { return }
+            throw EntityStoreError(.validationFailed, "author A stays", objectID: author.objectID)
+        }
+    }
+
     /// Three authors, three publishers and eight books, for the parties to start from.
     public static func seed(_ store: PersistentStore) throws {
         let context = ObjectContext(store: store, name: "seed")
@@ -129,9 +142,11 @@ public final class LibraryWorkload {
             ("Tag", [SortKey("name")], "books.@count > 0", nil, 0),
             ("Note", [SortKey("text")], "chapter.book.author != nil", nil, 0),
             ("Comic", [SortKey("artist"), SortKey("title")], "pages > 50", "artist", 0),
+            ("Book", [SortKey("title"), SortKey("pages", ascending: false)], "pages > 0", nil, -6),
         ]
         // Read before the controllers' first fetch: a commit in between is in the fetch and merged again, as an app
         // that starts following the history does.
+        try Self.addRules(store)
         merged = try store.lastTransaction()
         if mergesAutomatically {
             // Every save after `merged` must reach the context: its own, and the others' as it merges them.
@@ -146,7 +161,9 @@ public final class LibraryWorkload {
             for includesPending in [true, false] {
                 var request = FetchRequest(entity: shape.entity, sortKeys: shape.sort)
                 request.predicate = try FetchPredicate(shape.predicate)
-                request.fetchLimit = shape.limit
+                // A negative limit: a window of that many rows after the first three.
+                request.fetchLimit = abs(shape.limit)
+                if shape.limit < 0 { request.fetchOffset = 3 }
                 request.includesPendingChanges = includesPending
                 let controller = FetchedResultsController(
                     fetchRequest: request, context: ui, sectionNameKeyPath: shape.section)
