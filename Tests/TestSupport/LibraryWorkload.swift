@@ -325,7 +325,7 @@ public final class LibraryWorkload {
             try context.fetch(FetchRequest(entity: entity)).filter { !$0.isDeleted }.randomElement(using: &g)
         }
         let tag = "\(name)-\(step)"
-        let choice = Int.random(in: 0..<21, using: &g)
+        let choice = Int.random(in: 0..<22, using: &g)
         switch choice {
         case 0:
             let author = try context.insert("Author")
@@ -397,6 +397,22 @@ public final class LibraryWorkload {
                 try author.setValue(
                     Bool.random(using: &g) ? .string(emails.randomElement(using: &g)!) : .null, forKey: "email")
             }
+        case 21:
+            // Through the typed API: setters that do not throw (a failure is the save's), typed relationships.
+            let books = try context.fetch(TypedBook.self, sortedBy: [SortKey(\TypedBook.title)]).filter {
+                !$0.managedObject.isDeleted
+            }
+            if let book = books.randomElement(using: &g) {
+                book.pages = Int64.random(in: 1..<400, using: &g)
+                if Bool.random(using: &g) {
+                    book.author = try context.fetch(TypedAuthor.self).filter { !$0.managedObject.isDeleted }
+                        .randomElement(using: &g)
+                }
+            } else {
+                let book = try context.insert(TypedBook.self)
+                book.title = "typed \(tag)"
+                book.pages = 150
+            }
         case 18:
             if context.canUndo { try context.undoLastChange() }
         case 19:
@@ -421,4 +437,20 @@ public final class LibraryWorkload {
         }
         return "edit \(choice)"
     }
+}
+
+/// The library's authors as a typed model over the dynamic schema (the workload edits some books through it).
+public final class TypedAuthor: Model {
+    public override class var entityName: String { "Author" }
+    @Stored public var name: String
+    @Stored public var email: String?
+    @ToMany(deleteRule: .cascade) public var books: [TypedBook]
+}
+
+/// The library's books (comics included) as a typed model.
+public final class TypedBook: Model {
+    public override class var entityName: String { "Book" }
+    @Stored public var title: String
+    @Stored public var pages: Int64?
+    @ToOne public var author: TypedAuthor?
 }
