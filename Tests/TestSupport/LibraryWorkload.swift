@@ -7,14 +7,15 @@ import Glibc
 #endif
 
 /// One party to the library workload, in a process of its own (``run(path:seconds:seed:mergesAutomatically:)``) or
-/// taking turns with
-/// others in one process: random edits of the library with derived attributes
-/// (inserts, renames, moves between authors, tag links, cascading and denied deletes, unique tags and emails, the
-/// store's batch updates and deletes), some kept unsaved in a long-lived context and some saved at once by a
-/// short-lived one, while other processes do the same. The long-lived context merges the others' commits from the
-/// history, as another process does, and after every step checks its view:
+/// taking turns with others in one process: random edits of the library with derived attributes (inserts, renames
+/// with hostile names, moves between authors, tag links, cascading and denied deletes, unique tags and emails,
+/// comics among the books, custom rules, typed-model edits, undo, refreshes, child contexts, the store's batch
+/// updates and deletes), some kept unsaved in a long-lived context and some saved at once by a short-lived one,
+/// while the other parties do the same. The long-lived context merges the others' commits from the history, as
+/// another process does (or as the store delivers them), and after every step checks its view:
 ///
-/// - every controller equals its callback replica, and every batch passes the strict validator;
+/// - every controller equals its callback replica; for every other controller, each batch's change set passes the
+///   strict validator and takes the old rows to the new ones, and its snapshot is the new rows;
 /// - when nothing was committed since the last merge, every controller of saved state (and, with no unsaved edits,
 ///   every controller) equals a fresh fetch, and every unchanged registered object's values and loaded
 ///   relationships equal the store's.
@@ -29,10 +30,18 @@ public final class LibraryWorkload {
     ]
     static let emails = ["ann@example.org", "Ann@Example.org", "bo@example.org", "cy@example.org", "BO@example.org"]
 
+    /// A delegate that keeps a replica of the rows from the per-row callbacks and, when it asks for whole
+    /// batches, checks each batch's change set (strictly valid, and taking the old rows to the new ones) and
+    /// snapshot (the rows after the batch).
     final class Replica: FetchedResultsControllerDelegate {
         var replica: CallbackReplica<ObjectID>
         var problems: [String] = []
-        init(_ controller: FetchedResultsController) { replica = CallbackReplica(controller.sections.map(\.objectIDs)) }
+        let deliversWholeBatches: Bool
+        var snapshot: [[ObjectID]]?
+        init(_ controller: FetchedResultsController, wholeBatches: Bool) {
+            replica = CallbackReplica(controller.sections.map(\.objectIDs))
+            deliversWholeBatches = wholeBatches
+        }
         func controllerWillChangeContent(_ controller: FetchedResultsController) { replica.begin() }
         func controller(
             _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
@@ -62,9 +71,22 @@ public final class LibraryWorkload {
             _ controller: FetchedResultsController, didChangeContentWith changes: ChangeSet<Value, ObjectID>
         ) {
             problems += BatchValidator.problems(changes)
+            do {
+                if try changes.apply(to: changes.old) != changes.new { problems.append("apply(old) != new") }
+            } catch {
+                problems.append("the change set does not apply to its old rows: \(error)")
+            }
+        }
+        func controller(_ controller: FetchedResultsController, didChangeContentWith snapshot: ResultsSnapshot) {
+            self.snapshot = snapshot.itemIdentifiers
         }
         func controllerDidChangeContent(_ controller: FetchedResultsController) {
             if let problem = replica.end() { problems.append(problem) }
+            if deliversWholeBatches {
+                let rows = controller.sections.map(\.objectIDs)
+                if snapshot != rows { problems.append("snapshot \(snapshot ?? []) != rows \(rows)") }
+                snapshot = nil
+            }
         }
         func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {
             problems.append("the controller failed: \(error)")
@@ -168,7 +190,8 @@ public final class LibraryWorkload {
                 let controller = FetchedResultsController(
                     fetchRequest: request, context: ui, sectionNameKeyPath: shape.section)
                 try controller.performFetch()
-                let replica = Replica(controller)
+                // Every other controller asks for whole batches too (which takes the O(n) path).
+                let replica = Replica(controller, wholeBatches: controllers.count % 2 == 1)
                 controller.delegate = replica
                 controllers.append((controller, replica))
             }
