@@ -437,7 +437,11 @@ public final class LibraryWorkload {
                 book.pages = 150
             }
         case 18:
-            if context.canUndo { try context.undoLastChange() }
+            switch Int.random(in: 0..<4, using: &g) {
+            case 0: if context.canRedo { try context.redoLastChange() }
+            case 1: context.rollback()
+            default: if context.canUndo { try context.undoLastChange() }
+            }
         case 19:
             if let book = try any("Book") { try context.refresh(book, mergeChanges: Bool.random(using: &g)) }
         case 20:
