@@ -98,6 +98,6 @@ import Testing
         #expect(change.newValues["pages"] == .int(100))
         for record in saved { other.merge(record) }
         #expect(try otherB1["pages"] == .int(100))
-        #expect(try otherController.sections.flatMap(\.objectIDs) == race.controller.sections.flatMap(\.objectIDs))
+        #expect(otherController.sections.flatMap(\.objectIDs) == race.controller.sections.flatMap(\.objectIDs))
     }
 }
