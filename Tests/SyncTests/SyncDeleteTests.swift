@@ -9,47 +9,6 @@ import Testing
     "Sync: cascaded deletes",
     .enabled(if: ScratchPostgres.isAvailable, "PostgreSQL is not installed (apt-get install postgresql libpq-dev)"))
 struct SyncDeleteTests {
-    /// Stores named by letter, syncing through one server.
-    final class Zone {
-        let server: ScratchPostgres
-        let directory: TemporaryDirectory
-        private(set) var stores: [String: (store: PersistentStore, engine: SyncEngine)] = [:]
-
-        init() throws {
-            server = try ScratchPostgres()
-            directory = try TemporaryDirectory()
-        }
-
-        /// Opens a store that pulls `pageSize` log entries per page.
-        func open(_ name: String, pageSize: Int = 500) throws -> PersistentStore {
-            let store = try PersistentStore.open(path: directory.path("\(name).store"), schema: Fixtures.syncSchema())
-            let engine = try SyncEngine(
-                store: store, configuration: .init(connection: server.connection, batchSize: pageSize))
-            stores[name] = (store, engine)
-            return store
-        }
-
-        func store(_ name: String) -> PersistentStore { stores[name]!.store }
-
-        func sync(_ names: String...) throws {
-            for name in names { try stores[name]!.engine.syncNow() }
-        }
-
-        func contents(_ name: String) throws -> String {
-            let (store, engine) = stores[name]!
-            return try Fixtures.syncedContents(of: store, globalID: engine.globalID(of:))
-        }
-
-        func count(_ entity: String, in name: String) throws -> Int {
-            try ObjectContext(store: stores[name]!.store).count(for: FetchRequest(entity: entity))
-        }
-
-        func remove() {
-            server.remove()
-            directory.remove()
-        }
-    }
-
     /// Saves a project named `name` with tasks titled `titles`, in a new context of `store`.
     func project(_ name: String, tasks titles: [String], in store: PersistentStore) throws {
         let context = ObjectContext(store: store)
@@ -78,7 +37,7 @@ struct SyncDeleteTests {
     /// task's global ID.
     @Test("a pulled delete's cascade through copies never read deletes them on the other stores")
     func cascadeOfCopiesNeverRead() throws {
-        let zone = try Zone()
+        let zone = try SyncZone()
         defer { zone.remove() }
         for name in ["a", "b", "c"] { _ = try zone.open(name) }
         try deleteAProjectWithATaskCNeverSaw(zone)
@@ -93,7 +52,7 @@ struct SyncDeleteTests {
 
     /// A makes a project that C pulls, then a task in it that B pulls and C does not; C deletes the project and
     /// syncs (pushing the delete, then pulling the task, now in no project).
-    func deleteAProjectWithATaskCNeverSaw(_ zone: Zone) throws {
+    func deleteAProjectWithATaskCNeverSaw(_ zone: SyncZone) throws {
         let (a, c) = (zone.store("a"), zone.store("c"))
         try project("Home", tasks: [], in: a)
         try zone.sync("a", "c")
@@ -111,7 +70,7 @@ struct SyncDeleteTests {
 
     @Test("a batch delete of copies deletes them on every store")
     func batchDeleteOfCopies() throws {
-        let zone = try Zone()
+        let zone = try SyncZone()
         defer { zone.remove() }
         let a = try zone.open("a")
         let b = try zone.open("b")
@@ -130,7 +89,7 @@ struct SyncDeleteTests {
     /// pushed, deletes the task on the server), and every store ends without it.
     @Test("a later page does not make again the object an earlier page's cascade deleted")
     func laterPageAfterACascade() throws {
-        let zone = try Zone()
+        let zone = try SyncZone()
         defer { zone.remove() }
         _ = try zone.open("a", pageSize: 1)
         let b = try zone.open("b")
@@ -165,18 +124,11 @@ struct SyncRevivalTests {
     /// it again: with the task's link, as A has it.
     @Test("a store that makes again an object it deleted links it as the other stores do")
     func revivedObjectKeepsItsLinks() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        func open(_ name: String) throws -> (PersistentStore, SyncEngine) {
-            let store = try PersistentStore.open(path: directory.path(name), schema: Fixtures.syncSchema())
-            let engine = try SyncEngine(
-                store: store, configuration: .init(connection: server.connection, deletePolicy: .newestWins))
-            return (store, engine)
-        }
-        let (a, syncA) = try open("a.store")
-        let (b, syncB) = try open("b.store")
+        let zone = try SyncZone()
+        defer { zone.remove() }
+        let a = try zone.open("a", deletePolicy: .newestWins)
+        let b = try zone.open("b", deletePolicy: .newestWins)
+        let (syncA, syncB) = (zone.engine("a"), zone.engine("b"))
         let making = ObjectContext(store: a)
         let tag = try making.insert("Tag")
         try tag.setValue("idea", forKey: "name")
@@ -204,8 +156,6 @@ struct SyncRevivalTests {
         let revived = try #require(try reading.fetch(FetchRequest(entity: "Tag")).first, "the tag lives again on B")
         #expect(try revived.value(forKey: "name") == .string("idea!"))
         #expect(try revived.objects(forKey: "tasks").count == 1, "B's tag lost the task's link")
-        #expect(
-            try Fixtures.syncedContents(of: a, globalID: syncA.globalID(of:))
-                == Fixtures.syncedContents(of: b, globalID: syncB.globalID(of:)))
+        #expect(try zone.contents("a") == zone.contents("b"))
     }
 }

@@ -15,38 +15,28 @@ struct SyncTombstoneTests {
     /// store reads its own delete back and makes it, found by its key (the server records where the tag came from).
     @Test("a kept delete of the store's own object, never pushed, is made when it is read back")
     func keptDeleteOfAnObjectNeverPushed() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try PersistentStore.open(path: directory.path("a.store"), schema: Fixtures.syncSchema())
-        let b = try PersistentStore.open(path: directory.path("b.store"), schema: Fixtures.syncSchema())
-        let configuration = SyncConfiguration(connection: server.connection)
+        let zone = try SyncZone()
+        defer { zone.remove() }
+        let a = try zone.open("a")
+        let b = try zone.open("b")
         let context = ObjectContext(store: a)
         let tag = try context.insert("Tag")
-        do {
-            let syncA = try SyncEngine(store: a, configuration: configuration)
-            try syncA.syncNow()  // writes the state file
-            try tag.setValue("work", forKey: "name")
-            try context.save()
-            // As a pull that lost the tag to another store's would: the delete kept, then a kill before the save.
-            var state = try #require(try SyncState.read(storeDirectory: directory.path("a.store")))
-            state.pendingTombstones.append(
-                .init(
-                    entity: "Tag", globalID: try syncA.globalID(of: tag),
-                    stamp: HybridLogicalClock.stamp(after: state.clock, at: Date()),
-                    originKey: tag.objectID.primaryKey))
-            try state.write(storeDirectory: directory.path("a.store"))
-        }
+        try zone.sync("a")  // writes the state file
+        try tag.setValue("work", forKey: "name")
+        try context.save()
+        // As a pull that lost the tag to another store's would: the delete kept, then a kill before the save.
+        var state = try #require(try SyncState.read(storeDirectory: zone.path("a")))
+        state.pendingTombstones.append(
+            .init(
+                entity: "Tag", globalID: try zone.engine("a").globalID(of: tag),
+                stamp: HybridLogicalClock.stamp(after: state.clock, at: Date()),
+                originKey: tag.objectID.primaryKey))
+        try state.write(storeDirectory: zone.path("a"))
 
-        let syncA = try SyncEngine(store: a, configuration: configuration)
-        let syncB = try SyncEngine(store: b, configuration: configuration)
-        try syncA.syncNow()
-        try syncB.syncNow()
+        try zone.restartEngine("a")
+        try zone.sync("a", "b")
         #expect(try ObjectContext(store: a).count(for: FetchRequest(entity: "Tag")) == 0, "A kept the tag")
         #expect(try ObjectContext(store: b).count(for: FetchRequest(entity: "Tag")) == 0)
-        #expect(
-            try Fixtures.syncedContents(of: a, globalID: syncA.globalID(of:))
-                == Fixtures.syncedContents(of: b, globalID: syncB.globalID(of:)))
+        #expect(try zone.contents("a") == zone.contents("b"))
     }
 }

@@ -11,14 +11,11 @@ import Testing
 struct SyncValueTests {
     @Test("strings with NUL, NaN and signed zeros, far dates, long decimals and every byte arrive exactly")
     func hostileValuesArriveExactly() throws {
-        let server = try ScratchPostgres()
-        defer { server.remove() }
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let a = try PersistentStore.open(path: directory.path("a.store"), schema: Fixtures.syncSchema())
-        let b = try PersistentStore.open(path: directory.path("b.store"), schema: Fixtures.syncSchema())
-        let syncA = try SyncEngine(store: a, configuration: .init(connection: server.connection))
-        let syncB = try SyncEngine(store: b, configuration: .init(connection: server.connection))
+        let zone = try SyncZone()
+        defer { zone.remove() }
+        let a = try zone.open("a")
+        let b = try zone.open("b")
+        let (syncA, syncB) = (zone.engine("a"), zone.engine("b"))
         // A NUL (PostgreSQL's text cannot hold one: a string with it stopped every push of the store), a
         // combining mark, a byte-order mark, a long string, a string that looks like a relationship, escapes.
         let titles = [
@@ -60,8 +57,6 @@ struct SyncValueTests {
             }
             #expect(estimate.bitPattern == estimates[i % estimates.count].bitPattern, "task \(i)'s estimate")
         }
-        #expect(
-            try Fixtures.syncedContents(of: a, globalID: syncA.globalID(of:))
-                == Fixtures.syncedContents(of: b, globalID: syncB.globalID(of:)))
+        #expect(try zone.contents("a") == zone.contents("b"))
     }
 }
