@@ -276,15 +276,8 @@ extension ObjectContext {
                         : try writer.rederive(candidates, derivations, context: self, now: Date()) { id, stored in
                             rederivedVersion(id, stored, resolutions)
                         }
-                    for (id, (values, version, before)) in fixed {
+                    for (id, (values, version)) in fixed {
                         if let object = registered[id], dirty.contains(object) {
-                            // A record the save rewrote for its derived values only: its change is told from what
-                            // was stored (which others may have saved since this context read it).
-                            if resolutions[id] == nil && !object.isInserted && object.values == object.committed
-                                && before != object.committed
-                            {
-                                writer.baselines[id] = before
-                            }
                             resolutions[id] = .wrote(values, version)
                         } else {
                             rederivedElsewhere[id] = Set(
@@ -331,7 +324,7 @@ extension ObjectContext {
     /// context never read.
     func savedChanges(
         _ objects: [ManagedObject], _ resolutions: [ObjectID: ChangeWriter.Resolution], unread: [ObjectID: [Value]],
-        baselines: [ObjectID: [Value]] = [:]
+        baselines: [ObjectID: [Value]]
     ) -> [ObjectChange] {
         var changes: [ObjectChange] = []
         changes.reserveCapacity(objects.count)

@@ -35,10 +35,10 @@ struct ChangeWriter {
     /// faults): a delete's record holds every old value, and these are the only copy.
     private(set) var unreadDeletedValues: [ObjectID: [Value]] = [:]
     /// The stored values a save's change of an object is told from, where the record was saved elsewhere since the
-    /// context read it: what a merge policy wrote over or kept, or what a rederivation rewrote. Told from what the
-    /// context had read instead, the change would leave out values the save put back (another writer's change that
-    /// `contextWins` overwrote) and give wrong old values.
-    var baselines: [ObjectID: [Value]] = [:]
+    /// context read it: what a merge policy wrote over or kept. Told from what the context had read instead, the
+    /// change would leave out values the save put back (another writer's change that `contextWins` overwrote) and
+    /// give wrong old values.
+    private(set) var baselines: [ObjectID: [Value]] = [:]
 
     /// One inverse side a save changed (see ``inverseWrites``).
     struct InverseWrite {
@@ -611,13 +611,12 @@ struct ChangeWriter {
     /// `now()`), and rewrites each record whose values differ:
     /// the context computed them from its own view, stale when other writers changed the relationships it read or
     /// when a merge policy kept stored values. `version` gives the row version to write, from the stored one (an
-    /// object this save already rewrote keeps its new version). Returns each rewritten object's values and version,
-    /// and the values it held before.
+    /// object this save already rewrote keeps its new version). Returns each rewritten object's values and version.
     mutating func rederive(
         _ candidates: Set<ObjectID>, _ derivations: [String: [Derivation]], context: ObjectContext, now: Date,
         includingOwnValues: Bool = false, version: (ObjectID, UInt64) -> UInt64
-    ) throws -> [ObjectID: (values: [Value], version: UInt64, before: [Value])] {
-        var rewritten: [ObjectID: (values: [Value], version: UInt64, before: [Value])] = [:]
+    ) throws -> [ObjectID: (values: [Value], version: UInt64)] {
+        var rewritten: [ObjectID: (values: [Value], version: UInt64)] = [:]
         let reader = FetchReader(txn: txn, store: store, context: context, includesPending: false)
         for id in candidates.sorted() {
             guard let list = derivations[id.entityName] else { continue }
@@ -626,7 +625,6 @@ struct ChangeWriter {
             let pk = id.primaryKey
             guard let bytes = try txn.get(pk, in: storage.records) else { continue }
             var (values, rowVersion) = try RecordCodec.decode(bytes, entity: entity, key: pk)
-            let before = values
             let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
             var changed = false
             for derivation in list where derivation.firstStep != nil || includingOwnValues && !derivation.isNow {
@@ -643,7 +641,7 @@ struct ChangeWriter {
             rowVersion = version(id, rowVersion)
             RecordCodec.encode(values, rowVersion: rowVersion, into: &buffer)
             try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
-            rewritten[id] = (values, rowVersion, before)
+            rewritten[id] = (values, rowVersion)
         }
         return rewritten
     }
