@@ -407,6 +407,62 @@ import Testing
         }
     }
 
+    /// An index key is cut at LMDB's 511-byte limit (strings, binary data) or is a double (decimals), so values
+    /// that share a key must still come out in their own order, with or without a limit, in either direction.
+    @Test func anIndexWalkOrdersValuesItsKeysCannotTellApart() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Item") {
+                Attribute("name", .string, indexed: true)
+                Attribute("amount", .decimal, optional: true, indexed: true)
+                Attribute("rank", .int64, default: 0, indexed: true)
+            }
+        }
+        try withStore(schema: schema) { store, _ in
+            let context = ObjectContext(store: store)
+            let long = String(repeating: "z", count: 3_000)
+            // Made greatest first, so that primary-key order (the order of equal keys) is the reverse of theirs.
+            let names = [long + "b", long + "a", long, String(repeating: "z", count: 600), "y"]
+            let amounts = ["0.10000000000000000000000000002", "0.10000000000000000000000000001", "0.1", "0.09", "-1"]
+            var ranks: [ObjectID: Int64] = [:]
+            for (i, name) in names.enumerated() {
+                let item = try context.insert("Item")
+                try item.setValue(.string(name), forKey: "name")
+                try item.setValue(.decimal(Decimal(string: amounts[i])!), forKey: "amount")
+                try item.setValue(.int(Int64(i % 2)), forKey: "rank")
+                ranks[item.objectID] = Int64(i % 2)
+            }
+            try context.save()
+            let reader = ObjectContext(store: store)
+            for key in ["name", "amount"] {
+                for ascending in [true, false] {
+                    for limit in [0, 1, 2, 4] {
+                        var request = FetchRequest(entity: "Item", sortKeys: [SortKey(key, ascending: ascending)])
+                        request.fetchLimit = limit
+                        let plan = try reader.explain(request)
+                        #expect(plan.access == .indexOrder(attribute: key, descending: !ascending))
+                        #expect(plan.sortsInMemory)
+                        #expect(plan.stopsEarly == (limit > 0))
+                        let expected =
+                            ascending
+                            ? names.reversed().prefix(limit == 0 ? 5 : limit) : names.prefix(limit == 0 ? 5 : limit)
+                        let fetched = try reader.fetch(request).map { try $0["name"].stringValue }
+                        #expect(fetched == Array(expected), "\(key) ascending \(ascending) limit \(limit)")
+                    }
+                }
+            }
+            // A descending walk of an exact key stops at the limit too, once its last key's ties are read, and
+            // orders the ties by primary key as every fetch does.
+            var descending = FetchRequest(entity: "Item", sortKeys: [SortKey("rank", ascending: false)])
+            descending.fetchLimit = 1
+            #expect(try reader.explain(descending).stopsEarly)
+            let ones = ranks.filter { $0.value == 1 }.keys.sorted { $0.primaryKey < $1.primaryKey }
+            #expect(try reader.fetch(descending).map(\.objectID) == [ones[0]])
+            descending.fetchLimit = 3
+            let zeros = ranks.filter { $0.value == 0 }.keys.sorted { $0.primaryKey < $1.primaryKey }
+            #expect(try reader.fetch(descending).map(\.objectID) == ones + [zeros[0]])
+        }
+    }
+
     @Test func badSortKeysAreRefusedWithTheirNames() throws {
         try withStore { store, _ in
             let context = ObjectContext(store: store)

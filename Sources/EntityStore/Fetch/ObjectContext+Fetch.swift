@@ -302,10 +302,18 @@ extension ObjectContext {
                     }
                 case .indexOrder(_, let descending):
                     let index = storage.indexes[plan.indexPosition!]!
-                    try txn.forEach(in: index, reverse: descending) { _, pk in
+                    // Rows sorted afterwards: once the window is full, the rest of its last key's rows (ties, or
+                    // values a cut key cannot tell apart) are read too; a later key's rows sort after all of them.
+                    var lastKey: [UInt8]?
+                    try txn.forEach(in: index, reverse: descending) { key, pk in
+                        if let lastKey, !key.elementsEqual(lastKey) { return .stop }
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
-                        return plan.stopsEarly && scan.candidates.count >= window ? .stop : .continue
+                        if plan.stopsEarly && lastKey == nil && scan.candidates.count >= window {
+                            guard plan.sortsInMemory else { return .stop }
+                            lastKey = Array(key)
+                        }
+                        return .continue
                     }
                 }
 

@@ -10,7 +10,9 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
         case fullScan
         /// Index entries in key ranges of one attribute's index (equality, IN, range, BEGINSWITH).
         case indexRanges(attribute: String, ranges: Int, description: String)
-        /// The whole index of the first sort key, walked in order: no sort in memory.
+        /// The index of the first sort key, walked in order. No sort is left to do in memory when it is the only
+        /// sort key, ascending, and its index keys are exact; otherwise the rows read are sorted, and with a limit
+        /// the walk stops once the window is full and the key changes.
         case indexOrder(attribute: String, descending: Bool)
     }
 
@@ -93,9 +95,15 @@ enum QueryPlanner {
             _ = index
             plan.access = .indexOrder(attribute: first.keyPath, descending: !first.ascending)
             plan.indexPosition = position
-            // Within one key, index entries come in primary-key order: ascending walks match the tie-break.
-            plan.sortsInMemory = request.sortKeys.count > 1 || !first.ascending
-            plan.stopsEarly = !plan.sortsInMemory && request.fetchLimit > 0 && !mergesPending
+            // Within one key, index entries come in primary-key order: an ascending walk matches the tie-break.
+            // A string's or binary value's key is cut at LMDB's key limit and a decimal's is a double, so values
+            // that share a key are not in order: the rows are sorted, as they are for more keys or a descending
+            // walk. Every row whose key comes before the last one the window needs is read first, so a limited
+            // walk stops after the rows of that key.
+            let type = entity.attributes[position].type
+            let exactKeys = type.isScalar || type == .uuid
+            plan.sortsInMemory = request.sortKeys.count > 1 || !first.ascending || !exactKeys
+            plan.stopsEarly = request.fetchLimit > 0 && !mergesPending
         }
         return plan
     }
