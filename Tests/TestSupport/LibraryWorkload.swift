@@ -165,6 +165,22 @@ public final class LibraryWorkload {
             ("Note", [SortKey("text")], "chapter.book.author != nil", nil, 0),
             ("Comic", [SortKey("artist"), SortKey("title")], "pages > 50", "artist", 0),
             ("Book", [SortKey("title"), SortKey("pages", ascending: false)], "pages > 0", nil, -6),
+            // Quantifiers and subqueries over to-many relationships, string operators, comparisons that tie
+            // distinct values, and sections two relationships away.
+            ("Book", [SortKey("title")], "ANY tags.name IN {'t1', 't3', 't5'}", nil, 0),
+            (
+                "Author", [SortKey("name", comparison: .caseDiacriticInsensitive)],
+                "SUBQUERY(books, $b, $b.pages > 200).@count >= 1", nil, 0
+            ),
+            (
+                "Book", [SortKey("authorName", comparison: .localizedStandard), SortKey("title")],
+                "title CONTAINS[cd] 'e' OR author.name BEGINSWITH[c] 'a'", nil, 0
+            ),
+            ("Author", [SortKey("totalPages", ascending: false), SortKey("name")], "NONE books.pages < 50", nil, 0),
+            (
+                "Chapter", [SortKey("book.author.name"), SortKey("number"), SortKey("title")],
+                "ALL notes.text LIKE '*1*'", "book.author.name", 0
+            ),
         ]
         // Read before the controllers' first fetch: a commit in between is in the fetch and merged again, as an app
         // that starts following the history does.
@@ -348,7 +364,7 @@ public final class LibraryWorkload {
             try context.fetch(FetchRequest(entity: entity)).filter { !$0.isDeleted }.randomElement(using: &g)
         }
         let tag = "\(name)-\(step)"
-        let choice = Int.random(in: 0..<22, using: &g)
+        let choice = Int.random(in: 0..<24, using: &g)
         switch choice {
         case 0:
             let author = try context.insert("Author")
@@ -454,6 +470,15 @@ public final class LibraryWorkload {
                     try child.fetch(FetchRequest(entity: "Author")).filter { !$0.isDeleted }.randomElement(using: &g),
                     forKey: "author")
                 try child.save()
+            }
+        case 22:
+            if let note = try any("Note") {
+                try note.setValue(.string("n\(Int.random(in: 0..<30, using: &g))"), forKey: "text")
+            }
+        case 23:
+            if let chapter = try any("Chapter") {
+                try chapter.setValue(.int(Int64.random(in: 1..<12, using: &g)), forKey: "number")
+                if Bool.random(using: &g) { try chapter.setObject(try any("Book"), forKey: "book") }
             }
         case 16:
             let pages = Int64.random(in: 1..<400, using: &g)
