@@ -234,3 +234,78 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
         }
     }
 }
+
+@Suite struct SectionComparisonTests {
+    /// A section key sorted by a comparison that ties distinct values ("a", "A" and "á" ignoring case and
+    /// diacritics): each value is a section of its own, side by side in value order, whatever the edits, on the
+    /// incremental path and the whole-list one alike, and no two sections share a name.
+    @Test(arguments: [SortKey.Comparison.caseInsensitive, .caseDiacriticInsensitive, .localizedStandard])
+    func sectionsThatTheComparisonTiesHoldOneValueEach(comparison: SortKey.Comparison) throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        var g = SeededGenerator(seed: 0x5EC7)
+        let groups: [String?] = ["a", "A", "\u{E1}", "a\u{301}", "\u{C1}", "b", "B", "file2", "File2", "file10", nil]
+        for i in 0..<20 { try world.add("i\(i)", group: groups.randomElement(using: &g)!, rank: Int64(i % 5)) }
+        try world.context.save()
+        var controllers: [FetchedResultsController] = []
+        var delegates: [ReplicaDelegate] = []
+        for ascending in [true, false] {
+            for threshold in [Int.max, 0] {
+                let request = FetchRequest(
+                    entity: "Item",
+                    sortKeys: [SortKey("group", ascending: ascending, comparison: comparison), SortKey("rank")])
+                let controller = FetchedResultsController(
+                    fetchRequest: request, context: world.context, sectionNameKeyPath: "group")
+                controller.mergeThreshold = threshold
+                try controller.performFetch()
+                let delegate = ReplicaDelegate(controller, wholeBatches: threshold == 0)
+                controller.delegate = delegate
+                controllers.append(controller)
+                delegates.append(delegate)
+            }
+        }
+        for round in 0..<300 {
+            var live = try world.context.fetch(FetchRequest(entity: "Item"))
+            for _ in 0..<Int.random(in: 1...3, using: &g) {
+                live.removeAll(where: \.isDeleted)
+                switch Int.random(in: 0..<4, using: &g) {
+                case 0: try world.add("n\(round)", group: groups.randomElement(using: &g)!)
+                case 1:
+                    if let victim = live.randomElement(using: &g), !victim.isDeleted {
+                        try world.context.delete(victim)
+                    }
+                default:
+                    try live.randomElement(using: &g)?.setValue(
+                        groups.randomElement(using: &g)!.map(Value.string) ?? .null, forKey: "group")
+                }
+            }
+            if Bool.random(using: &g) { try world.context.save() } else { world.context.processPendingChanges() }
+            for (controller, delegate) in zip(controllers, delegates) {
+                let fresh = FetchedResultsController(
+                    fetchRequest: controller.fetchRequest, context: world.context, sectionNameKeyPath: "group")
+                try fresh.performFetch()
+                let names = controller.sections.map(\.name)
+                #expect(names == fresh.sections.map(\.name), "round \(round)")
+                #expect(controller.sections.map(\.objectIDs) == fresh.sections.map(\.objectIDs), "round \(round)")
+                #expect(delegate.replica.sections == controller.sections.map(\.objectIDs), "round \(round)")
+                #expect(Set(names).count == names.count, "round \(round): \(names)")
+                // In order: by the comparison, then by value.
+                let key = controller.fetchRequest.sortKeys[0]
+                let values = controller.sections.map { section in
+                    try? section.objectIDs.first.map { try world.context.object(with: $0)["group"] }
+                }
+                for (a, b) in zip(values, values.dropFirst()) {
+                    guard let a = a ?? nil, let b = b ?? nil else { continue }
+                    let order = key.order(a, b)
+                    #expect(
+                        order == .orderedAscending
+                            || (order == .orderedSame
+                                && SortKey("group", ascending: key.ascending).order(a, b)
+                                    == .orderedAscending),
+                        "round \(round): \(a) then \(b)")
+                }
+            }
+        }
+        for delegate in delegates { #expect(delegate.problems.isEmpty, "\(delegate.problems.prefix(3))") }
+    }
+}

@@ -88,7 +88,15 @@ extension FetchedResultsController {
     /// with that section key belongs (always 0 without sections).
     func sectionIndex(for key: Value, among count: Int, _ plan: Plan, keyAt: (Int) -> Value) -> Int {
         guard sectionNameKeyPath != nil else { return 0 }
-        return (0..<count).partitionPoint { plan.sortKeys[0].order(keyAt($0), key) == .orderedAscending }
+        let keys = plan.sortKeys.prefix(plan.sectionKeyCount)
+        return (0..<count).partitionPoint { section in
+            let other = keyAt(section)
+            for sortKey in keys {
+                let order = sortKey.order(other, key)
+                if order != .orderedSame { return order == .orderedAscending }
+            }
+            return false
+        }
     }
 
     func insertRow(_ row: Row, _ plan: Plan) {

@@ -13,8 +13,9 @@ import SectionedDiff
 /// controller.sections[0].name; try controller.object(at: ItemPath(section: 0, item: 0))
 /// ```
 ///
-/// Sections are ordered by the section key (in the direction of a sort key on it, if there is one); objects in a
-/// section by the sort keys, ties broken by primary key (as a fetch breaks them). The controller reacts to its
+/// Sections are ordered by the section key (in the direction and comparison of a sort key on it, if there is one);
+/// each holds one value, so values that such a comparison ties ("a" and "A" compared case-insensitively) are sections
+/// of their own, side by side in the order of their values. Objects in a section are ordered by the sort keys, ties broken by primary key (as a fetch breaks them). The controller reacts to its
 /// context's processed changes (unsaved ones included), saves, merges from other contexts and processes, and
 /// rollbacks. It holds object IDs and sort keys, not objects: objects fault in on access.
 public final class FetchedResultsController {
@@ -46,6 +47,12 @@ public final class FetchedResultsController {
         var predicate: CompiledPredicate?
         var keyPaths: [ResolvedKeyPath]
         var sortKeys: [SortKey]
+        /// How many of the first sort keys order the sections: the section key, and the same key compared by
+        /// value when the request compares it otherwise (case-insensitively, say).
+        var sectionKeyCount: Int {
+            sortKeys.count > 1 && sortKeys[0].comparison != .binary && sortKeys[1].keyPath == sortKeys[0].keyPath
+                ? 2 : 1
+        }
         /// What the predicate, sort and section keys read through relationships.
         var dependencies: [Dependency]
         /// For an entity with sub-entities (fetched with them): the entities whose objects are rows.
@@ -295,8 +302,13 @@ public final class FetchedResultsController {
         var sortKeys = fetchRequest.sortKeys
         if let sectionNameKeyPath {
             // Sections follow the section key, in the direction of a sort key on it if there is one.
-            let onSection = sortKeys.first { $0.keyPath == sectionNameKeyPath }
-            sortKeys.insert(onSection ?? SortKey(sectionNameKeyPath), at: 0)
+            let onSection = sortKeys.first { $0.keyPath == sectionNameKeyPath } ?? SortKey(sectionNameKeyPath)
+            sortKeys.insert(onSection, at: 0)
+            // A section holds one value. Values its comparison ties ("a" and "A" compared case-insensitively) are
+            // sections of their own, side by side in the order of their values.
+            if onSection.comparison != .binary {
+                sortKeys.insert(SortKey(sectionNameKeyPath, ascending: onSection.ascending), at: 1)
+            }
         }
         var keyPaths: [ResolvedKeyPath] = []
         for key in sortKeys {
