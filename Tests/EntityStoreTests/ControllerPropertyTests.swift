@@ -308,4 +308,30 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
         }
         for delegate in delegates { #expect(delegate.problems.isEmpty, "\(delegate.problems.prefix(3))") }
     }
+
+    /// Values a section treats as one (zeros of either sign, every NaN) give it one name, whichever of its objects
+    /// came first: the name a controller kept through edits is the name a fresh fetch gives.
+    @Test func aSectionOfEqualValuesHasOneNameWhateverCameFirst() throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        let controller = FetchedResultsController(
+            fetchRequest: FetchRequest(entity: "Item", sortKeys: [SortKey("title")]), context: world.context,
+            sectionNameKeyPath: "position")
+        try controller.performFetch()
+        try world.add("plus", group: nil, position: 0.0)
+        try world.add("nan", group: nil, position: .nan)
+        try world.context.save()
+        try world.add("minus", group: nil, position: -0.0)
+        try world.add("other nan", group: nil, position: -Double.nan)
+        try world.context.save()
+        try world.context.delete(world.items["plus"]!)
+        try world.context.delete(world.items["nan"]!)
+        try world.context.save()
+        let fresh = FetchedResultsController(
+            fetchRequest: controller.fetchRequest, context: world.context, sectionNameKeyPath: "position")
+        try fresh.performFetch()
+        #expect(controller.sections.map(\.name) == ["0.0", "nan"])
+        #expect(fresh.sections.map(\.name) == ["0.0", "nan"])
+        #expect(controller.snapshot == fresh.snapshot)
+    }
 }

@@ -247,6 +247,8 @@ public final class FetchedResultsController {
         switch value {
         case .null: ""
         case .string(let text): text
+        // Values a section treats as one are named alike.
+        case .double, .date: ValueSemantics.canonical(value).description
         default: value.description
         }
     }

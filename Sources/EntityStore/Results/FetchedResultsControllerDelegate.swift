@@ -115,7 +115,11 @@ extension FetchedResultsControllerDelegate {
 /// A section taken from ``FetchedResultsController/sections`` shares the controller's rows as they were then: its
 /// ``objectIDs`` are read when asked for, so listing the sections of a million rows costs nothing per row.
 public struct SectionInfo: Sendable, Hashable {
-    /// The section's name: the section key's value as text (`""` for nil).
+    /// The section's name: the section key's value as text (`""` for nil), the same whichever of the section's
+    /// objects it is read from (`0.0` for a zero of either sign, `nan` for every NaN).
+    ///
+    /// A section is one value of the key (``value``), and names are for display: distinct values can share one
+    /// (nil and the empty string, binary data of one size, dates within one second).
     public var name: String
     /// The section's index title.
     public var indexTitle: String?

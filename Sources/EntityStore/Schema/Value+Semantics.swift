@@ -34,6 +34,15 @@ enum ValueSemantics {
     @inline(__always)
     static func canonical(_ x: Double) -> Double { x.isNaN ? .nan : (x == 0 ? 0 : x) }
 
+    /// One representative of the values equal to `value`: a double or date with one zero and one NaN.
+    static func canonical(_ value: Value) -> Value {
+        switch value {
+        case .double(let x): .double(canonical(x))
+        case .date(let d): .date(Date(timeIntervalSinceReferenceDate: canonical(d.timeIntervalSinceReferenceDate)))
+        default: value
+        }
+    }
+
     /// The case-, diacritic- and width-folded canonical form of a case-insensitive attribute's string.
     static func folded(_ string: String) -> String {
         string.folding(options: [.caseInsensitive, .diacriticInsensitive, .widthInsensitive], locale: nil)
