@@ -56,6 +56,46 @@ actor TicketImporter: ContextActor {
     }
 }
 
+/// A long-lived editor on its own actor: random inserts, deletes, moves between projects, renames and re-ranks of
+/// tickets, one save each.
+actor TicketEditor: ContextActor {
+    nonisolated let contextExecutor: ContextExecutor
+    private var g: SeededGenerator
+
+    init(store: PersistentStore, name: String, seed: UInt64, policy: MergePolicy) {
+        contextExecutor = ContextExecutor(store: store, name: name)
+        contextExecutor.context.mergePolicy = policy
+        g = SeededGenerator(seed: seed)
+    }
+
+    /// One edit and its save; false when the save lost a race (an object deleted meanwhile) and was rolled back.
+    func edit(_ step: Int) throws -> Bool {
+        let tickets = try context.fetch(Ticket.self)
+        let projects = try context.fetch(Project.self)
+        switch Int.random(in: 0..<6, using: &g) {
+        case 0, 1:
+            let ticket = try context.insert(Ticket.self)
+            ticket.title = "new \(step)"
+            ticket.rank = Int.random(in: 0..<50, using: &g)
+            ticket.project = projects.randomElement(using: &g)
+        case 2: if let ticket = tickets.randomElement(using: &g) { try context.delete(ticket) }
+        case 3: tickets.randomElement(using: &g)?.rank = Int.random(in: 0..<50, using: &g)
+        case 4: tickets.randomElement(using: &g)?.project = projects.randomElement(using: &g)
+        default: tickets.randomElement(using: &g)?.title = "renamed \(step)"
+        }
+        do {
+            try context.save()
+            return true
+        } catch let error as EntityStoreError where [.conflict, .objectNotFound, .invalidObject].contains(error.code) {
+            context.rollback()
+            return false
+        }
+    }
+
+    /// The tickets the actor's context shows.
+    func ticketIDs() throws -> Set<ObjectID> { Set(try context.fetch(Ticket.self).map(\.objectID)) }
+}
+
 /// A main-actor screen: a context made on the main actor, a controller and a delegate conformance isolated to
 /// the main actor.
 @MainActor
@@ -109,12 +149,12 @@ func replay(_ batch: ResultsBatch, on old: ResultsSnapshot) -> ResultsSnapshot {
     var removals: [ItemPath] = []
     var additions: [(ItemPath, ObjectID)] = []
     var deletedSections: [Int] = []
-    var insertedSections: [(Int, String)] = []
+    var insertedSections: [(Int, SectionInfo)] = []
     for change in batch.changes {
         switch change {
         case .deleteItem(_, let at): removals.append(at)
         case .deleteSection(_, let at): deletedSections.append(at)
-        case .insertSection(let info, let at): insertedSections.append((at, info.name))
+        case .insertSection(let info, let at): insertedSections.append((at, info))
         case .insertItem(let id, let at): additions.append((at, id))
         case .moveItem(let id, let from, let to):
             removals.append(from)
@@ -124,7 +164,10 @@ func replay(_ batch: ResultsBatch, on old: ResultsSnapshot) -> ResultsSnapshot {
     }
     for path in removals.sorted(by: >) { sections[path.section].items.remove(at: path.item) }
     for index in deletedSections.sorted(by: >) { sections.remove(at: index) }
-    for (index, name) in insertedSections.sorted(by: { $0.0 < $1.0 }) { sections.insert((name, []), at: index) }
+    // A section arrives with its objects (no object inserts inside a new section).
+    for (index, info) in insertedSections.sorted(by: { $0.0 < $1.0 }) {
+        sections.insert((info.name, info.objectIDs), at: index)
+    }
     for (path, id) in additions.sorted(by: { $0.0 < $1.0 }) { sections[path.section].items.insert(id, at: path.item) }
     return ResultsSnapshot(sectionIdentifiers: sections.map(\.name), itemIdentifiers: sections.map(\.items))
 }
@@ -213,6 +256,96 @@ func eventually(
         // Woken by the other process's commits, the context merges on the main actor; the stream reports them.
         try await eventually("the other process's five tags are shown") { controller.fetchedObjectIDs.count == 5 }
         #expect(try await consumer.value == 5)
+    }
+
+    /// Four editors on actors of their own and two streams of `performBackgroundTask` (a third of them cancelled)
+    /// race for a few seconds while a main-actor screen follows by itself. Every batch the screen's stream delivers
+    /// replays onto the one before; afterwards the screen, a fresh controller and every editor still alive (two are
+    /// released while merges may be on their way) show what the store holds.
+    @Test @MainActor func editorsOnActorsAndBackgroundTasksRaceWhileAScreenFollows() async throws {
+        let seconds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 3.0 : 30.0
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let store = world.store
+        let screen = try TicketScreen(store: store)
+        let batches = screen.controller.batches()
+        let initial = screen.shown
+        let consumer = Task { @MainActor in
+            var last = initial
+            var wrong = 0
+            for try await batch in batches {
+                if replay(batch, on: last) != batch.snapshot { wrong += 1 }
+                last = batch.snapshot
+            }
+            return wrong
+        }
+        let end = Date().addingTimeInterval(seconds)
+        let policies: [MergePolicy] = [.propertyLevel, .storeWins, .contextWins, .propertyLevel]
+        var editors = (0..<4).map {
+            TicketEditor(store: store, name: "editor \($0)", seed: UInt64($0), policy: policies[$0])
+        }
+        let saves = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (index, editor) in editors.enumerated() {
+                group.addTask {
+                    var saved = 0
+                    var step = 0
+                    while Date() < end {
+                        step += 1
+                        if try await editor.edit(index * 1_000_000 + step) { saved += 1 }
+                    }
+                    return saved
+                }
+            }
+            for stream in 0..<2 {
+                group.addTask {
+                    var saved = 0
+                    var step = 0
+                    while Date() < end {
+                        step += 1
+                        let title = "background \(stream)-\(step)"
+                        let task = Task {
+                            try await store.performBackgroundTask(name: "background \(stream)") { context in
+                                try context.insert(Ticket.self).title = title
+                                if let ticket = try context.fetch(Ticket.self).randomElement() { ticket.rank += 1 }
+                            }
+                        }
+                        if step % 3 == 0 { task.cancel() }
+                        do {
+                            try await task.value
+                            saved += 1
+                        } catch is CancellationError {
+                        } catch let error as EntityStoreError where error.code == .conflict {}
+                    }
+                    return saved
+                }
+            }
+            var total = 0
+            for try await saved in group { total += saved }
+            return total
+        }
+        #expect(saves > 20)
+        editors.removeLast(2)
+        let stored = Set(try ObjectContext(store: store).fetch(Ticket.self).map(\.objectID))
+        try await eventually("the screen shows what the store holds", seconds: 30) {
+            Set(screen.controller.fetchedObjects.map(\.objectID)) == stored
+        }
+        #expect(screen.shown == screen.controller.snapshot)
+        #expect(screen.failure == nil)
+        let fresh = FetchedResultsController(
+            fetchRequest: screen.controller.controller.fetchRequest, context: ObjectContext(store: store),
+            sectionNameKeyPath: screen.controller.controller.sectionNameKeyPath)
+        try fresh.performFetch()
+        #expect(fresh.sections.map(\.objectIDs) == screen.controller.controller.sections.map(\.objectIDs))
+        for editor in editors {
+            let deadline = Date().addingTimeInterval(20)
+            while try await editor.ticketIDs() != stored && Date() < deadline {
+                try await Task.sleep(nanoseconds: 10_000_000)
+            }
+            #expect(try await editor.ticketIDs() == stored)
+        }
+        #expect(try store.checkIntegrity().findings.isEmpty)
+        consumer.cancel()
+        #expect(try await consumer.value == 0, "every streamed batch replays onto the one before")
     }
 
     @Test func performBackgroundTaskSavesAndReturnsASendableResult() async throws {
