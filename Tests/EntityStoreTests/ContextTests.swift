@@ -268,6 +268,35 @@ import Testing
         }
     }
 
+    /// An object whose delete was saved, or whose context was reset, is named as no longer in a context when it is
+    /// deleted or linked again, not as another context's.
+    @Test func anObjectThatLeftItsContextIsNamedSoWhenUsedAgain() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let gone = try context.insert("Tag")
+            try gone.setValue("gone", forKey: "name")
+            let kept = try context.insert("Book")
+            try kept.setValue("kept", forKey: "title")
+            try context.save()
+            try context.delete(gone)
+            try context.save()
+            let again = entityStoreError { try context.delete(gone) }
+            #expect(again?.code == .invalidObject)
+            #expect(again?.message.contains("no longer registered in a context (it was deleted") == true, "\(again!)")
+            let linked = entityStoreError { try gone.add(kept, toKey: "books") }
+            #expect(linked?.message.contains("no longer registered in a context") == true)
+            let book = try context.existingObject(with: kept.objectID)
+            context.reset()
+            let afterReset = entityStoreError { try ObjectContext(store: store).delete(book) }
+            #expect(afterReset?.message.contains("no longer registered in a context") == true)
+            let other = ObjectContext(store: store)
+            let foreign = try other.existingObject(with: kept.objectID)
+            #expect(
+                entityStoreError { try context.delete(foreign) }?.message.contains("belongs to another context") == true
+            )
+        }
+    }
+
     /// A write after its object left the unsaved set (a refresh discarding its changes, a save) is unsaved again:
     /// the context skips the set insert only for the object it inserted last while it is still there.
     @Test func aWriteAfterARefreshOrASaveIsUnsavedAgain() throws {

@@ -470,6 +470,16 @@ import Testing
                 _ = try context.fetch(FetchRequest(entity: "Book", sortKeys: [SortKey("weight")]))
             }
             #expect(unknown?.message == "Book has no key 'weight'")
+            // An empty step in a key path is no step to skip.
+            for path in ["author..name", ".title", "title."] {
+                #expect(
+                    entityStoreError { _ = try context.fetch(FetchRequest(entity: "Book", sortKeys: [SortKey(path)])) }
+                        != nil, "\(path)")
+                #expect(
+                    entityStoreError {
+                        _ = try context.fetch(FetchRequest(entity: "Book", predicate: .key(path) == "x"))
+                    } != nil, "\(path)")
+            }
             let toMany = entityStoreError {
                 _ = try context.fetch(FetchRequest(entity: "Book", sortKeys: [SortKey("tags.name")]))
             }

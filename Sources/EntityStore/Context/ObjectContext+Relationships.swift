@@ -47,11 +47,7 @@ extension ObjectContext {
     /// object it held.
     func linkIDs(_ source: ManagedObject, _ relationship: Relationship, _ target: ManagedObject) throws {
         for object in [source, target] {
-            guard object.context === self else {
-                throw EntityStoreError(
-                    .invalidObject, "\(object.objectID) belongs to another context", entity: object.entity.name,
-                    objectID: object.objectID)
-            }
+            try checkRegistered(object)
             guard !object.isDeleted else {
                 throw EntityStoreError(
                     .invalidObject, "\(object.objectID) is deleted", entity: object.entity.name,

@@ -228,15 +228,21 @@ public final class ObjectContext {
         return object
     }
 
+    /// Throws unless `object` is registered in this context; an object no longer in any context (its delete saved,
+    /// the context reset) is named as such rather than as another context's.
+    func checkRegistered(_ object: ManagedObject) throws {
+        guard object.context !== self else { return }
+        _ = try object.liveContext()
+        throw EntityStoreError(
+            .invalidObject, "\(object.objectID) belongs to another context", entity: object.entity.name,
+            objectID: object.objectID)
+    }
+
     /// Marks `object` deleted; the delete rules run and the record goes away at ``save()``.
     ///
     /// Deleting an inserted object simply forgets it.
     public func delete(_ object: ManagedObject) throws {
-        guard object.context === self else {
-            throw EntityStoreError(
-                .invalidObject, "\(object.objectID) belongs to another context", entity: object.entity.name,
-                objectID: object.objectID)
-        }
+        try checkRegistered(object)
         guard !object.isDeleted else { return }
         if !object.isInserted { _ = try object.loadedValues() }
         try mutation {

@@ -238,7 +238,8 @@ extension String {
     /// lookup by one key after another) splits its key paths every time.
     var keyPathComponents: [String] {
         if isEmpty { return [] }
-        return utf8.contains(UInt8(ascii: ".")) ? split(separator: ".").map(String.init) : [self]
+        return utf8.contains(UInt8(ascii: "."))
+            ? split(separator: ".", omittingEmptySubsequences: false).map(String.init) : [self]
     }
 }
 
