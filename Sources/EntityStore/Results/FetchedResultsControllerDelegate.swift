@@ -14,7 +14,9 @@ public enum ResultsChangeType: String, Sendable, Hashable {
 
 /// Section and item identifiers of a controller's results, for diffable-data-source-like consumers.
 public struct ResultsSnapshot: Sendable, Hashable {
-    /// The sections' names, in order.
+    /// The sections' names, in order (``SectionInfo/name``). Names are unique but where distinct section values
+    /// print alike (nil and the empty string, binary data of one size, dates within one second): a consumer that
+    /// needs unique identifiers there sections by a key that prints each value apart.
     public var sectionIdentifiers: [String]
     /// The objects of each section, in order.
     public var itemIdentifiers: [[ObjectID]]
