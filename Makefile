@@ -66,7 +66,7 @@ fuzz: deps
 	bash scripts/fuzz.sh
 
 stress: deps
-	ENTITYSTORE_STRESS=1 $(SWIFT) test --filter 'CrashTests|FaultInjectionTests|MalformedFileTests|MultiProcessReliabilityTests|LedgerTests|SchemaChangeTests|RelationshipPropertyTests'
+	ENTITYSTORE_STRESS=1 $(SWIFT) test --filter 'CrashTests|FaultInjectionTests|MalformedFileTests|MultiProcessReliabilityTests|LedgerTests|SchemaChangeTests|MigrationKillTests|RelationshipPropertyTests|MultiProcessLibraryTests|InterleavedWorkloadTests|ThreadedWorkloadTests|HostileValueOrderTests|PredicatePathAgreementTests|ConcurrencyTests'
 
 # The concurrency, multi-context and multi-process tests under ThreadSanitizer.
 tsan: deps

@@ -10,7 +10,7 @@ import Testing
 /// After every step each party's controllers equal their callback replicas and, when nothing was saved since its
 /// last merge, a fresh fetch; its unchanged objects equal the store's.
 @Suite struct InterleavedWorkloadTests {
-    static var steps: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 600 : 20_000 }
+    static var steps: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 600 : 4_000 }
 
     @Test(arguments: [1 as UInt64, 2, 3, 4])
     func partiesTakingTurnsKeepTheirViewsEqualToTheStore(seed: UInt64) throws {
