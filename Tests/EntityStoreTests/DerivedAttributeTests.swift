@@ -74,6 +74,53 @@ final class Shelf: Model {
         }
     }
 
+    /// A sum past what its attribute holds (integers beyond 64 bits, decimals beyond a decimal) refuses the save or
+    /// the batch that would store it, naming the attribute and the object, and leaves the store as it was.
+    @Test func aDerivedSumThatOverflowsIsRefusedAndNothingIsWritten() throws {
+        var schema = try schema()
+        let writer = schema.entities.firstIndex { $0.name == "Writer" }!
+        let volume = schema.entities.firstIndex { $0.name == "Volume" }!
+        schema.entities[volume].attributes.append(Attribute("price", .decimal, optional: true))
+        schema.entities[writer].attributes.append(
+            Attribute("totalPrice", .decimal, optional: true, derived: "books.@sum.price"))
+        try withStore(schema: schema) { store, _ in
+            let context = ObjectContext(store: store)
+            let author = try context.insert("Writer")
+            try author.setValue("Ann", forKey: "name")
+            for title in ["a", "b"] {
+                let book = try context.insert("Volume")
+                try book.setValue(.string(title), forKey: "title")
+                try book.setValue(.int(Int64.max / 2 + 1), forKey: "pages")
+                try book.setObject(author, forKey: "writer")
+            }
+            let sum = entityStoreError { try context.save() }
+            #expect(sum?.code == .validationFailed)
+            #expect(sum?.key == "totalPages" && sum?.objectID == author.objectID, "\(String(describing: sum))")
+            #expect(sum?.message.contains("'books.@sum.pages'") == true)
+            #expect(try ObjectContext(store: store).count(for: FetchRequest(entity: "Writer")) == 0)
+
+            // Saved within range, then pushed past it by a batch update of the books.
+            for book in try author.objects(forKey: "books") { try book.setValue(.int(1), forKey: "pages") }
+            try context.save()
+            let batch = entityStoreError {
+                _ = try store.batchUpdate("Volume", where: nil, set: ["pages": .int(Int64.max)])
+            }
+            #expect(batch?.code == .validationFailed && batch?.key == "totalPages", "\(String(describing: batch))")
+            let reader = ObjectContext(store: store)
+            #expect(try reader.existingObject(with: author.objectID)["totalPages"] == 2)
+            #expect(try store.checkIntegrity().findings.isEmpty)
+
+            // Decimals: the sum of two of the greatest is no decimal.
+            for book in try author.objects(forKey: "books") {
+                try book.setValue(.decimal(Decimal.greatestFiniteMagnitude), forKey: "price")
+            }
+            let decimal = entityStoreError { try context.save() }
+            #expect(decimal?.key == "totalPrice" && decimal?.message.contains("overflows") == true)
+            context.rollback()
+            #expect(try store.checkIntegrity().findings.isEmpty)
+        }
+    }
+
     @Test func badDerivationsAreRefusedWithTheSchema() throws {
         let error = entityStoreError {
             _ = try Schema(version: 1) {

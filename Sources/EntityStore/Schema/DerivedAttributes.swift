@@ -20,6 +20,9 @@ struct Derivation {
     let index: Int
     let attribute: Attribute
     let kind: Kind
+    /// The entity whose attribute it is, and the expression as written (for errors).
+    let entityName: String
+    let text: String
 
     /// Whether the value is `now()`: the time of the save, which nothing else can compute again.
     var isNow: Bool { if case .now = kind { true } else { false } }
@@ -36,6 +39,8 @@ struct Derivation {
         let attribute = entity.attributes[index]
         self.index = index
         self.attribute = attribute
+        entityName = entity.name
+        self.text = text
         func fail(_ message: String) -> EntityStoreError {
             EntityStoreError(
                 .invalidSchema, "derived attribute \(entity.name).\(attribute.name): \(message)", entity: entity.name,
@@ -99,7 +104,28 @@ struct Derivation {
     }
 
     /// The value for `subject`, saved at `now`.
-    func value<S: PredicateSubject>(_ subject: S, now: Date) throws -> Value {
+    ///
+    /// - Throws: ``EntityStoreError/Code/validationFailed`` when the value does not fit the attribute: a sum of
+    ///   integers beyond 64 bits, or of decimals beyond what a decimal holds.
+    func value<S: PredicateSubject>(_ subject: S, now: Date, of object: ObjectID? = nil) throws -> Value {
+        let value = try computed(subject, now: now)
+        let fits: Bool =
+            switch value {
+            case .null: true
+            case .decimal(let decimal): !decimal.isNaN
+            default: value.type == attribute.type
+            }
+        guard fits else {
+            throw EntityStoreError(
+                .validationFailed,
+                "\(entityName).\(attribute.name): '\(text)' gives a value \(attribute.type.withArticle) cannot hold"
+                    + " (it overflows)\(object.map { " for \($0)" } ?? "")", entity: entityName, key: attribute.name,
+                objectID: object)
+        }
+        return value
+    }
+
+    private func computed<S: PredicateSubject>(_ subject: S, now: Date) throws -> Value {
         switch kind {
         case .now: return .date(now)
         case .keyPath(let path): return try CompiledPredicate.values(of: path, subject).first ?? .null
@@ -172,7 +198,8 @@ extension ObjectContext {
                     guard let object = objects[id], let list = derivations[id.entityName] else { continue }
                     let values = try object.loadedValues()
                     for derivation in list {
-                        let value = try derivation.value(ContextSubject(object: object, reader: reader), now: now)
+                        let value = try derivation.value(
+                            ContextSubject(object: object, reader: reader), now: now, of: id)
                         guard value != values[derivation.index] else { continue }
                         willChange(object, attribute: derivation.index)
                         object.values?[derivation.index] = value

@@ -628,7 +628,7 @@ struct ChangeWriter {
             let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
             var changed = false
             for derivation in list where derivation.firstStep != nil || includingOwnValues && !derivation.isNow {
-                let value = try derivation.value(subject, now: now)
+                let value = try derivation.value(subject, now: now, of: id)
                 guard value != values[derivation.index] else { continue }
                 if let index = storage.indexes[derivation.index] {
                     try deleteIndex(values[derivation.index], derivation.attribute, pk, index)

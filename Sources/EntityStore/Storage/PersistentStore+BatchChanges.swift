@@ -130,7 +130,7 @@ extension PersistentStore {
                         }
                     }
                     for derivation in ownDerivations {
-                        let value = try derivation.value(ValuesSubject(values: record), now: now)
+                        let value = try derivation.value(ValuesSubject(values: record), now: now, of: id)
                         guard value != record[derivation.index] else { continue }
                         if let database = storage.indexes[derivation.index] {
                             let caseInsensitive = entity.attributes[derivation.index].isCaseInsensitive
