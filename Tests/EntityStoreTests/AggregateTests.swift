@@ -95,15 +95,27 @@ import Testing
             #expect(problem { $0.sortKeys = [SortKey("pages")] }?.contains("'pages' is not a result column") == true)
             #expect(problem { $0.aggregates = [Aggregate(.sum, nil)] }?.contains("needs a key path") == true)
         }
-        // An integer sum that overflows is an error, not a wrapped number.
-        let schema = try Schema(version: 1) { Entity("Big") { Attribute("n", .int64) } }
+        // An integer or decimal sum that overflows is an error, not a wrapped number or a NaN.
+        let schema = try Schema(version: 1) {
+            Entity("Big") {
+                Attribute("n", .int64)
+                Attribute("d", .decimal)
+            }
+        }
         try withStore(schema: schema) { store, _ in
-            try store.batchInsert(into: "Big", keys: ["n"], rows: [[.int(.max)], [.int(1)]])
-            var request = AggregateRequest(entity: "Big")
-            request.aggregates = [.sum("n")]
-            #expect(
-                entityStoreError { _ = try ObjectContext(store: store).aggregate(request) }?.message.contains(
-                    "overflows") == true)
+            try store.batchInsert(
+                into: "Big", keys: ["n", "d"],
+                rows: [
+                    [.int(.max), .decimal(.greatestFiniteMagnitude)], [.int(1), .decimal(.greatestFiniteMagnitude)],
+                ])
+            for (aggregate, type) in [
+                (Aggregate.sum("n"), "a 64-bit integer"), (.sum("d"), "a decimal"), (.average("d"), "a decimal"),
+            ] {
+                var request = AggregateRequest(entity: "Big")
+                request.aggregates = [aggregate]
+                let error = entityStoreError { _ = try ObjectContext(store: store).aggregate(request) }
+                #expect(error?.message.hasSuffix("overflows \(type)") == true, "\(String(describing: error))")
+            }
         }
     }
 

@@ -14,8 +14,8 @@ public struct Aggregate: Sendable, Hashable {
     public enum Function: String, Sendable, Hashable {
         /// The number of objects (no key path) or of non-nil values.
         case count
-        /// The sum of the non-nil values: an `int64` for integers (an overflow is an error), a `double` for
-        /// doubles, a `decimal` for decimals; nil when there are none.
+        /// The sum of the non-nil values: an `int64` for integers, a `double` for doubles, a `decimal` for decimals
+        /// (an integer or decimal sum that overflows is an error); nil when there are none.
         case sum
         /// The mean of the non-nil values: a `double` (a `decimal` for decimals); nil when there are none.
         case average
@@ -147,8 +147,8 @@ extension ObjectContext {
     ///
     /// - Throws: ``EntityStoreError/Code/invalidFetchRequest`` for a key path that is not an attribute reached
     ///   through to-one relationships, an aggregate that does not apply to its attribute's type (a sum of strings),
-    ///   two result columns of one name, a `having` or sort key that names no result column, an integer sum that
-    ///   overflows; ``EntityStoreError/Code/invalidPredicate`` for a bad predicate.
+    ///   two result columns of one name, a `having` or sort key that names no result column, an integer or
+    ///   decimal sum that overflows; ``EntityStoreError/Code/invalidPredicate`` for a bad predicate.
     public func aggregate(_ request: AggregateRequest) throws -> [[String: Value]] {
         let entity = try store.storage(for: request.entity).entity
         let accumulator = try AggregateSink(request, entity: entity, schema: store.schema)
@@ -334,21 +334,21 @@ final class AggregateSink {
             case (.count(let n), _): states[base + i] = .count(n + 1)
             case (.sumInt(let total, _), .int(let x)):
                 let (sum, overflow) = total.addingReportingOverflow(x)
-                if overflow {
-                    throw EntityStoreError(
-                        .invalidFetchRequest,
-                        "the sum of '\(aggregates[i].keyPath ?? "")' overflows a 64-bit integer",
-                        key: aggregates[i].keyPath)
-                }
+                if overflow { throw Self.overflow(aggregates[i], "a 64-bit integer") }
                 states[base + i] = .sumInt(sum, any: true)
             case (.sumDouble(let total, _), .double(let x)): states[base + i] = .sumDouble(total + x, any: true)
-            case (.sumDecimal(let total, _), .decimal(let x)): states[base + i] = .sumDecimal(total + x, any: true)
+            case (.sumDecimal(let total, _), .decimal(let x)):
+                let sum = total + x
+                if sum.isNaN { throw Self.overflow(aggregates[i], "a decimal") }
+                states[base + i] = .sumDecimal(sum, any: true)
             case (.average(let total, let decimalTotal, let n), .int(let x)):
                 states[base + i] = .average(total + Double(x), decimalTotal, n + 1)
             case (.average(let total, let decimalTotal, let n), .double(let x)):
                 states[base + i] = .average(total + x, decimalTotal, n + 1)
             case (.average(let total, let decimalTotal, let n), .decimal(let x)):
-                states[base + i] = .average(total, decimalTotal + x, n + 1)
+                let sum = decimalTotal + x
+                if sum.isNaN { throw Self.overflow(aggregates[i], "a decimal") }
+                states[base + i] = .average(total, sum, n + 1)
             case (.extreme(let best), _):
                 guard let best else {
                     states[base + i] = .extreme(input)
@@ -361,6 +361,12 @@ final class AggregateSink {
             default: break
             }
         }
+    }
+
+    /// The error of a sum that `aggregate`'s values take past what `type` holds.
+    private static func overflow(_ aggregate: Aggregate, _ type: String) -> EntityStoreError {
+        EntityStoreError(
+            .invalidFetchRequest, "the sum of '\(aggregate.keyPath ?? "")' overflows \(type)", key: aggregate.keyPath)
     }
 
     @discardableResult
