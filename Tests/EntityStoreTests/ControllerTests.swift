@@ -261,6 +261,50 @@ import Testing
         #expect(check.fetchedObjectIDs == controller.fetchedObjectIDs)
     }
 
+    /// A move whose new order value an int64 cannot hold (after a row at `Int64.max`) fails with the value named,
+    /// before any write; moves within range still work there.
+    @Test func aReorderPastTheInt64RangeFailsBeforeAnyWrite() throws {
+        let world = try ItemWorld()
+        defer { world.remove() }
+        for (title, rank) in [("a", Int64.min), ("b", Int64.min + 1), ("c", 0), ("d", Int64.max - 1), ("e", Int64.max)]
+        {
+            try world.add(title, group: "K", rank: rank)
+        }
+        try world.context.save()
+        let controller = try world.controller(delegate: RecordingDelegate())
+        for (from, to) in [(2, 4), (2, 0)] {
+            let error = entityStoreError {
+                try controller.moveObject(
+                    from: ItemPath(section: 0, item: from), to: ItemPath(section: 0, item: to), orderKey: "rank")
+            }
+            #expect(error?.code == .invalidValue && error?.key == "rank", "\(String(describing: error))")
+            #expect(!world.context.hasChanges)
+            #expect(world.layout(controller) == "K:a,b,c,d,e")
+        }
+        // Between neighbours with room: one write, in range.
+        try controller.moveObject(
+            from: ItemPath(section: 0, item: 0), to: ItemPath(section: 0, item: 2), orderKey: "rank")
+        #expect(world.layout(controller) == "K:b,c,a,d,e")
+        // Descending: after b (Int64.min + 1) there is room for exactly Int64.min, and none after that (planned by
+        // negation, without overflow or rounding).
+        var descending = controller.fetchRequest
+        descending.sortKeys = [SortKey("rank", ascending: false)]
+        let reversed = FetchedResultsController(
+            fetchRequest: descending, context: world.context, sectionNameKeyPath: "group")
+        try reversed.performFetch()
+        #expect(world.layout(reversed) == "K:e,d,a,c,b")
+        try reversed.moveObject(
+            from: ItemPath(section: 0, item: 0), to: ItemPath(section: 0, item: 4), orderKey: "rank")
+        #expect(world.layout(reversed) == "K:d,a,c,b,e")
+        #expect(try world.items["e"]!["rank"] == .int(.min))
+        let past = entityStoreError {
+            try reversed.moveObject(
+                from: ItemPath(section: 0, item: 0), to: ItemPath(section: 0, item: 4), orderKey: "rank")
+        }
+        #expect(past?.code == .invalidValue)
+        #expect(world.layout(reversed) == "K:d,a,c,b,e")
+    }
+
     @Test func keyPathsThroughToOneRelationshipsReevaluateDependents() throws {
         let world = try ItemWorld()
         defer { world.remove() }

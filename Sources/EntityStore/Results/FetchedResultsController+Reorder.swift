@@ -30,77 +30,99 @@ extension FetchedResultsController {
             throw EntityStoreError(.invalidFetchRequest, "no row \(destination.item) in section \(destination.section)")
         }
         let object = try context.object(with: moving)
-        let isInt = plan.entity.attributes[orderIndex].type == .int64
-        // In display order: ascending values, or descending for a descending sort.
-        let sign: Double = first.ascending ? 1 : -1
-        func order(_ id: ObjectID) throws -> Double {
-            switch try context.object(with: id).value(forKey: orderKey) {
-            case .int(let v): sign * Double(v)
-            case .double(let v): sign * v
-            default: 0
+        let movesSection = destination.section != source.section && sectionNameKeyPath != nil
+        if movesSection, let sectionNameKeyPath, plan.entity.attributeIndex(sectionNameKeyPath) == nil {
+            throw EntityStoreError(
+                .invalidFetchRequest, "moving across sections needs the section key to be an attribute",
+                key: sectionNameKeyPath)
+        }
+        // In display order: ascending values, or negated for a descending sort. Integers are planned in 128 bits,
+        // exactly (a double rounds them past 2^53, and negating Int64.min overflows), and written only if every
+        // new value fits an int64: a move fails before it changes anything.
+        let ascending = first.ascending
+        let values: [(ObjectID, Value)]
+        if plan.entity.attributes[orderIndex].type == .int64 {
+            let writes = try Self.planReorder(siblings, at: destination.item, moving: moving, half: { $0 / 2 }) {
+                id -> Int128 in
+                guard case .int(let v) = try context.object(with: id).value(forKey: orderKey) else { return 0 }
+                return ascending ? Int128(v) : -Int128(v)
             }
-        }
-        func write(_ id: ObjectID, _ displayValue: Double) throws {
-            let value = sign * displayValue
-            try context.object(with: id).setValue(isInt ? .int(Int64(value)) : .double(value), forKey: orderKey)
-        }
-        let before = destination.item > 0 ? try order(siblings[destination.item - 1]) : nil
-        let after = destination.item < siblings.count ? try order(siblings[destination.item]) : nil
-        try context.performUserDrivenChanges {
-            if destination.section != source.section, let sectionNameKeyPath {
-                guard plan.entity.attributeIndex(sectionNameKeyPath) != nil else {
+            values = try writes.map { id, display in
+                guard let integer = Int64(exactly: ascending ? display : -display) else {
                     throw EntityStoreError(
-                        .invalidFetchRequest, "moving across sections needs the section key to be an attribute",
-                        key: sectionNameKeyPath)
+                        .invalidValue,
+                        "moving \(moving) needs a '\(orderKey)' of \(ascending ? display : -display) for \(id),"
+                            + " past what an int64 holds", entity: fetchRequest.entity, key: orderKey, objectID: id)
                 }
+                return (id, .int(integer))
+            }
+        } else {
+            let writes = try Self.planReorder(siblings, at: destination.item, moving: moving, half: { $0 / 2 }) {
+                id -> Double in
+                guard case .double(let v) = try context.object(with: id).value(forKey: orderKey) else { return 0 }
+                return ascending ? v : -v
+            }
+            values = writes.map { id, display in (id, .double(ascending ? display : -display)) }
+        }
+        try context.performUserDrivenChanges {
+            if movesSection, let sectionNameKeyPath {
                 try object.setValue(displayed.sections[destination.section].key, forKey: sectionNameKeyPath)
             }
-            switch (before, after) {
-            case (nil, nil): try write(moving, 0)
-            case (let low?, nil): try write(moving, isInt ? low + 1 : low + 1)
-            case (nil, let high?): try write(moving, isInt ? high - 1 : high - 1)
-            case (let low?, let high?):
-                let middle = isInt ? (low + (high - low) / 2).rounded(.down) : (low + high) / 2
-                if middle > low && middle < high {
-                    try write(moving, middle)
-                    return
+            for (id, value) in values { try context.object(with: id).setValue(value, forKey: orderKey) }
+        }
+    }
+
+    /// The order values (in display order) to write for `moving` to land at `item` among `siblings` (the
+    /// destination section's rows without it): one value between the new neighbours when there is room, else the
+    /// shorter run of tightly packed neighbours shifted by one.
+    static func planReorder<N: SignedNumeric & Comparable>(
+        _ siblings: [ObjectID], at item: Int, moving: ObjectID, half: (N) -> N, order: (ObjectID) throws -> N
+    ) throws -> [(ObjectID, N)] {
+        let before = item > 0 ? try order(siblings[item - 1]) : nil
+        let after = item < siblings.count ? try order(siblings[item]) : nil
+        switch (before, after) {
+        case (nil, nil): return [(moving, 0)]
+        case (let low?, nil): return [(moving, low + 1)]
+        case (nil, let high?): return [(moving, high - 1)]
+        case (let low?, let high?):
+            let middle = low + half(high - low)
+            if middle > low && middle < high { return [(moving, middle)] }
+            // No room: shift the shorter run of tightly packed neighbours by one.
+            var down: [ObjectID] = []
+            var value = low
+            for index in stride(from: item - 1, through: 0, by: -1) {
+                let current = try order(siblings[index])
+                if index < item - 1 && current < value - 1 { break }
+                down.append(siblings[index])
+                value = current
+            }
+            var up: [ObjectID] = []
+            value = high
+            for index in item..<siblings.count {
+                let current = try order(siblings[index])
+                if index > item && current > value + 1 { break }
+                up.append(siblings[index])
+                value = current
+            }
+            var writes: [(ObjectID, N)]
+            if up.count <= down.count {
+                writes = [(moving, low + 1)]
+                var next = low + 2
+                for id in up {
+                    if try order(id) >= next { break }
+                    writes.append((id, next))
+                    next += 1
                 }
-                // No room: shift the shorter run of tightly packed neighbours by one.
-                let step: Double = 1
-                var down: [ObjectID] = []
-                var value = low
-                for index in stride(from: destination.item - 1, through: 0, by: -1) {
-                    let current = try order(siblings[index])
-                    if index < destination.item - 1 && current < value - step { break }
-                    down.append(siblings[index])
-                    value = current
-                }
-                var up: [ObjectID] = []
-                value = high
-                for index in destination.item..<siblings.count {
-                    let current = try order(siblings[index])
-                    if index > destination.item && current > value + step { break }
-                    up.append(siblings[index])
-                    value = current
-                }
-                if up.count <= down.count {
-                    try write(moving, low + step)
-                    var next = low + 2 * step
-                    for id in up {
-                        if try order(id) >= next { break }
-                        try write(id, next)
-                        next += step
-                    }
-                } else {
-                    try write(moving, high - step)
-                    var next = high - 2 * step
-                    for id in down {
-                        if try order(id) <= next { break }
-                        try write(id, next)
-                        next -= step
-                    }
+            } else {
+                writes = [(moving, high - 1)]
+                var next = high - 2
+                for id in down {
+                    if try order(id) <= next { break }
+                    writes.append((id, next))
+                    next -= 1
                 }
             }
+            return writes
         }
     }
 }
