@@ -41,7 +41,8 @@ public final class SyncEngine: @unchecked Sendable {
     ///
     /// - Throws: ``SyncError/Code/notSyncable`` when no entity has the global ID attribute, or one has it with
     ///   another type or not unique; ``SyncError/Code/busy`` when another engine (in any process) syncs the store;
-    ///   ``SyncError/Code/state`` when the state file belongs to another zone or cannot be read.
+    ///   ``SyncError/Code/state`` when the state file belongs to another zone, cannot be read, or says the store
+    ///   pushed past its own history (another store's file, or a store restored from an older backup).
     public init(store: PersistentStore, configuration: SyncConfiguration) throws {
         self.store = store
         self.configuration = configuration
@@ -54,6 +55,16 @@ public final class SyncEngine: @unchecked Sendable {
                     .state,
                     "the store syncs with zone '\(saved.zone)', not '\(configuration.zone)' (its state is in "
                         + "\(SyncState.url(inStore: directory).path))")
+            }
+            // Pushed past the store's own history: the file is another store's, or the store was restored from a
+            // backup older than it. Taken as it is, the saves in between would never be pushed.
+            let last = try store.lastTransaction()
+            guard saved.pushedThrough <= last else {
+                throw SyncError(
+                    .state,
+                    "\(SyncState.url(inStore: directory).path) says the store pushed through transaction "
+                        + "\(saved.pushedThrough), but its last is \(last): the file belongs to another store, or the "
+                        + "store was restored from an older backup; sync a new, empty store instead")
             }
             state = saved
         } else {

@@ -60,3 +60,38 @@ struct SyncValueTests {
         #expect(try zone.contents("a") == zone.contents("b"))
     }
 }
+
+/// A sync state file that is damaged or belongs to another store is refused by the engine and shown exactly by
+/// `store-inspect sync-status`, which never stops on its numbers.
+@Suite("Sync: a state file from elsewhere")
+struct SyncStateFileTests {
+    @Test("a state pushed past the store's history is refused, and sync-status shows it exactly")
+    func aStatePushedPastTheStoresHistory() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("lib.store")
+        do {
+            let store = try PersistentStore.open(path: path, schema: try Fixtures.syncSchema())
+            let context = ObjectContext(store: store)
+            try context.insert("Project").setValue("one", forKey: "name")
+            try context.save()
+        }
+        let state = """
+            {"zone": "default", "storeID": "7F000000-0000-4000-8000-000000000000",
+             "pushedThrough": 18446744073709551615, "pulledThrough": -9223372036854775808,
+             "clock": 18446744073709551615, "refetch": [], "pendingTombstones": []}
+            """
+        try Data(state.utf8).write(to: SyncState.url(inStore: path))
+        let store = try PersistentStore.open(path: path, schema: try Fixtures.syncSchema())
+        let error = try #require(throws: SyncError.self) {
+            _ = try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
+        }
+        #expect(error.code == .state)
+        #expect(error.message.contains("pushed through transaction 18446744073709551615, but its last is 1"))
+        let inspect = try ChildProcess.run(
+            ChildProcess.executable("store-inspect"), ["sync-status", path, "--format", "json"])
+        #expect(inspect.status == 0, "\(inspect.stderr)")
+        #expect(inspect.stdout.contains("\"pushed through\": \"18446744073709551615\""), "\(inspect.stdout)")
+        #expect(inspect.stdout.contains("\"pulled through\": -9223372036854775808"), "\(inspect.stdout)")
+    }
+}

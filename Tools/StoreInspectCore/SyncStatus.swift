@@ -21,12 +21,14 @@ extension Runner {
         let entries = try store.history(since: state.pushedThrough)
         let pending = entries.filter { !SyncEngine.isRemote($0) }
         func date(_ value: Date?) -> Cell { value.map { .text($0.formatted(.iso8601)) } ?? .null }
+        // Exactly as the file holds it, past Int64.max too (a damaged or foreign file).
+        func number(_ value: UInt64) -> Cell { Int64(exactly: value).map(Cell.int) ?? .text("\(value)") }
         emitProperties([
             ("synced", .bool(true)),
             ("zone", .text(state.zone)),
             ("store id", .text(state.storeID.uuidString)),
-            ("pushed through", .int(Int64(state.pushedThrough))),
-            ("last saved transaction", .int(Int64(try store.lastTransaction()))),
+            ("pushed through", number(state.pushedThrough)),
+            ("last saved transaction", number(try store.lastTransaction())),
             ("entries not pushed", .int(Int64(pending.count))),
             ("changes not pushed", .int(Int64(pending.reduce(0) { $0 + $1.changes.count }))),
             ("pulled through", .int(state.pulledThrough)),
