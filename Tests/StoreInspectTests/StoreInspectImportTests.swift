@@ -136,6 +136,11 @@ import Testing
             ),
             ("{\"id\":\"Dragon/p1\"}\n", "the store has no entity Dragon"),
             ("{\"id\":\"Book/p9\",\"title\":\"a\",\"pages\":1.5}\n", "1.5 is not an int64"),
+            // Past Int64.min by one: the parser's nearest integer is Int64.min, which is not what the file says.
+            (
+                "{\"id\":\"Book/p9\",\"title\":\"a\",\"pages\":-9223372036854775809}\n",
+                "-9223372036854775809 is not an int64"
+            ),
             ("{\"id\":\"Book/p9\",\"title\":\"a\",\"price\":\"12abc\"}\n", "'12abc' is not a decimal"),
             ("{\"id\":\"Book/p9\",\"title\":\"a\"\n", "line 1 is not a JSON object"),
             ("id,title\nBook/p9,\"unclosed\n", "a quote is not closed"),

@@ -314,7 +314,11 @@ struct Importer {
         case (.null, _): return .null
         case (.text(let text), .string): return .string(text)
         case (.number(let number), .int64):
-            guard let value = number as? Int else { throw wrong() }  // a whole number (JSON has one kind)
+            // A whole number (JSON has one kind of number). One past what a machine integer holds, or written with a
+            // fraction, the parser keeps as a decimal: it must be exactly the integer it converts to
+            // (-9223372036854775809 converts to Int64.min), or it is refused rather than stored changed.
+            guard let value = number as? Int else { throw wrong() }
+            if let exact = number as? NSDecimalNumber, exact.decimalValue != Decimal(value) { throw wrong() }
             return .int(Int64(value))
         case (.text(let text), .int64):
             guard let value = Int64(text) else { throw wrong() }
