@@ -291,11 +291,11 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
                 #expect(Set(names).count == names.count, "round \(round): \(names)")
                 // In order: by the comparison, then by value.
                 let key = controller.fetchRequest.sortKeys[0]
-                let values = controller.sections.map { section in
-                    try? section.objectIDs.first.map { try world.context.object(with: $0)["group"] }
+                // Each section's value, read from its first object (every section has one).
+                let values = try controller.sections.map { section in
+                    try world.context.object(with: try #require(section.objectIDs.first))["group"]
                 }
                 for (a, b) in zip(values, values.dropFirst()) {
-                    guard let a = a ?? nil, let b = b ?? nil else { continue }
                     let order = key.order(a, b)
                     #expect(
                         order == .orderedAscending
