@@ -194,6 +194,11 @@ final class Recorder {
                 try tag.setValue(.string("t\(i)"), forKey: "name")
                 try context.save()
             }
+            // A limit takes the oldest that many; below 1 it is refused (0 gave one entry).
+            #expect(try store.history(since: 1, limit: 2).map(\.transaction) == [2, 3])
+            for limit in [0, -1] {
+                #expect(entityStoreError { _ = try store.history(limit: limit) }?.code == .invalidValue)
+            }
             #expect(try store.pruneHistory(before: 3) == 2)
             #expect(try store.history().map(\.transaction) == [3, 4, 5])
             #expect(try store.pruneHistory(before: Date.distantPast) == 0)

@@ -15,10 +15,14 @@ extension PersistentStore {
     ///
     /// - Parameters:
     ///   - since: Return transactions numbered above this.
-    ///   - limit: At most this many.
-    /// - Throws: ``EntityStoreError/Code/corruptData`` naming the first entry that does not decode.
+    ///   - limit: At most this many (at least 1); `nil` for all.
+    /// - Throws: ``EntityStoreError/Code/corruptData`` naming the first entry that does not decode;
+    ///   ``EntityStoreError/Code/invalidValue`` for a limit below 1.
     public func history(since: UInt64 = 0, limit: Int? = nil) throws -> [ChangeRecord] {
-        try historyEntries(since: since, limit: limit).entries.map { try $0.record.get() }
+        if let limit, limit < 1 {
+            throw EntityStoreError(.invalidValue, "a history limit must be at least 1, not \(limit)")
+        }
+        return try historyEntries(since: since, limit: limit).entries.map { try $0.record.get() }
     }
 
     /// One history entry: its transaction number and its record, or why it does not decode.
