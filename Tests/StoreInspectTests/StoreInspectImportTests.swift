@@ -24,6 +24,18 @@ import Testing
             try author.setValue(.int([Int64.max, Int64.min, 0, -1, 42][i]), forKey: "rating")
             authors.append(author)
         }
+        // Dates with no calendar date (written as seconds): not a number, the infinities, beyond Decimal's range.
+        for seconds in [Double.nan, .infinity, -.infinity, 1e300, -1e300] {
+            let author = try context.insert("Author")
+            try author.setValue(.string("timeless"), forKey: "name")
+            try author.setValue(.date(Date(timeIntervalSinceReferenceDate: seconds)), forKey: "born")
+        }
+        // NaNs with a payload, quiet and signaling, of either sign (written as Swift prints them).
+        for bits: UInt64 in [0x7FF8_0000_0000_0001, 0x7FF0_0000_0000_0002, 0xFFF8_0000_0000_0003] {
+            let book = try context.insert("Book")
+            try book.setValue(.string("nan \(bits)"), forKey: "title")
+            try book.setValue(.double(Double(bitPattern: bits)), forKey: "score")
+        }
         let tags = try ["sf", "classic"].map { name in
             let tag = try context.insert("Tag")
             try tag.setValue(.string(name), forKey: "name")
@@ -79,11 +91,35 @@ import Testing
             let imported = try inspect(["import", copy, file.hasSuffix("csv") ? csvDirectory : directory.path(file)])
             #expect(imported.status == 0, "\(name): \(imported.stderr)")
             #expect(
-                imported.stdout.contains("{\"entity\":\"Book\",\"objects\":6,\"new keys\":0}"), "\(imported.stdout)")
+                imported.stdout.contains("{\"entity\":\"Book\",\"objects\":9,\"new keys\":0}"), "\(imported.stdout)")
             let again = try inspect(["export", copy, "--all", "--format", "json"])
             #expect(Self.withoutTransaction(again.stdout) == Self.withoutTransaction(json.stdout), "\(name)")
             #expect(try inspect(["check", copy]).status == 0)
         }
+    }
+
+    /// A store of one entity exports to a directory of CSV files too (`--dir` was refused for one entity).
+    @Test func aStoreOfOneEntityExportsToACSVDirectoryAndBack() throws {
+        let directory = try TemporaryDirectory(prefix: "store-inspect-import")
+        defer { directory.remove() }
+        let schema = try Schema(version: 1) { Entity("Note") { Attribute("text", .string) } }
+        let original = directory.path("one.store")
+        do {
+            let context = ObjectContext(store: try PersistentStore.open(path: original, schema: schema))
+            for text in ["a", "b, \"c\""] { try context.insert("Note").setValue(.string(text), forKey: "text") }
+            try context.save()
+        }
+        let csv = directory.path("csv")
+        let exported = try inspect(["export", original, "--all", "--format", "csv", "--dir", csv])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let copy = directory.path("copy.store")
+        _ = try PersistentStore.open(path: copy, schema: schema)
+        let imported = try inspect(["import", copy, csv])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let before = try inspect(["export", original, "--all", "--format", "json"]).stdout
+        #expect(
+            Self.withoutTransaction(try inspect(["export", copy, "--all", "--format", "json"]).stdout)
+                == Self.withoutTransaction(before))
     }
 
     @Test func importingOneEntityFollowsReferencesIntoTheStoreAndRenumbers() throws {

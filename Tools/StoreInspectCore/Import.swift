@@ -325,14 +325,14 @@ struct Importer {
             return .int(value)
         case (.number(let number), .double): return .double(number.doubleValue)
         case (.text(let text), .double):
-            // Non-finite doubles are written as text: nan, inf, -inf.
-            guard let value = Double(text) else { throw wrong() }
+            // Non-finite doubles are written as text: nan, inf, -inf, and NaNs with a payload as Swift prints them.
+            guard let value = Cell.parseDouble(text) else { throw wrong() }
             return .double(value)
         case (.bool(let flag), .bool): return .bool(flag)
         case (.text("true"), .bool): return .bool(true)
         case (.text("false"), .bool): return .bool(false)
         case (.text(let text), .date):
-            guard let date = Cell.parseExactDate(text) else { throw wrong() }
+            guard let date = Cell.parseExactDate(text) ?? Cell.parseDateBeyondTheCalendar(text) else { throw wrong() }
             return .date(date)
         case (.text(let text), .uuid):
             guard let uuid = UUID(uuidString: text) else { throw wrong() }

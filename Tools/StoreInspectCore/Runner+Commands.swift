@@ -334,8 +334,10 @@ extension Runner {
             names = [try entity(name).name]
         }
         let directory = invocation.options["--dir"]
+        let all = invocation.flags.contains("--all")
         if let directory {
-            guard format == .csv, names.count > 1 else {
+            // With --all, whatever the number of entities (a store of one entity too).
+            guard format == .csv, all else {
                 throw CommandFailure(code: ExitCode.usage, message: "--dir goes with --all --format csv")
             }
             guard !directory.isEmpty else { throw CommandFailure(code: ExitCode.usage, message: "--dir needs a path") }
