@@ -45,11 +45,11 @@ enum SyncValue {
             switch (tag, type) {
             case ("b:", .bool): body == "true" ? .bool(true) : body == "false" ? .bool(false) : nil
             case ("i:", .int64): Int64(body).map(Value.int)
-            case ("f:", .double): Double(body).map(Value.double)
+            case ("f:", .double): Double(exactDescription: body).map(Value.double)
             case ("s:", .string): .string(String(body))
             case ("z:", .string):
                 Data(base64Encoded: String(body)).flatMap { String(bytes: $0, encoding: .utf8) }.map(Value.string)
-            case ("t:", .date): Double(body).map { .date(Date(timeIntervalSinceReferenceDate: $0)) }
+            case ("t:", .date): Double(exactDescription: body).map { .date(Date(timeIntervalSinceReferenceDate: $0)) }
             case ("x:", .binary): Data(base64Encoded: String(body)).map { .data([UInt8]($0)) }
             case ("u:", .uuid): UUID(uuidString: String(body)).map(Value.uuid)
             case ("m:", .decimal): decimal(String(body)).map(Value.decimal)

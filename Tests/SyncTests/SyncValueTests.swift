@@ -22,7 +22,12 @@ struct SyncValueTests {
             "nul\u{0}inside", "\u{0}", "e\u{301}", "\u{FEFF}bom", String(repeating: "x", count: 200_000), "", "r:abc",
             "tab\tnew\nline", "🧪👩‍👩‍👧", "\\x00 {\"quoted\"}, NULL",
         ]
-        let estimates: [Double] = [.nan, .infinity, -.infinity, -0.0, 5e-324, .greatestFiniteMagnitude, 0.1]
+        // NaNs with a payload too (quiet and signaling, of either sign), as Swift prints them.
+        let estimates: [Double] = [
+            .nan, .infinity, -.infinity, -0.0, 5e-324, .greatestFiniteMagnitude, 0.1,
+            Double(bitPattern: 0x7FF8_0000_0000_0001), Double(bitPattern: 0x7FF0_0000_0000_0002),
+            Double(bitPattern: 0xFFF8_0000_0000_0003),
+        ]
         let dates: [Date] = [
             .distantPast, .distantFuture, Date(timeIntervalSinceReferenceDate: -0.0),
             Date(timeIntervalSinceReferenceDate: 1e-300),

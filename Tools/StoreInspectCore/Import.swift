@@ -326,7 +326,7 @@ struct Importer {
         case (.number(let number), .double): return .double(number.doubleValue)
         case (.text(let text), .double):
             // Non-finite doubles are written as text: nan, inf, -inf, and NaNs with a payload as Swift prints them.
-            guard let value = Cell.parseDouble(text) else { throw wrong() }
+            guard let value = Double(exactDescription: text) else { throw wrong() }
             return .double(value)
         case (.bool(let flag), .bool): return .bool(flag)
         case (.text("true"), .bool): return .bool(true)

@@ -99,26 +99,10 @@ enum Cell {
     /// as stored), or seconds since 1970 beyond Decimal's range (where the 31 years between the epochs are below the
     /// double's precision).
     static func parseDateBeyondTheCalendar(_ text: String) -> Date? {
-        guard let seconds = parseDouble(text) else { return nil }
+        guard let seconds = Double(exactDescription: text) else { return nil }
         if !seconds.isFinite { return Date(timeIntervalSinceReferenceDate: seconds) }
         guard Decimal(string: "\(seconds)") == nil else { return nil }  // within Decimal's range: written as a date
         return Date(timeIntervalSince1970: seconds)
-    }
-
-    /// A double as `"\(value)"` writes it, NaNs with a payload included (`nan(0x1)`, `-snan(0x2)`), exactly.
-    static func parseDouble(_ text: String) -> Double? {
-        if let value = Double(text) { return value }
-        var body = Substring(text)
-        let negative = body.hasPrefix("-")
-        if negative { body = body.dropFirst() }
-        let signaling = body.hasPrefix("s")
-        if signaling { body = body.dropFirst() }
-        guard body.hasPrefix("nan(0x"), body.hasSuffix(")"),
-            let payload = UInt64(body.dropFirst(6).dropLast(), radix: 16), payload < 1 << 51,
-            !signaling || payload != 0
-        else { return nil }
-        let quiet: UInt64 = signaling ? 0 : 1 << 51
-        return Double(bitPattern: (negative ? 1 << 63 : 0) | 0x7FF0_0000_0000_0000 | quiet | payload)
     }
 
     /// The cell as a table shows it: nil as `nil`, control characters escaped.

@@ -96,6 +96,28 @@ extension Value {
     }
 }
 
+extension Double {
+    /// The double that `"\(value)"` wrote, exactly: every form `Double(_:)` reads, and NaNs with a payload as Swift
+    /// prints them (`nan(0x1)`, `-snan(0x2)`), which it does not. For tools and sync that carry doubles as text.
+    package init?(exactDescription text: some StringProtocol) {
+        if let value = Double(text) {
+            self = value
+            return
+        }
+        var body = Substring(text)
+        let negative = body.hasPrefix("-")
+        if negative { body = body.dropFirst() }
+        let signaling = body.hasPrefix("s")
+        if signaling { body = body.dropFirst() }
+        guard body.hasPrefix("nan(0x"), body.hasSuffix(")"),
+            let payload = UInt64(body.dropFirst(6).dropLast(), radix: 16), payload < 1 << 51,
+            !signaling || payload != 0
+        else { return nil }
+        let quiet: UInt64 = signaling ? 0 : 1 << 51
+        self = Double(bitPattern: (negative ? 1 << 63 : 0) | 0x7FF0_0000_0000_0000 | quiet | payload)
+    }
+}
+
 extension String {
     /// The string in Unicode normalization form C (ASCII text is returned as it is, without work).
     var canonicalForm: String {
