@@ -15,9 +15,10 @@ import SectionedDiff
 ///
 /// Sections are ordered by the section key (in the direction and comparison of a sort key on it, if there is one);
 /// each holds one value, so values that such a comparison ties ("a" and "A" compared case-insensitively) are sections
-/// of their own, side by side in the order of their values. Objects in a section are ordered by the sort keys, ties broken by primary key (as a fetch breaks them). The controller reacts to its
-/// context's processed changes (unsaved ones included), saves, merges from other contexts and processes, and
-/// rollbacks. It holds object IDs and sort keys, not objects: objects fault in on access.
+/// of their own, side by side in the order of their values. Objects in a section are ordered by the sort keys, ties
+/// broken by primary key (as a fetch breaks them). The controller reacts to its context's processed changes (unsaved
+/// ones included), saves, merges from other contexts and processes, and rollbacks. It holds object IDs and sort keys,
+/// not objects: objects fault in on access.
 public final class FetchedResultsController {
     /// The request; change it and call ``performFetch()`` again to deliver the difference as one batch.
     public var fetchRequest: FetchRequest

@@ -109,13 +109,8 @@ struct Derivation {
     ///   integers beyond 64 bits, or of decimals beyond what a decimal holds.
     func value<S: PredicateSubject>(_ subject: S, now: Date, of object: ObjectID? = nil) throws -> Value {
         let value = try computed(subject, now: now)
-        let fits: Bool =
-            switch value {
-            case .null: true
-            case .decimal(let decimal): !decimal.isNaN
-            default: value.type == attribute.type
-            }
-        guard fits else {
+        // An int64 sum past 64 bits comes as a double, a decimal one as the NaN the store refuses.
+        guard value.isNull || (value.type == attribute.type && value.storageProblem == nil) else {
             throw EntityStoreError(
                 .validationFailed,
                 "\(entityName).\(attribute.name): '\(text)' gives a value \(attribute.type.withArticle) cannot hold"
