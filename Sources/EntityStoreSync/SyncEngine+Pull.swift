@@ -245,6 +245,12 @@ extension SyncEngine {
                     for new in targets where try !have.contains(new.objectID) && decides(new) {
                         try source.add(new, toKey: relationship.name)
                     }
+                } else if plan.isSymmetric(relationship) {
+                    let partner = try mutualPartner(
+                        of: id, claiming: SyncValue.targets(property.text).first, relationship, objects, local, pending)
+                    if try source.object(forKey: relationship.name)?.objectID != partner?.objectID {
+                        try source.setObject(partner, forKey: relationship.name)
+                    }
                 } else {
                     try source.setObject(targets.first, forKey: relationship.name)
                 }
@@ -268,6 +274,26 @@ extension SyncEngine {
             state.pendingTombstones = kept
             throw error
         }
+    }
+
+    /// Whom an object holds through a to-one relationship that is its own inverse (`spouse` ↔ `spouse`).
+    ///
+    /// Both sides sync, each as its own property, so concurrent edits can leave the server's sides disagreeing (A
+    /// says B while B says C). Applied one after the other, each store's result would depend on the order it met
+    /// them in. Instead a link stands where two sides name each other, on every store alike: the object holds the
+    /// one its side names when that one's side (in the page, which holds every target) names it back, and nobody
+    /// otherwise. A partner with a local change of the relationship not pushed yet is not taken: the push names its
+    /// side anew, stamped after everything this store has seen.
+    func mutualPartner(
+        of id: UUID, claiming claimed: UUID?, _ relationship: Relationship, _ objects: [UUID: ServerObject],
+        _ local: [UUID: ManagedObject], _ pending: (keys: [ObjectID: Set<String>], deleted: Set<UUID>)
+    ) throws -> ManagedObject? {
+        guard let claimed, let other = objects[claimed], !other.isDeleted(configuration.deletePolicy),
+            let side = other.properties[relationship.name], side.version <= store.schema.version,
+            try SyncValue.targets(side.text).first == id, let partner = local[claimed],
+            !(pending.keys[partner.objectID]?.contains(relationship.name) ?? false)
+        else { return nil }
+        return partner
     }
 
     /// Local changes not pushed yet: the keys changed per object, and the global IDs of objects deleted.
