@@ -20,7 +20,7 @@ import Testing
             return ["'a'", "'B'", "''", "'\u{E9}'", "'e\u{301}'", "'x*'", "'100'", "nil", "'b'", "'A'", "%@"]
                 .randomElement(using: &g)!
         }
-        if keyPath == "inPrint" { return ["TRUE", "FALSE", "nil"].randomElement(using: &g)! }
+        if keyPath == "inPrint" { return ["TRUE", "FALSE", "nil", "0", "1"].randomElement(using: &g)! }
         return ["0", "-1", "1", "100", "250", "1.5", "-0.0", "1e300", "9223372036854775807", "nil", "2", "0.25"]
             .randomElement(using: &g)!
     }
@@ -43,7 +43,7 @@ import Testing
         case 4:
             return "\(["author", "publisher"].randomElement(using: &g)!) \(["==", "!="].randomElement(using: &g)!) nil"
         case 5:
-            return "inPrint \(["==", "!="].randomElement(using: &g)!) \(operand(for: "inPrint", &g))"
+            return "inPrint \(["==", "!=", "<", ">="].randomElement(using: &g)!) \(operand(for: "inPrint", &g))"
         default:
             let isString = Bool.random(using: &g)
             let keyPath = (isString ? strings : numbers).randomElement(using: &g)!

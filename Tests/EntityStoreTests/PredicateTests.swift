@@ -67,6 +67,65 @@ import Testing
         }
     }
 
+    /// Core Data's NSNumber idiom for booleans (`inPrint == 0`) means false and true, the same saved and unsaved,
+    /// in a controller, an aggregate, a batch change and a count, also when a kept prepared fetch takes new numbers.
+    @Test func booleansCompareWithZeroAndOne() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let outOfPrint = ["La Peste", "Momo"]
+            let editing = ObjectContext(store: store)
+            for book in try editing.fetch(FetchRequest(entity: "Book")) {
+                try book.setValue(.bool(!outOfPrint.contains(try book["title"].stringValue)), forKey: "inPrint")
+            }
+            let all = try editing.fetch(FetchRequest(entity: "Book")).map { try $0["title"].stringValue }.sorted()
+            let inPrint = all.filter { !outOfPrint.contains($0) }
+            let forms: [(String, [String])] = [
+                ("inPrint == 0", outOfPrint), ("inPrint == 1", inPrint), ("inPrint != 0", inPrint),
+                ("inPrint = 0.0", outOfPrint), ("inPrint IN {0, 1}", all), ("inPrint IN {1}", inPrint),
+                ("inPrint == 0 AND pages > 200", ["Momo"]), ("inPrint < 1", outOfPrint), ("inPrint >= 0", all),
+                ("inPrint BETWEEN {0, 0}", outOfPrint), ("NOT inPrint == 1", outOfPrint),
+            ]
+            func titles(_ context: ObjectContext, _ format: String) throws -> [String] {
+                let request = FetchRequest(
+                    entity: "Book", predicate: try FetchPredicate(format), sortKeys: [SortKey("title")])
+                return try context.fetch(request).map { try $0["title"].stringValue }
+            }
+            // Unsaved first (the evaluator on objects), then saved; each form after another of its shape.
+            for (format, expected) in forms {
+                #expect(try titles(editing, format) == expected, "unsaved: \(format)")
+            }
+            try editing.save()
+            let reader = ObjectContext(store: store)
+            for _ in 0..<2 {
+                for (format, expected) in forms {
+                    #expect(try titles(reader, format) == expected, "saved: \(format)")
+                    #expect(
+                        try reader.count(for: FetchRequest(entity: "Book", predicate: FetchPredicate(format)))
+                            == expected.count)
+                }
+            }
+            #expect(
+                try reader.fetch(FetchRequest(entity: "Author", predicate: FetchPredicate("ANY books.inPrint == 0")))
+                    .map { try $0["name"].stringValue }.sorted() == ["Albert Camus", "Michael Ende"])
+            let controller = FetchedResultsController(
+                fetchRequest: FetchRequest(
+                    entity: "Book", predicate: try FetchPredicate("inPrint == 0"), sortKeys: [SortKey("title")]),
+                context: reader)
+            try controller.performFetch()
+            #expect(try controller.fetchedObjects.map { try $0["title"].stringValue } == outOfPrint)
+            var aggregate = AggregateRequest(entity: "Book", where: try FetchPredicate("inPrint == 1"))
+            aggregate.aggregates = [.count()]
+            #expect(try reader.aggregate(aggregate) == [["count": .int(Int64(inPrint.count))]])
+            let reprinted = try store.batchUpdate(
+                "Book", where: FetchPredicate("inPrint == 0"), set: ["inPrint": .bool(true)])
+            #expect(reprinted.count == outOfPrint.count)
+            #expect(try titles(ObjectContext(store: store), "inPrint == 0").isEmpty)
+            // A number of the kept shape that is not 0 or 1 is still refused.
+            let error = entityStoreError { _ = try titles(reader, "inPrint == 2") }
+            #expect(error?.message == "'inPrint' is a bool and cannot be compared with 2 (only with 0 or 1)")
+        }
+    }
+
     @Test func placeholdersTakeArguments() throws {
         try withStore { store, _ in
             let library = try Library(store)
@@ -186,6 +245,8 @@ import Testing
         ("pages == 'many'", "'pages' is an int64 and cannot be compared with \"many\""),
         ("title.@count > 1", "@count must follow a to-many relationship (in 'title.@count')"),
         ("author == 'x'", "'author' is a relationship: compare it with == or != to an object or nil"),
+        ("inPrint == 2", "'inPrint' is a bool and cannot be compared with 2 (only with 0 or 1)"),
+        ("inPrint IN {1, 0.5}", "'inPrint' is a bool and cannot be compared with 0.5 (only with 0 or 1)"),
     ]
 
     @Test(arguments: schemaErrors)

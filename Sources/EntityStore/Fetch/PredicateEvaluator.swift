@@ -230,8 +230,9 @@ final class CompiledPredicate {
             }
             try checkTypes(path, c, entity, schema)
             return .subquery(path, c, try CompiledPredicate(c.subquery!.predicate, entity: destination, schema: schema))
-        case .comparison(let c):
-            let path = try ResolvedKeyPath.resolve(c.keyPath, from: entity, in: schema)
+        case .comparison(let given):
+            let path = try ResolvedKeyPath.resolve(given.keyPath, from: entity, in: schema)
+            let c = booleansForNumbers(given, path)
             if path.isToMany && c.quantifier == nil {
                 throw EntityStoreError(
                     .invalidPredicate,
@@ -256,6 +257,34 @@ final class CompiledPredicate {
             if let member = membership(path, c) { return member }
             return .comparison(path, c, other)
         }
+    }
+
+    /// Core Data's NSNumber idiom for booleans: a bool attribute compared with the number 0 or 1 (`done == 0`,
+    /// `ANY books.inPrint == 1`, `done IN {0, 1}`) is compared with false or true. Other numbers stay, and are
+    /// refused by ``checkTypes(_:_:_:_:)``.
+    static func booleansForNumbers(
+        _ c: FetchPredicate.Comparison, _ path: ResolvedKeyPath
+    ) -> FetchPredicate.Comparison {
+        guard case .attribute(_, let attribute) = path.terminal, attribute.type == .bool else { return c }
+        func boolean(_ value: Value) -> Value? {
+            switch value {
+            case .int(0), .double(0), .decimal(0): .bool(false)
+            case .int(1), .double(1), .decimal(1): .bool(true)
+            default: nil
+            }
+        }
+        var coerced = c
+        switch c.operand {
+        case .value(let value):
+            guard let b = boolean(value) else { return c }
+            coerced.operand = .value(b)
+        case .list(let values):
+            guard values.contains(where: { boolean($0) != nil }) else { return c }
+            coerced.operand = .list(values.map { boolean($0) ?? $0 })
+        case .object, .keyPath:
+            return c
+        }
+        return coerced
     }
 
     /// The ``Node/member(_:_:)`` form of `attribute IN list`, when it gives the same answers.
@@ -293,7 +322,9 @@ final class CompiledPredicate {
                 let compatible =
                     type == attribute.type || (numeric.contains(type) && numeric.contains(attribute.type))
                 if !compatible && !(c.op == .matches || c.op == .like) {
-                    throw fail("'\(path.text)' is \(attribute.type.withArticle) and cannot be compared with \(value)")
+                    let hint = attribute.type == .bool && numeric.contains(type) ? " (only with 0 or 1)" : ""
+                    throw fail(
+                        "'\(path.text)' is \(attribute.type.withArticle) and cannot be compared with \(value)\(hint)")
                 }
             }
         case .relationship(let relationship):

@@ -99,7 +99,9 @@ extension FetchPredicate {
     /// Supported: `==` `=` `!=` `<>` `<` `<=` `>` `>=`; `AND` `&&` `OR` `||` `NOT` `!`; parentheses;
     /// `BEGINSWITH` `ENDSWITH` `CONTAINS` `LIKE` `MATCHES` with `[c]` `[d]` `[cd]`; `IN` with `{list}` or an argument;
     /// `BETWEEN {low, high}`; `nil`/`NULL`; `TRUEPREDICATE`, `FALSEPREDICATE`; key paths through relationships;
-    /// `ANY` `SOME` `ALL` `NONE` and `@count`; the placeholders `%@` `%K` `%d` `%i` `%ld` `%f`.
+    /// `ANY` `SOME` `ALL` `NONE` and `@count`; the placeholders `%@` `%K` `%d` `%i` `%ld` `%f`. Booleans are
+    /// `TRUE`/`YES` and `FALSE`/`NO`; as in Core Data, a bool attribute also compares with the numbers 1 and 0
+    /// (`done == 0`, `done == %d`).
     ///
     /// - Throws: ``EntityStoreError/Code/invalidPredicate`` with the position and what was expected there.
     public init(_ format: String, _ arguments: any PredicateArgumentConvertible...) throws {
