@@ -68,22 +68,23 @@ actor TicketEditor: ContextActor {
         g = SeededGenerator(seed: seed)
     }
 
-    /// One edit and its save; false when the save lost a race (an object deleted meanwhile) and was rolled back.
+    /// One edit and its save; false when it lost a race (an object deleted meanwhile) and was rolled back.
     func edit(_ step: Int) throws -> Bool {
         let tickets = try context.fetch(Ticket.self)
+        // A fetch merges what other contexts saved: a ticket fetched above may be deleted by now.
         let projects = try context.fetch(Project.self)
-        switch Int.random(in: 0..<6, using: &g) {
-        case 0, 1:
-            let ticket = try context.insert(Ticket.self)
-            ticket.title = "new \(step)"
-            ticket.rank = Int.random(in: 0..<50, using: &g)
-            ticket.project = projects.randomElement(using: &g)
-        case 2: if let ticket = tickets.randomElement(using: &g) { try context.delete(ticket) }
-        case 3: tickets.randomElement(using: &g)?.rank = Int.random(in: 0..<50, using: &g)
-        case 4: tickets.randomElement(using: &g)?.project = projects.randomElement(using: &g)
-        default: tickets.randomElement(using: &g)?.title = "renamed \(step)"
-        }
         do {
+            switch Int.random(in: 0..<6, using: &g) {
+            case 0, 1:
+                let ticket = try context.insert(Ticket.self)
+                ticket.title = "new \(step)"
+                ticket.rank = Int.random(in: 0..<50, using: &g)
+                ticket.project = projects.randomElement(using: &g)
+            case 2: if let ticket = tickets.randomElement(using: &g) { try context.delete(ticket) }
+            case 3: tickets.randomElement(using: &g)?.rank = Int.random(in: 0..<50, using: &g)
+            case 4: tickets.randomElement(using: &g)?.project = projects.randomElement(using: &g)
+            default: tickets.randomElement(using: &g)?.title = "renamed \(step)"
+            }
             try context.save()
             return true
         } catch let error as EntityStoreError where [.conflict, .objectNotFound, .invalidObject].contains(error.code) {
