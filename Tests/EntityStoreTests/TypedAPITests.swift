@@ -42,6 +42,14 @@ final class Memo: Model {
     @Stored(.renamedFrom("stars"), .indexed) var rating: Int = 0
 }
 
+/// A model with integers narrower than the int64 they are stored as.
+final class Gauge: Model {
+    @Stored var level: Int16 = 0
+    @Stored var percent: UInt8?
+    @Stored(.validated(.range(1, 10))) var step: Int8 = 1
+    @Stored var total: Int = 0
+}
+
 struct TicketForm: Codable, Equatable {
     var title: String
     var rank: Int
@@ -102,6 +110,69 @@ struct TypedWorld {
             Entity("Note") { Attribute("text", .string) }
         }
         #expect(mixed.entities.map(\.name) == ["Project", "Ticket", "Label", "Note"])
+    }
+
+    /// A narrow integer property bounds its attribute to the type's range, so no writer can store a value the model
+    /// could not read back; a value stored before (by a schema without the bounds) reads as a type mismatch.
+    @Test func narrowIntegerPropertiesBoundWhatAnyWriterStores() throws {
+        let schema = try Schema(version: 1, models: [Gauge.self])
+        let gauge = try #require(schema.entity("Gauge"))
+        #expect(gauge.attribute("level")?.validation == .range(.int(-32768), .int(32767)))
+        #expect(gauge.attribute("percent")?.validation == .range(.int(0), .int(255)))
+        #expect(gauge.attribute("step")?.validation == .range(.int(1), .int(10)))
+        #expect(gauge.attribute("total")?.validation == nil)
+        let temporary = try TemporaryStore(schema: schema)
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let made = try context.insert(Gauge.self)
+        made.level = .max
+        made.percent = 255
+        made.total = .max
+        try context.save()
+
+        // Through the dynamic API, a batch update, and a batch insert: refused, naming the attribute and bound.
+        try made.managedObject.setValue(.int(32768), forKey: "level")
+        let saving = entityStoreError { try context.save() }
+        #expect(saving?.code == .validationFailed)
+        #expect(saving?.failures.first?.key == "level")
+        #expect(saving?.failures.first?.message.contains("32768 is above the maximum 32767") == true)
+        context.rollback()
+        let updating = entityStoreError { try temporary.store.batchUpdate("Gauge", set: ["percent": .int(-1)]) }
+        #expect(updating?.code == .validationFailed && updating?.failures.first?.key == "percent")
+        let inserting = entityStoreError {
+            try temporary.store.batchInsert(into: "Gauge", objects: [["level": .int(1), "step": .int(11)]])
+        }
+        #expect(inserting?.code == .validationFailed && inserting?.failures.first?.key == "step")
+        let reader = ObjectContext(store: temporary.store)
+        let read = try #require(try reader.fetch(Gauge.self).first)
+        #expect(read.level == .max && read.percent == 255 && read.step == 1 && read.total == .max)
+        #expect(read.lastError == nil)
+    }
+
+    @Test func aNarrowIntegerPropertyReportsAStoredValueItCannotHold() throws {
+        // The store was made by a schema without the bounds (the same fingerprint: bounds are validation rules).
+        let plain = try Schema(version: 1) {
+            Entity("Gauge") {
+                Attribute("level", .int64, default: 0)
+                Attribute("percent", .int64, optional: true)
+                Attribute("step", .int64, default: 1)
+                Attribute("total", .int64, default: 0)
+            }
+        }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("g.store")
+        do {
+            let store = try PersistentStore.open(path: path, schema: plain)
+            try store.batchInsert(into: "Gauge", objects: [["level": .int(70_000), "percent": .int(300)]])
+        }
+        let store = try PersistentStore.open(path: path, schema: try Schema(version: 1, models: [Gauge.self]))
+        let context = ObjectContext(store: store)
+        let read = try #require(try context.fetch(Gauge.self).first)
+        #expect(read.percent == nil)
+        #expect(read.lastError?.code == .typeMismatch && read.lastError?.key == "percent")
+        #expect(read.level == 0)
+        #expect(read.lastError?.message.contains("holds 70000, not Int16") == true)
     }
 
     @Test func aModelReadsAndWritesRightInStoresThatOrderItsAttributesDifferently() throws {

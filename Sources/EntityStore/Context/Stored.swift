@@ -205,7 +205,14 @@ enum DefaultCapture {
 /// @Stored var rank: Int = 0                               // the initial value is the default
 /// @Stored(.unique, .caseInsensitive) var email: String?   // optional, unique without regard to case
 /// @Stored("pages", .indexed) var pageCount: Int?          // an explicit key
+/// @Stored var level: Int16 = 0                            // stored as int64, bounded to -32768...32767
 /// ```
+///
+/// An integer type narrower than 64 bits (`Int32`, `Int16`, `Int8`, `UInt32`, `UInt16`, `UInt8`) bounds its
+/// attribute to the type's range: in a schema made from the model, the attribute's ``AttributeValidation`` minimum
+/// and maximum are narrowed to it, so every writer (the dynamic API, batch changes, an import, a sync) is refused a
+/// value the property could not hold. A value stored before reads as the type's fallback, with a `typeMismatch` in
+/// ``Model/lastError``.
 ///
 /// Keys and renamed-from names are string literals (`StaticString`): a wrapper is made with every model instance,
 /// and holds nothing that must be released with it.
@@ -316,7 +323,10 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
         let flags = packedOptions.flags
         let defaultValue: Value = DefaultCapture.value(at: initialValue)
         let renamedFrom: String? = packedOptions.renamedFrom
-        let validation: AttributeValidation? = packedOptions.validation
+        var validation: AttributeValidation? = packedOptions.validation
+        if let narrow = T.self as? any NarrowInteger.Type {
+            validation = AttributeValidation.narrowed(validation, to: narrow.storedRange)
+        }
         let derivation: String? = packedOptions.derivation
         let indexed: Bool = flags & 1 != 0
         let unique: Bool = flags & 2 != 0

@@ -68,6 +68,23 @@ public struct AttributeValidation: Codable, Sendable, Hashable {
     /// Strings the regular expression matches as a whole.
     public static func pattern(_ pattern: String) -> AttributeValidation { AttributeValidation(pattern: pattern) }
 
+    /// These rules with the minimum and maximum narrowed to `range` (a bound of another type is kept, and refused
+    /// when the schema is made valid).
+    static func narrowed(_ rules: AttributeValidation?, to range: ClosedRange<Int64>) -> AttributeValidation {
+        var narrowed = rules ?? AttributeValidation()
+        switch narrowed.minimum {
+        case nil, .null?: narrowed.minimum = .int(range.lowerBound)
+        case .int(let low)?: narrowed.minimum = .int(max(low, range.lowerBound))
+        default: break
+        }
+        switch narrowed.maximum {
+        case nil, .null?: narrowed.maximum = .int(range.upperBound)
+        case .int(let high)?: narrowed.maximum = .int(min(high, range.upperBound))
+        default: break
+        }
+        return narrowed
+    }
+
     /// What is wrong with the rules for an attribute of `type` (checked when a schema is made valid).
     func problems(for type: AttributeType) -> [String] {
         var problems: [String] = []

@@ -163,3 +163,26 @@ extension Optional: ValueConvertible where Wrapped: ValueConvertible {
     }
     public var value: Value { self?.value ?? .null }
 }
+
+/// An integer type narrower than the `int64` it is stored as (`Int32`, `Int16`, `Int8`, `UInt32`, `UInt16`, `UInt8`,
+/// and optionals of those): a model property of such a type bounds its attribute's values to the type's range (see
+/// `Stored.declaration(key:)`), so that no writer (a batch update, an import, a sync) can store a value the model
+/// could not read.
+protocol NarrowInteger {
+    static var storedRange: ClosedRange<Int64> { get }
+}
+
+extension NarrowInteger where Self: FixedWidthInteger {
+    static var storedRange: ClosedRange<Int64> { Int64(Self.min)...Int64(Self.max) }
+}
+
+extension Int32: NarrowInteger {}
+extension Int16: NarrowInteger {}
+extension Int8: NarrowInteger {}
+extension UInt32: NarrowInteger {}
+extension UInt16: NarrowInteger {}
+extension UInt8: NarrowInteger {}
+
+extension Optional: NarrowInteger where Wrapped: NarrowInteger {
+    static var storedRange: ClosedRange<Int64> { Wrapped.storedRange }
+}
