@@ -126,6 +126,159 @@ import Testing
         }
     }
 
+    /// Core Data's object comparisons: `SELF == %@`, `SELF IN %@`, a to-one relationship `IN` a list of objects,
+    /// `tags CONTAINS %@` and `%@ IN tags`, and `$t == %@` inside a SUBQUERY; the same saved and unsaved, in a
+    /// controller, an aggregate and a batch delete, also when a kept prepared fetch takes other objects.
+    @Test func objectsComparedBySELFAndInLists() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let reader = ObjectContext(store: store)
+            func id(_ title: String) -> ObjectID { library.ids[title]! }
+            let authors = Dictionary(
+                uniqueKeysWithValues: try reader.fetch(FetchRequest(entity: "Author")).map {
+                    (try $0["name"].stringValue, $0.objectID)
+                })
+            let tags = Dictionary(
+                uniqueKeysWithValues: try reader.fetch(FetchRequest(entity: "Tag")).map {
+                    (try $0["name"].stringValue, $0.objectID)
+                })
+            let forms: [(String, [PredicateArgument], [String])] = [
+                ("SELF == %@", [.object(id("Momo"))], ["Momo"]),
+                ("self != %@ AND pages > 380", [.object(id("The Dispossessed"))], ["Die unendliche Geschichte"]),
+                ("SELF IN %@", [.objects([id("Momo"), id("La Peste")])], ["La Peste", "Momo"]),
+                ("SELF IN %@", [.objects([id("L'Étranger")])], ["L'Étranger"]),
+                ("SELF IN %@", [.objects([])], []),
+                ("NOT (SELF IN %@) AND pages < 130", [.objects([id("L'Étranger")])], ["ÉCOLE des femmes"]),
+                ("SELF.title BEGINSWITH 'L'", [], ["L'Étranger", "La Peste"]),
+                ("author IN %@", [.objects([authors["Michael Ende"]!])], ["Die unendliche Geschichte", "Momo"]),
+                (
+                    "ANY tags IN %@", [.objects([tags["sf"]!, tags["fantasy"]!])],
+                    ["A Wizard of Earthsea", "Die unendliche Geschichte", "The Dispossessed"]
+                ),
+                ("tags CONTAINS %@", [.object(tags["sf"]!)], ["The Dispossessed"]),
+                ("%@ IN tags", [.object(tags["fantasy"]!)], ["A Wizard of Earthsea", "Die unendliche Geschichte"]),
+                (
+                    "NONE tags IN %@", [.objects([tags["classic"]!])],
+                    ["A Wizard of Earthsea", "Momo", "ÉCOLE des femmes"]
+                ),
+                ("SUBQUERY(tags, $t, $t == %@).@count == 1", [.object(tags["sf"]!)], ["The Dispossessed"]),
+            ]
+            func titles(_ context: ObjectContext, _ format: String, _ arguments: [PredicateArgument]) throws -> [String]
+            {
+                let request = FetchRequest(
+                    entity: "Book", predicate: try FetchPredicate(format: format, arguments: arguments),
+                    sortKeys: [SortKey("title")])
+                return try context.fetch(request).map { try $0["title"].stringValue }
+            }
+            for _ in 0..<2 {
+                for (format, arguments, expected) in forms {
+                    #expect(try titles(reader, format, arguments) == expected, "saved: \(format)")
+                }
+            }
+            // The objects named are read by ID, not by a scan.
+            let named = FetchRequest(
+                entity: "Book",
+                predicate: try FetchPredicate(
+                    format: "pages > 100 AND SELF IN %@",
+                    arguments: [.objects([id("Momo"), id("La Peste"), id("Momo")])]))
+            let plan = try reader.explain(named)
+            #expect(plan.access == .objectIDs(count: 2))
+            #expect(
+                plan.description == "2 Book objects read by ID; filter each record with the predicate; no sort needed")
+            #expect(try reader.fetch(named).map(\.objectID) == [id("Momo")])
+            // Unsaved: a book inserted, one deleted, one moved to another author.
+            let editing = ObjectContext(store: store)
+            let added = try editing.insert("Book")
+            try added.setValue("Jim Knopf", forKey: "title")
+            try added.setObject(try editing.existingObject(with: authors["Michael Ende"]!), forKey: "author")
+            try editing.delete(try editing.existingObject(with: id("Momo")))
+            #expect(try titles(editing, "SELF IN %@", [.objects([id("Momo"), added.objectID])]) == ["Jim Knopf"])
+            #expect(
+                try titles(editing, "author IN %@", [.objects([authors["Michael Ende"]!])])
+                    == ["Die unendliche Geschichte", "Jim Knopf"])
+            #expect(
+                try editing.count(for: FetchRequest(entity: "Book", predicate: FetchPredicate("SELF != %@", added)))
+                    == 6)
+
+            let controller = FetchedResultsController(
+                fetchRequest: FetchRequest(
+                    entity: "Book",
+                    predicate: try FetchPredicate(
+                        format: "SELF IN %@", arguments: [.objects([id("Momo"), id("La Peste")])]),
+                    sortKeys: [SortKey("title")]),
+                context: reader)
+            reader.automaticallyMergesChangesFromStore = true
+            try controller.performFetch()
+            #expect(controller.fetchedObjectIDs == [id("La Peste"), id("Momo")])
+            var aggregate = AggregateRequest(
+                entity: "Book",
+                where: try FetchPredicate(format: "SELF IN %@", arguments: [.objects([id("Momo"), id("La Peste")])]))
+            aggregate.aggregates = [.count(), .sum("pages")]
+            #expect(try reader.aggregate(aggregate) == [["count": .int(2), "sum(pages)": .int(304)]])
+            let deleted = try store.batchDelete(
+                "Book", where: FetchPredicate(format: "SELF IN %@", arguments: [.objects([id("Momo")])]))
+            #expect(deleted.count == 1)
+            reader.processPendingChanges()
+            #expect(controller.fetchedObjectIDs == [id("La Peste")])
+
+            let errors: [(String, [PredicateArgument], String)] = [
+                ("SELF IN %@", [.objects([authors["Albert Camus"]!])], "SELF stands for Book objects, not Author"),
+                (
+                    "SELF == 'Momo'", [],
+                    "SELF is the object itself: compare it with == or != to an object or nil, or with IN to a list of objects"
+                ),
+                ("author IN %@", [.objects([id("Momo")])], "'author' holds Author objects, not Book"),
+                (
+                    "title IN %@", [.objects([id("Momo")])],
+                    "'title' is an attribute and cannot be compared with an object"
+                ),
+                (
+                    "SELF < %@", [.object(id("Momo"))],
+                    "SELF is the object itself: compare it with == or != to an object or nil, or with IN to a list of objects"
+                ),
+            ]
+            for (format, arguments, message) in errors {
+                let error = entityStoreError { _ = try titles(reader, format, arguments) }
+                #expect(error?.code == .invalidPredicate, "\(format)")
+                #expect(error?.message == message, "\(format)")
+            }
+            #expect(
+                entityStoreError { _ = try FetchPredicate(format: "SELF BEGINSWITH %@", arguments: [.objects([])]) }?
+                    .message.contains("cannot take a list") == true)
+        }
+    }
+
+    /// `SELF IN %@` over an entity with a sub-entity: each entity's objects are read by ID, saved or not.
+    @Test func selfInAListAcrossAHierarchy() throws {
+        try withStore(schema: try Fixtures.librarySchemaWithDerivations()) { store, _ in
+            let context = ObjectContext(store: store)
+            let book = try context.insert("Book")
+            try book.setValue("Dune", forKey: "title")
+            let comic = try context.insert("Comic")
+            try comic.setValue("Tintin", forKey: "title")
+            let other = try context.insert("Comic")
+            try other.setValue("Asterix", forKey: "title")
+            func titles(_ entity: String, _ ids: [ObjectID]) throws -> [String] {
+                try context.fetch(
+                    FetchRequest(
+                        entity: entity, predicate: try FetchPredicate(format: "SELF IN %@", arguments: [.objects(ids)]),
+                        sortKeys: [SortKey("title")])
+                ).map { try $0["title"].stringValue }
+            }
+            for saved in [false, true] {
+                #expect(try titles("Book", [comic.objectID, book.objectID]) == ["Dune", "Tintin"], "saved: \(saved)")
+                #expect(try titles("Comic", [comic.objectID, other.objectID]) == ["Asterix", "Tintin"])
+                #expect(try titles("Book", [other.objectID]) == ["Asterix"])
+                if !saved { try context.save() }
+            }
+            #expect(try titles("Comic", [book.objectID]).isEmpty)
+            let author = try context.insert("Author")
+            try author.setValue("Herbert", forKey: "name")
+            let error = entityStoreError { _ = try titles("Comic", [author.objectID]) }
+            #expect(error?.message == "SELF stands for Book objects, not Author")
+        }
+    }
+
     @Test func placeholdersTakeArguments() throws {
         try withStore { store, _ in
             let library = try Library(store)
@@ -244,7 +397,10 @@ import Testing
         ("pages BEGINSWITH '3'", "BEGINSWITH needs a string; 'pages' is an int64"),
         ("pages == 'many'", "'pages' is an int64 and cannot be compared with \"many\""),
         ("title.@count > 1", "@count must follow a to-many relationship (in 'title.@count')"),
-        ("author == 'x'", "'author' is a relationship: compare it with == or != to an object or nil"),
+        (
+            "author == 'x'",
+            "'author' is a relationship: compare it with == or != to an object or nil, or with IN to a list of objects"
+        ),
         ("inPrint == 2", "'inPrint' is a bool and cannot be compared with 2 (only with 0 or 1)"),
         ("inPrint IN {1, 0.5}", "'inPrint' is a bool and cannot be compared with 0.5 (only with 0 or 1)"),
     ]

@@ -442,6 +442,7 @@ final class AggregateSink {
 /// A row of values seen by a compiled predicate (result columns).
 struct ValuesSubject: PredicateSubject {
     let values: [Value]
+    var objectID: ObjectID? { nil }
     func attribute(_ index: Int) throws -> Value { values[index] }
     func related(_ relationship: Relationship) throws -> [any PredicateSubject] { [] }
     func relatedIDs(_ relationship: Relationship) throws -> [ObjectID] { [] }

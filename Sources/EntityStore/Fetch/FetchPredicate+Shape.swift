@@ -8,7 +8,7 @@
 /// What the shape keeps whole: key paths, operators, options and quantifiers; `LIKE` and `MATCHES` patterns (a
 /// pattern is compiled); key path operands; and every comparison with a `SUBQUERY` (its inner predicate is compiled
 /// against another entity). A constant keeps its type or nil; a list, its length and each element's type or nil; an
-/// object, its entity.
+/// object, its entity; a list of objects, its length and each one's entity.
 extension FetchPredicate {
     /// Whether `self` and `other` have the same shape (see the extension's discussion).
     func hasSameShape(as other: FetchPredicate) -> Bool {
@@ -61,6 +61,8 @@ extension FetchPredicate.Comparison {
         case (.value(let a), .value(let b)): return a.type == b.type
         case (.list(let a), .list(let b)): return a.count == b.count && zip(a, b).allSatisfy { $0.type == $1.type }
         case (.object(let a), .object(let b)): return a.entityName == b.entityName
+        case (.objects(let a), .objects(let b)):
+            return a.count == b.count && zip(a, b).allSatisfy { $0.entityName == $1.entityName }
         case (.keyPath(let a), .keyPath(let b)): return a == b
         default: return false
         }
@@ -89,6 +91,10 @@ extension FetchPredicate.Comparison {
         case .keyPath(let path):
             hasher.combine(3 as UInt8)
             hasher.combine(path)
+        case .objects(let ids):
+            hasher.combine(4 as UInt8)
+            hasher.combine(ids.count)
+            for id in ids { hasher.combine(id.entityName) }
         }
     }
 }

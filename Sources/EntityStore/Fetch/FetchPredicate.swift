@@ -102,10 +102,13 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
         case value(Value)
         /// A list: the right side of `IN` and `BETWEEN`.
         case list([Value])
-        /// An object, for comparing a to-one relationship (`author == %@`).
+        /// An object, for comparing a to-one relationship (`author == %@`) or the object itself (`SELF == %@`).
         case object(ObjectID)
         /// Another key path of the same object.
         case keyPath([String])
+        /// Objects: the right side of `IN` for a relationship or the object itself (`SELF IN %@`, `author IN %@`,
+        /// `ANY tags IN %@`).
+        case objects([ObjectID])
 
         /// The key path of a `.keyPath` operand.
         var keyPathValue: [String]? { if case .keyPath(let path) = self { path } else { nil } }
@@ -116,6 +119,7 @@ public indirect enum FetchPredicate: Hashable, Sendable, CustomStringConvertible
             case .list(let values): "{" + values.map(FetchPredicate.literal).joined(separator: ", ") + "}"
             case .object(let id): "\"\(id)\""
             case .keyPath(let path): path.joined(separator: ".")
+            case .objects(let ids): "{" + ids.map { "\"\($0)\"" }.joined(separator: ", ") + "}"
             }
         }
     }
@@ -449,5 +453,17 @@ extension FetchPredicate {
         case .or(let parts): return .or(try parts.map { try $0.renamingKeys(rename) })
         case .not(let inner): return .not(try inner.renamingKeys(rename))
         }
+    }
+}
+
+extension FetchPredicate {
+    /// The key path of the object itself (`SELF`).
+    static let selfKey = "SELF"
+
+    /// Whether a key path names the object itself in `entity`: one component spelled `SELF` in any case, when the
+    /// entity has no key of that spelling (which is meant instead).
+    static func isSelf(_ path: [String], in entity: Entity) -> Bool {
+        path.count == 1 && PredicateParser.keywordForm(of: path[0], is: "SELF") && entity.attributeIndex(path[0]) == nil
+            && entity.relationship(path[0]) == nil
     }
 }

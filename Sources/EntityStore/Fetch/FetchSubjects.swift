@@ -75,6 +75,7 @@ final class FetchReader {
 /// A stored object seen through its (partly) decoded record.
 struct RecordSubject: PredicateSubject {
     let id: ObjectID
+    var objectID: ObjectID? { id }
     let entity: Entity
     let values: [Value]
     /// Unowned: the reader caches its subjects, and a strong reference back would keep the reader, its context and
@@ -95,6 +96,7 @@ struct RecordSubject: PredicateSubject {
 /// An object with unsaved changes, seen through the context.
 struct ContextSubject: PredicateSubject {
     let object: ManagedObject
+    var objectID: ObjectID? { object.objectID }
     /// Unowned, as ``RecordSubject/reader``.
     unowned let reader: FetchReader
 

@@ -300,6 +300,11 @@ extension ObjectContext {
                         guard let bytes = try txn.get(pk, in: storage.records) else { continue }
                         try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
                     }
+                case .objectIDs:
+                    for pk in plan.primaryKeys {
+                        guard let bytes = try txn.get(pk, in: storage.records) else { continue }
+                        try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
+                    }
                 case .indexOrder(_, let descending):
                     let index = storage.indexes[plan.indexPosition!]!
                     // Rows sorted afterwards: once the window is full, the rest of its last key's rows (ties, or

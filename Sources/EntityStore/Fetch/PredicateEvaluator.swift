@@ -10,6 +10,8 @@ struct ResolvedKeyPath: Hashable {
         case count
         /// `@sum`, `@avg`, `@min` or `@max` of an attribute over the last step's to-many relationship.
         case collection(CollectionOperator, Int, Attribute)
+        /// `SELF`: the object itself, compared by object ID.
+        case object
     }
 
     /// A collection operator over a to-many relationship's attribute.
@@ -38,6 +40,9 @@ struct ResolvedKeyPath: Hashable {
     }
 
     static func resolve(_ path: [String], from entity: Entity, in schema: Schema) throws -> ResolvedKeyPath {
+        if FetchPredicate.isSelf(path, in: entity) {
+            return ResolvedKeyPath(steps: [], terminal: .object, text: path[0])
+        }
         var current = entity
         var steps: [Relationship] = []
         let text = path.joined(separator: ".")
@@ -96,6 +101,8 @@ struct ResolvedKeyPath: Hashable {
 
 /// What a predicate is evaluated on: an object's values and its related objects.
 protocol PredicateSubject {
+    /// The object's ID (`SELF`); nil for a row of values that is no object.
+    var objectID: ObjectID? { get }
     func attribute(_ index: Int) throws -> Value
     func related(_ relationship: Relationship) throws -> [any PredicateSubject]
     func relatedIDs(_ relationship: Relationship) throws -> [ObjectID]
@@ -113,6 +120,8 @@ final class CompiledPredicate {
         /// booleans): a hash lookup instead of a comparison per element (a sync pull looks up hundreds of global
         /// IDs at once). Exact equality of these types is `Value`'s equality, so the answer is the same.
         case member(Int, Set<Value>)
+        /// A relationship (or `SELF`) `IN` a list of objects, the list as a set.
+        case objects(ResolvedKeyPath, FetchPredicate.Comparison, Set<ObjectID>)
         case and([Node])
         case or([Node])
         case not(Node)
@@ -151,6 +160,9 @@ final class CompiledPredicate {
         case (.member(let index, _), .comparison(let new)):
             guard case .list(let values) = new.operand else { return nil }
             return .member(index, Set(values))
+        case (.objects(let path, let old, _), .comparison(let new)) where old.hasSameShape(as: new):
+            guard case .objects(let ids) = new.operand else { return nil }
+            return .objects(path, new, Set(ids))
         case (.and(let nodes), .and(let parts)):
             return rebind(nodes, to: parts).map { .and($0) }
         case (.or(let nodes), .or(let parts)):
@@ -185,6 +197,7 @@ final class CompiledPredicate {
                 }
             case .subquery: break
             case .member(let index, _): result.insert(index)
+            case .objects: break
             case .and(let nodes), .or(let nodes): nodes.forEach(visit)
             case .not(let inner): visit(inner)
             }
@@ -205,6 +218,8 @@ final class CompiledPredicate {
                             || (other.map { !$0.steps.isEmpty } ?? false)
                     case .subquery: true
                     case .member: false
+                    case .objects(let path, _, _):
+                        !path.steps.isEmpty || { if case .relationship = path.terminal { true } else { false } }()
                     case .and(let nodes), .or(let nodes): nodes.contains(where: visit)
                     case .not(let inner): visit(inner)
                     }
@@ -255,6 +270,7 @@ final class CompiledPredicate {
             }
             try checkTypes(path, c, entity, schema)
             if let member = membership(path, c) { return member }
+            if case .objects(let ids) = c.operand { return .objects(path, c, Set(ids)) }
             return .comparison(path, c, other)
         }
     }
@@ -281,7 +297,7 @@ final class CompiledPredicate {
         case .list(let values):
             guard values.contains(where: { boolean($0) != nil }) else { return c }
             coerced.operand = .list(values.map { boolean($0) ?? $0 })
-        case .object, .keyPath:
+        case .object, .keyPath, .objects:
             return c
         }
         return coerced
@@ -313,7 +329,8 @@ final class CompiledPredicate {
             switch c.operand {
             case .value(let v): values = [v]
             case .list(let vs): values = vs
-            case .object: throw fail("'\(path.text)' is an attribute and cannot be compared with an object")
+            case .object, .objects:
+                throw fail("'\(path.text)' is an attribute and cannot be compared with an object")
             case .keyPath: values = []
             }
             for value in values where !value.isNull {
@@ -328,16 +345,16 @@ final class CompiledPredicate {
                 }
             }
         case .relationship(let relationship):
-            switch (c.op, c.operand) {
-            case (.equal, .object(let id)), (.notEqual, .object(let id)):
-                if !schema.isKind(id.entityName, of: relationship.destination) {
-                    throw fail("'\(path.text)' holds \(relationship.destination) objects, not \(id.entityName)")
-                }
-            case (.equal, .value(.null)), (.notEqual, .value(.null)):
-                break
-            default:
-                throw fail("'\(path.text)' is a relationship: compare it with == or != to an object or nil")
-            }
+            try checkObjects(
+                c, holding: relationship.destination, in: schema, what: "'\(path.text)' is a relationship",
+                holds: "'\(path.text)' holds", fail)
+        case .object:
+            // Objects of the entity's hierarchy: a fetch of a superentity reads each sub-entity's objects with the
+            // same predicate, and an object of another entity of the hierarchy is simply not among them.
+            var root = entity.name
+            while let parent = schema.entity(root)?.superentity { root = parent }
+            try checkObjects(
+                c, holding: root, in: schema, what: "SELF is the object itself", holds: "SELF stands for", fail)
         case .count:
             switch c.operand {
             case .value(.int), .value(.double), .list: break
@@ -356,7 +373,30 @@ final class CompiledPredicate {
             if stringOps.contains(c.op) && attribute.type != .string {
                 throw fail("\(c.op.rawValue) needs a string; '\(path.text)' is not")
             }
-            if case .object = c.operand { throw fail("'\(path.text)' cannot be compared with an object") }
+            switch c.operand {
+            case .object, .objects: throw fail("'\(path.text)' cannot be compared with an object")
+            default: break
+            }
+        }
+    }
+
+    /// Checks a comparison of objects (a relationship's, or `SELF`): `==` or `!=` to an object of `destination`'s
+    /// kind or nil, or `IN` a list of such objects. `what` names the left side, `holds` starts the sentence about
+    /// the objects it holds.
+    static func checkObjects(
+        _ c: FetchPredicate.Comparison, holding destination: String, in schema: Schema, what: String, holds: String,
+        _ fail: (String) -> EntityStoreError
+    ) throws {
+        var ids: [ObjectID] = []
+        switch (c.op, c.operand) {
+        case (.equal, .object(let id)), (.notEqual, .object(let id)): ids = [id]
+        case (.equal, .value(.null)), (.notEqual, .value(.null)): break
+        case (.in, .objects(let list)): ids = list
+        default:
+            throw fail("\(what): compare it with == or != to an object or nil, or with IN to a list of objects")
+        }
+        for id in ids where !schema.isKind(id.entityName, of: destination) {
+            throw fail("\(holds) \(destination) objects, not \(id.entityName)")
         }
     }
 
@@ -387,6 +427,14 @@ final class CompiledPredicate {
             return try compare(.int(count), c, c.operand)
         case .member(let index, let set):
             return set.contains(try subject.attribute(index))
+        case .objects(let path, let c, let set):
+            let ids = try CompiledPredicate.ids(of: path, subject)
+            switch c.quantifier {
+            case nil: return ids.first.map(set.contains) ?? false
+            case .any?: return ids.contains(where: set.contains)
+            case .all?: return ids.allSatisfy(set.contains)
+            case .none?: return !ids.contains(where: set.contains)
+            }
         case .comparison(let path, let c, let other):
             let right: FetchPredicate.Operand
             if let other {
@@ -398,7 +446,8 @@ final class CompiledPredicate {
             if path.steps.isEmpty, case .attribute(let index, _) = path.terminal, c.quantifier == nil {
                 return try compare(try subject.attribute(index), c, right)
             }
-            if case .relationship = path.terminal {
+            switch path.terminal {
+            case .relationship, .object:
                 let ids = try CompiledPredicate.ids(of: path, subject)
                 let target: ObjectID? = if case .object(let id) = right { id } else { nil }
                 func test(_ id: ObjectID?) -> Bool { (id == target) == (c.op == .equal) }
@@ -408,6 +457,7 @@ final class CompiledPredicate {
                 case .all?: return ids.allSatisfy { test($0) }
                 case .none?: return !ids.contains { test($0) }
                 }
+            default: break
             }
             let values = try CompiledPredicate.values(of: path, subject)
             switch c.quantifier {
@@ -449,7 +499,7 @@ final class CompiledPredicate {
                 let values = try subject.related(last).map { try $0.attribute(index) }.filter { !$0.isNull }
                 return collect(function, values, attribute.type)
             }
-        case .relationship:
+        case .relationship, .object:
             return []
         }
     }
@@ -496,7 +546,9 @@ final class CompiledPredicate {
         }
     }
 
+    /// The objects a relationship key path reaches from a subject, or the subject itself for `SELF`.
     static func ids<S: PredicateSubject>(of path: ResolvedKeyPath, _ subject: S) throws -> [ObjectID] {
+        if case .object = path.terminal { return subject.objectID.map { [$0] } ?? [] }
         guard case .relationship(let relationship) = path.terminal else { return [] }
         var subjects: [any PredicateSubject] = [subject]
         for step in path.steps { subjects = try subjects.flatMap { try $0.related(step) } }

@@ -8,8 +8,10 @@ public enum PredicateArgument: Sendable, ExpressibleByStringLiteral, Expressible
     case value(Value)
     /// A list for `IN %@`.
     case values([Value])
-    /// An object, for `relationship == %@`.
+    /// An object, for `relationship == %@` or `SELF == %@`.
     case object(ObjectID)
+    /// Objects, for `SELF IN %@`, `relationship IN %@` or `ANY relationship IN %@`.
+    case objects([ObjectID])
     /// A key path for `%K`.
     case keyPath(String)
 
@@ -28,8 +30,8 @@ public enum PredicateArgument: Sendable, ExpressibleByStringLiteral, Expressible
 }
 
 /// A value that can stand for a placeholder of a predicate format: `String`, every integer type, `Double`,
-/// `Float`, `Bool`, `Date`, `UUID`, `Data`, `Decimal`, optionals and arrays of those, `ObjectID`, models, and
-/// ``PredicateArgument`` itself.
+/// `Float`, `Bool`, `Date`, `UUID`, `Data`, `Decimal`, optionals and arrays of those, `ObjectID`, managed objects,
+/// models, and ``PredicateArgument`` itself (`.objects(ids)` for a list of objects: `SELF IN %@`).
 ///
 /// ```swift
 /// let name = "Momo"; let minimum = 300
@@ -83,6 +85,11 @@ extension ObjectID: PredicateArgumentConvertible {
     public var predicateArgument: PredicateArgument { .object(self) }
 }
 
+extension ManagedObject: PredicateArgumentConvertible {
+    /// The object's ID, for `relationship == %@` or `SELF == %@`.
+    public var predicateArgument: PredicateArgument { .object(objectID) }
+}
+
 extension Model: PredicateArgumentConvertible {
     /// The model's object, for `relationship == %@`.
     public var predicateArgument: PredicateArgument { .object(objectID) }
@@ -99,7 +106,10 @@ extension FetchPredicate {
     /// Supported: `==` `=` `!=` `<>` `<` `<=` `>` `>=`; `AND` `&&` `OR` `||` `NOT` `!`; parentheses;
     /// `BEGINSWITH` `ENDSWITH` `CONTAINS` `LIKE` `MATCHES` with `[c]` `[d]` `[cd]`; `IN` with `{list}` or an argument;
     /// `BETWEEN {low, high}`; `nil`/`NULL`; `TRUEPREDICATE`, `FALSEPREDICATE`; key paths through relationships;
-    /// `ANY` `SOME` `ALL` `NONE` and `@count`; the placeholders `%@` `%K` `%d` `%i` `%ld` `%f`. Booleans are
+    /// `ANY` `SOME` `ALL` `NONE` and `@count`; the placeholders `%@` `%K` `%d` `%i` `%ld` `%f`. `SELF` is the object
+    /// itself: `SELF == %@` with an object, `SELF IN %@` with ``PredicateArgument/objects(_:)`` (the objects are read
+    /// by ID, not found by a scan); a relationship takes `IN %@` too (`author IN %@`, `ANY tags IN %@`), and a to-many
+    /// one `CONTAINS %@` or `%@ IN tags`. Booleans are
     /// `TRUE`/`YES` and `FALSE`/`NO`; as in Core Data, a bool attribute also compares with the numbers 1 and 0
     /// (`done == 0`, `done == %d`).
     ///
@@ -436,6 +446,7 @@ struct PredicateParser {
         case value(Value)
         case list([Value])
         case object(ObjectID)
+        case objects([ObjectID])
     }
 
     mutating func parseComparison() throws -> FetchPredicate {
@@ -464,6 +475,11 @@ struct PredicateParser {
             case .value(let value): operand = .value(value)
             case .list(let values): operand = .list(values)
             case .object(let id): operand = .object(id)
+            case .objects(let ids): operand = .objects(ids)
+            }
+            if op == .contains, case .object(let id) = operand, quantifier == nil, options.isEmpty {
+                // `tags CONTAINS %@`: the to-many relationship holds the object.
+                return try make(path, .equal, .object(id), options, .any, opStart)
             }
             return try make(path, op, operand, options, quantifier, opStart)
         case (.value(let value), .keyPath(let path)) where quantifier == nil:
@@ -478,6 +494,9 @@ struct PredicateParser {
             return try make(path, flipped, .value(value), options, nil, opStart)
         case (.object(let id), .keyPath(let path)) where quantifier == nil && (op == .equal || op == .notEqual):
             return try make(path, op, .object(id), options, nil, opStart)
+        case (.object(let id), .keyPath(let path)) where quantifier == nil && op == .in && options.isEmpty:
+            // `%@ IN tags`: the to-many relationship holds the object.
+            return try make(path, .equal, .object(id), options, .any, opStart)
         default:
             tokenStart = leftStart
             throw fail("a comparison needs a key path on one side")
@@ -521,6 +540,7 @@ struct PredicateParser {
         }
         // Key paths inside start with the variable, which stands for each object of the collection.
         let predicate = try inner.renamingKeyPaths { path in
+            if path == [variable] { return [FetchPredicate.selfKey] }  // each object itself
             guard path.first == variable, path.count > 1 else {
                 throw fail(
                     "inside SUBQUERY, key paths start with \(variable) ('\(path.joined(separator: "."))' does not)")
@@ -541,13 +561,19 @@ struct PredicateParser {
         copy.tokenStart = at
         switch op {
         case .in:
-            guard case .list = operand else { throw copy.fail("IN needs a list: {a, b} or an array argument") }
+            switch operand {
+            case .list, .objects: break
+            default: throw copy.fail("IN needs a list: {a, b} or an array argument")
+            }
         case .between:
             guard case .list(let values) = operand, values.count == 2 else {
                 throw copy.fail("BETWEEN needs a list of two values: {low, high}")
             }
         default:
-            if case .list = operand { throw copy.fail("\(op.rawValue) cannot take a list") }
+            switch operand {
+            case .list, .objects: throw copy.fail("\(op.rawValue) cannot take a list")
+            default: break
+            }
         }
         return .comparison(.init(keyPath: path, op: op, operand: operand, options: options, quantifier: quantifier))
     }
@@ -683,6 +709,9 @@ struct PredicateParser {
             case (_, .object(let id)):
                 try advance()
                 return .object(id)
+            case (_, .objects(let ids)):
+                try advance()
+                return .objects(ids)
             case (_, .keyPath):
                 throw fail("%@ cannot take a key path; use %K")
             }
@@ -693,6 +722,12 @@ struct PredicateParser {
 
     mutating func parseKeyPath() throws -> [String] {
         var path: [String] = []
+        if case .word(let w) = token, Self.keywordForm(of: w, is: "SELF") {
+            // The object itself: alone, `SELF`; before a key, nothing (`SELF.title` is `title`).
+            try advance()
+            guard token == .symbol(".") else { return [w] }
+            try advance()
+        }
         while true {
             switch token {
             case .word(let w) where w.hasPrefix("$") && !variables.contains(w):

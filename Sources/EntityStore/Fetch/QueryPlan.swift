@@ -14,6 +14,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
         /// sort key, ascending, and its index keys are exact; otherwise the rows read are sorted, and with a limit
         /// the walk stops once the window is full and the key changes.
         case indexOrder(attribute: String, descending: Bool)
+        /// The records of the objects `SELF == %@` or `SELF IN %@` names, read by their IDs.
+        case objectIDs(count: Int)
     }
 
     /// The entity.
@@ -33,6 +35,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
 
     var ranges: [KeyRange] = []
     var indexPosition: Int?
+    /// For `.objectIDs`: the primary keys read, ascending.
+    var primaryKeys: [UInt64] = []
     /// The one index range yields the rows in the requested order (sorted by the range's attribute only): they
     /// are read in index order, without collecting and sorting.
     var rangeInSortOrder = false
@@ -51,6 +55,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
                 "index \(entity).\(attribute): \(ranges)" + (filters ? "" : " (the index holds exactly the matches)"))
         case .indexOrder(let attribute, let descending):
             parts.append("index \(entity).\(attribute) in \(descending ? "descending" : "ascending") order")
+        case .objectIDs(let count):
+            parts.append("\(count) \(entity) object\(count == 1 ? "" : "s") read by ID")
         }
         if filters { parts.append("filter each record with the predicate") }
         parts.append(sortsInMemory ? "sort in memory" : "no sort needed")
@@ -69,6 +75,11 @@ enum QueryPlanner {
         var plan = QueryPlan(
             entity: entity.name, access: .fullScan, filters: request.predicate != nil,
             sortsInMemory: !request.sortKeys.isEmpty, stopsEarly: false)
+        if let keys = index?.primaryKeys {
+            plan.access = .objectIDs(count: keys.count)
+            plan.primaryKeys = keys
+            return plan
+        }
         if let choice = index {
             plan.access = .indexRanges(
                 attribute: entity.attributes[choice.position].name, ranges: choice.ranges.count,
@@ -118,6 +129,9 @@ enum QueryPlanner {
         var exact = false
         /// How many conjuncts of the predicate the ranges serve.
         var conjuncts = 1
+        /// For `SELF == %@` or `SELF IN %@`: the primary keys of the entity's objects named, ascending (the ranges
+        /// and position are unused).
+        var primaryKeys: [UInt64]?
     }
 
     /// The best index-served conjunct of the predicate's top-level AND.
@@ -126,6 +140,19 @@ enum QueryPlanner {
         if case .and(let parts) = predicate { conjuncts = parts } else { conjuncts = [predicate] }
         var best: Choice?
         for conjunct in conjuncts {
+            // The objects themselves, named: read by ID, whatever else the predicate says.
+            if case .comparison(let c) = conjunct, c.quantifier == nil, FetchPredicate.isSelf(c.keyPath, in: entity) {
+                let ids: [ObjectID]
+                switch (c.op, c.operand) {
+                case (.equal, .object(let id)): ids = [id]
+                case (.in, .objects(let list)): ids = list
+                default: continue
+                }
+                let keys = Set(ids.lazy.filter { $0.entityName == entity.name }.map(\.primaryKey)).sorted()
+                return Choice(
+                    position: -1, ranges: [], score: .max, description: "\(keys.count) objects by ID",
+                    primaryKeys: keys)
+            }
             guard case .comparison(let c) = conjunct, c.quantifier == nil, c.keyPath.count == 1,
                 let position = entity.attributeIndex(c.keyPath[0]), storage.indexes[position] != nil
             else { continue }

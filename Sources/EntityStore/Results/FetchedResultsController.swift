@@ -354,6 +354,8 @@ public final class FetchedResultsController {
                 // The members' attribute, and (past the first step) who the members are.
                 dependencies.append(Dependency(steps: resolved.steps, readKey: attribute.name))
                 if resolved.steps.count > 1 { dependencies.append(Dependency(steps: resolved.steps, readKey: nil)) }
+            case .object:
+                break  // the object's identity: no change of any object moves it
             }
         }
         let family = context.entities(of: fetchRequest)

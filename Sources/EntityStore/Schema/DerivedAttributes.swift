@@ -98,7 +98,7 @@ struct Derivation {
                 case .avg: return attribute.type == .decimal ? .decimal : .double
                 case .min, .max: return attribute.type
                 }
-            case .relationship: return nil
+            case .relationship, .object: return nil
             }
         }
     }
