@@ -25,8 +25,62 @@ import Testing
             .randomElement(using: &g)!
     }
 
+    /// Objects named in a generated predicate, written `%O{Entity:1,2}` (a list) or `%S{Entity:1}` (one object) and
+    /// bound by ``arguments(of:)``: both libraries give their objects the same primary keys (some named here exist
+    /// in neither).
+    static func objects(_ entity: String, upTo count: Int, _ g: inout SeededGenerator, single: Bool = false) -> String {
+        let keys = (0..<(single ? 1 : Int.random(in: 0...3, using: &g))).map { _ in
+            String(UInt64.random(in: 1...UInt64(count + 2), using: &g))
+        }
+        return "%\(single ? "S" : "O"){\(entity):\(keys.joined(separator: ","))}"
+    }
+
+    /// The text with its `%O{...}` and `%S{...}` written `%@`, and the arguments of every placeholder in order:
+    /// objects for those, the string "a" for `%@`.
+    static func arguments(of text: String) -> (format: String, arguments: [PredicateArgument]) {
+        var format = ""
+        var arguments: [PredicateArgument] = []
+        var rest = Substring(text)
+        while let start = rest.firstIndex(of: "%") {
+            format += rest[..<start]
+            format += "%@"
+            let after = rest[start...]
+            guard after.hasPrefix("%O{") || after.hasPrefix("%S{"), let close = after.firstIndex(of: "}") else {
+                arguments.append(.value(.string("a")))
+                rest = after.dropFirst(2)
+                continue
+            }
+            let body = after[after.index(start, offsetBy: 3)..<close].split(separator: ":", maxSplits: 1)
+            let ids = (body.count < 2 ? [] : body[1].split(separator: ",")).map {
+                ObjectID(entityName: String(body[0]), primaryKey: UInt64($0)!)
+            }
+            arguments.append(after.hasPrefix("%S{") ? .object(ids[0]) : .objects(ids))
+            rest = after[after.index(after: close)...]
+        }
+        format += rest
+        return (format, arguments)
+    }
+
     static func comparison(_ g: inout SeededGenerator) -> String {
-        switch Int.random(in: 0..<10, using: &g) {
+        switch Int.random(in: 0..<12, using: &g) {
+        case 10:
+            switch Int.random(in: 0..<4, using: &g) {
+            case 0: return "SELF IN \(objects("Book", upTo: 30, &g))"
+            case 1: return "NOT (self IN \(objects("Book", upTo: 30, &g)))"
+            case 2:
+                return "SELF \(["==", "!="].randomElement(using: &g)!) \(objects("Book", upTo: 30, &g, single: true))"
+            default: return "SELF.pages IN {0, 1, 250}"
+            }
+        case 11:
+            switch Int.random(in: 0..<7, using: &g) {
+            case 0: return "author IN \(objects("Author", upTo: 6, &g))"
+            case 1: return "ANY tags IN \(objects("Tag", upTo: 4, &g))"
+            case 2: return "NONE tags IN \(objects("Tag", upTo: 4, &g))"
+            case 3: return "publisher IN \(objects("Publisher", upTo: 1, &g))"
+            case 4: return "tags CONTAINS \(objects("Tag", upTo: 4, &g, single: true))"
+            case 5: return "\(objects("Tag", upTo: 4, &g, single: true)) IN tags"
+            default: return "SUBQUERY(tags, $t, $t IN \(objects("Tag", upTo: 4, &g))).@count >= 1"
+            }
         case 0:
             let op = ["==", "BEGINSWITH", "CONTAINS[cd]", "LIKE", "==[c]"].randomElement(using: &g)!
             return "ANY tags.name \(op) \(operand(for: "title", &g))"
@@ -131,10 +185,8 @@ import Testing
         var answered = 0
         var matched = 0
         for _ in 0..<count {
-            let text = Self.predicate(&g)
-            let placeholders = text.components(separatedBy: "%@").count - 1
-            let predicate = try FetchPredicate(
-                format: text, arguments: Array(repeating: .value(.string("a")), count: placeholders))
+            let (text, arguments) = Self.arguments(of: Self.predicate(&g))
+            let predicate = try FetchPredicate(format: text, arguments: arguments)
             let request = FetchRequest(
                 entity: "Book", predicate: predicate, sortKeys: [SortKey("title"), SortKey("pages"), SortKey("score")])
             func rows(_ context: ObjectContext) throws -> [String] {
