@@ -112,6 +112,27 @@ struct TypedWorld {
         #expect(mixed.entities.map(\.name) == ["Project", "Ticket", "Label", "Note"])
     }
 
+    @Test func modelsAreComparedByIdentityAndInLists() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let context = world.context
+        let tickets = try context.fetch(Ticket.self, sortedBy: [SortKey(\Ticket.rank)])
+        let picked = [tickets[0], tickets[2], tickets[0]]
+        let byRank = [SortKey(\Ticket.rank)]
+        #expect(
+            try context.fetch(Ticket.self, where: picked.contains(\Ticket.self), sortedBy: byRank).map(\.title)
+                == ["Fix the login bug", "Release notes"])
+        #expect(try context.count(Ticket.self, where: !picked.contains(\Ticket.self)) == 3)
+        let beta = try #require(try context.first(Project.self, where: \Project.name == "Beta"))
+        #expect(
+            try context.fetch(Ticket.self, where: [beta].contains(\Ticket.project), sortedBy: byRank).map(\.title)
+                == ["Crash on start", "Dark mode"])
+        #expect(
+            try context.fetch(Ticket.self, where: [beta].contains(\Ticket.project) && \Ticket.rank > 2).map(\.title)
+                == ["Dark mode"])
+        #expect(try context.count(Ticket.self, where: [Project]().contains(\Ticket.project)) == 0)
+    }
+
     /// A narrow integer property bounds its attribute to the type's range, so no writer can store a value the model
     /// could not read back; a value stored before (by a schema without the bounds) reads as a type mismatch.
     @Test func narrowIntegerPropertiesBoundWhatAnyWriterStores() throws {

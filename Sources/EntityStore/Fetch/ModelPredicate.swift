@@ -150,6 +150,28 @@ extension Sequence where Element: ValueConvertible {
     }
 }
 
+extension Sequence where Element: Model {
+    /// `SELF IN {objects}`: whether the object is one of these (`books.contains(\Book.self)`); the objects are read
+    /// by ID.
+    public func contains(_ identity: KeyPath<Element, Element>) -> ModelPredicate<Element> {
+        guard identity == \Element.self else {
+            // Only the identity key path names the object itself: say so at use, as other misuses do.
+            return ModelPredicate(
+                .comparison(
+                    .init(
+                        keyPath: ["<contains(_:) of models takes \\.self, not \(identity)>"], op: .equal,
+                        operand: .value(.null))))
+        }
+        return ModelPredicate(
+            .comparison(.init(keyPath: [FetchPredicate.selfKey], op: .in, operand: .objects(map(\.objectID)))))
+    }
+
+    /// `relationship IN {objects}`: whether a to-one relationship holds one of these (`authors.contains(\Book.author)`).
+    public func contains<M: Model>(_ keyPath: KeyPath<M, Element?>) -> ModelPredicate<M> {
+        comparison(keyPath, .in, .objects(map(\.objectID)))
+    }
+}
+
 extension ClosedRange where Bound: ValueConvertible {
     /// `keyPath BETWEEN {lower, upper}`: whether the attribute lies in the range.
     public func contains<M: Model>(_ keyPath: KeyPath<M, Bound>) -> ModelPredicate<M> {
