@@ -285,6 +285,9 @@ import Testing
             #expect(try library.titles("%K > %d", "pages", 400) == ["Die unendliche Geschichte"])
             #expect(try library.titles("score < %f", 3.0) == ["ÉCOLE des femmes"])
             #expect(try library.titles("title IN %@", ["Momo", "La Peste"]) == ["La Peste", "Momo"])
+            let wanted: Set<String> = ["Momo", "La Peste"]
+            let some = try FetchPredicate("title IN %@ AND pages IN %@", wanted, Set([304, 90]))
+            #expect(try ObjectContext(store: store).fetch(FetchRequest(entity: "Book", predicate: some)).count == 1)
             #expect(try library.titles("title BEGINSWITH[cd] %@", "ecole") == ["ÉCOLE des femmes"])
             let author = try #require(
                 try ObjectContext(store: store).fetch(

@@ -50,6 +50,11 @@ final class Gauge: Model {
     @Stored var total: Int = 0
 }
 
+/// A model with a `Float`, stored as a double.
+final class Reading: Model {
+    @Stored var level: Float = 0
+}
+
 struct TicketForm: Codable, Equatable {
     var title: String
     var rank: Int
@@ -168,6 +173,25 @@ struct TypedWorld {
         let read = try #require(try reader.fetch(Gauge.self).first)
         #expect(read.level == .max && read.percent == 255 && read.step == 1 && read.total == .max)
         #expect(read.lastError == nil)
+    }
+
+    /// A `Float` property rounds a stored double to the nearest `Float`; one beyond its range (written by another
+    /// writer) is a type mismatch, not an infinity the app could save back.
+    @Test func aFloatPropertyReportsADoubleBeyondItsRange() throws {
+        let temporary = try TemporaryStore(schema: try Schema(version: 1, models: [Reading.self]))
+        defer { temporary.remove() }
+        let values: [Double] = [0.1, .infinity, -.infinity, 1e300, -1e39, 3.4e38]
+        try temporary.store.batchInsert(into: "Reading", objects: values.map { ["level": .double($0)] })
+        let context = ObjectContext(store: temporary.store)
+        let readings = try context.fetch(Reading.self)
+        var read: [Float] = []
+        var mismatches: [Int] = []
+        for (index, reading) in readings.enumerated() {
+            read.append(reading.level)
+            if reading.lastError?.code == .typeMismatch { mismatches.append(index) }
+        }
+        #expect(read == [Float(0.1), .infinity, -.infinity, 0, 0, Float(3.4e38)])
+        #expect(mismatches == [3, 4])
     }
 
     @Test func aNarrowIntegerPropertyReportsAStoredValueItCannotHold() throws {

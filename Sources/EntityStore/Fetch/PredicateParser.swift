@@ -30,7 +30,7 @@ public enum PredicateArgument: Sendable, ExpressibleByStringLiteral, Expressible
 }
 
 /// A value that can stand for a placeholder of a predicate format: `String`, every integer type, `Double`,
-/// `Float`, `Bool`, `Date`, `UUID`, `Data`, `Decimal`, optionals and arrays of those, `ObjectID`, managed objects,
+/// `Float`, `Bool`, `Date`, `UUID`, `Data`, `Decimal`, optionals, arrays and sets of those, `ObjectID`, managed objects,
 /// models, and ``PredicateArgument`` itself (`.objects(ids)` for a list of objects: `SELF IN %@`).
 ///
 /// ```swift
@@ -76,6 +76,11 @@ extension Value: PredicateArgumentConvertible {
 }
 
 extension Array: PredicateArgumentConvertible where Element: ValueConvertible {
+    /// The values, for `IN %@`.
+    public var predicateArgument: PredicateArgument { .values(map(\.value)) }
+}
+
+extension Set: PredicateArgumentConvertible where Element: ValueConvertible {
     /// The values, for `IN %@`.
     public var predicateArgument: PredicateArgument { .values(map(\.value)) }
 }

@@ -137,7 +137,11 @@ extension UInt8: ValueConvertible {
 extension Float: ValueConvertible {
     public static var attributeType: AttributeType { .double }
     public static var fallback: Float { 0 }
-    public init?(value: Value) { guard case .double(let v) = value else { return nil }; self = Float(v) }
+    /// Rounded to the nearest `Float`; nil for a finite double beyond `Float`'s range (it would read as infinity).
+    public init?(value: Value) {
+        guard case .double(let v) = value, Float(v).isFinite || !v.isFinite else { return nil }
+        self = Float(v)
+    }
     public var value: Value { .double(Double(self)) }
 }
 
