@@ -42,10 +42,10 @@ import Testing
 
         func makeController(
             sort: [SortKey], predicate: String? = nil, section: String? = nil, offset: Int = 0, limit: Int = 0,
-            threshold: Int? = nil
+            threshold: Int? = nil, arguments: [PredicateArgument] = []
         ) throws -> FetchedResultsController {
             var request = FetchRequest(entity: "Item", sortKeys: sort)
-            request.predicate = try predicate.map { try FetchPredicate($0) }
+            request.predicate = try predicate.map { try FetchPredicate(format: $0, arguments: arguments) }
             request.fetchOffset = offset
             request.fetchLimit = limit
             let controller = FetchedResultsController(fetchRequest: request, context: ui, sectionNameKeyPath: section)
@@ -53,8 +53,16 @@ import Testing
             try controller.performFetch()
             return controller
         }
+        // Objects named in predicates: some items (later deleted, or not) and two owners.
+        let named = try ui.fetch(FetchRequest(entity: "Item")).prefix(12).map(\.objectID)
+        let someOwners = try ui.fetch(FetchRequest(entity: "Owner")).prefix(2).map(\.objectID)
         let controllers = [
             try makeController(sort: [SortKey("group"), SortKey("rank"), SortKey("title")], section: "group"),
+            try makeController(
+                sort: [SortKey("rank"), SortKey("title")], predicate: "SELF IN %@", arguments: [.objects(named)]),
+            try makeController(
+                sort: [SortKey("owner.name"), SortKey("title")], predicate: "owner IN %@ OR NOT (SELF IN %@)",
+                section: "owner.name", arguments: [.objects(someOwners), .objects(named)]),
             try makeController(
                 sort: [SortKey("group"), SortKey("rank"), SortKey("title")], section: "group", threshold: 0),
             try makeController(sort: [SortKey("rank", ascending: false), SortKey("title")], predicate: "rank >= 10"),
