@@ -50,6 +50,19 @@ final class Gauge: Model {
     @Stored var total: Int = 0
 }
 
+/// A model whose initial values are made anew for each instance, as SwiftData users write them.
+final class Stamp: Model {
+    @Stored var id: UUID = UUID()
+    @Stored var created: Date = Date()
+    @Stored var note: String? = nil
+    @Stored var name: String = "untitled"
+}
+
+struct StampForm: Codable {
+    var name: String
+    var id: UUID?
+}
+
 /// A model with a `Float`, stored as a double.
 final class Reading: Model {
     @Stored var level: Float = 0
@@ -173,6 +186,49 @@ struct TypedWorld {
         let read = try #require(try reader.fetch(Gauge.self).first)
         #expect(read.level == .max && read.percent == 255 && read.step == 1 && read.total == .max)
         #expect(read.lastError == nil)
+    }
+
+    /// `@Stored var id = UUID()` and `= Date()` give each inserted object its own value, as SwiftData does. Before,
+    /// the value made when the schema was built was every object's default, so all objects shared one UUID and one
+    /// date, and the schema differed at every launch: the store could not be opened again.
+    @Test func initialValuesMadeForEachInstanceAreEachObjectsOwn() throws {
+        let schema = try Schema(version: 1, models: [Stamp.self])
+        let entity = try #require(schema.entity("Stamp"))
+        #expect(entity.attributes.map(\.defaultValue) == [.null, .null, .null, .string("untitled")])
+        #expect(try Schema(version: 1, models: [Stamp.self]).fingerprint == schema.fingerprint)
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("stamps.store")
+        do {
+            let store = try PersistentStore.open(path: path, schema: schema)
+            let context = ObjectContext(store: store)
+            Thread.sleep(forTimeInterval: 0.05)
+            let start = Date()
+            let first = try context.insert(Stamp.self)
+            let second = try context.insert(Stamp.self)
+            let third = try context.insert(Stamp.self, from: StampForm(name: "form", id: nil))
+            let given = UUID()
+            let fourth = try context.insert(Stamp.self, from: StampForm(name: "given", id: given))
+            #expect(Set([first.id, second.id, third.id, fourth.id]).count == 4)
+            #expect(fourth.id == given)
+            #expect([first, second, third].allSatisfy { $0.created >= start && $0.created <= Date() })
+            #expect(first.name == "untitled" && third.name == "form" && first.note == nil)
+            try context.save()
+            // The dynamic API has no Swift initializer to run: such a value is required like any other.
+            try context.insert("Stamp").setValue(.string("dynamic"), forKey: "name")
+            let refused = entityStoreError { try context.save() }
+            #expect(refused?.code == .validationFailed)
+            #expect(Set(refused?.failures.compactMap(\.key) ?? []) == ["id", "created"])
+            context.rollback()
+            _ = try [first, second, third, fourth].map {
+                try context.insert(Stamp.self, from: StampForm(name: $0.name))
+            }
+            try context.save()
+        }
+        // A schema built again (in another launch) opens the store: the fingerprint does not change.
+        let reopened = try PersistentStore.open(path: path, schema: try Schema(version: 1, models: [Stamp.self]))
+        let stored = try ObjectContext(store: reopened).fetch(Stamp.self).map(\.id)
+        #expect(Set(stored).count == 8)
     }
 
     /// A `Float` property rounds a stored double to the nearest `Float`; one beyond its range (written by another

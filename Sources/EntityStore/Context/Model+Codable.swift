@@ -107,7 +107,7 @@ extension ObjectContext {
 
     /// Inserts a model with the attributes named by `value`'s fields.
     public func insert<M: Model>(_ type: M.Type, from value: some Encodable) throws -> M {
-        wrap(try insert(try checkModel(type), from: value), as: type)
+        try wrapInserted(try insert(try checkModel(type), from: value), as: type)
     }
 }
 

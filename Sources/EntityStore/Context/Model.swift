@@ -18,8 +18,10 @@ import Observation
 /// ```
 ///
 /// Keys come from the property names (or the key given to the wrapper); a property's initial value is the
-/// attribute's default. The class is checked against the store's schema the first time it is used with a store, so
-/// a typo fails at once with a clear error rather than on some later access.
+/// attribute's default, unless it is made anew for each instance (`@Stored var id = UUID()`, `= Date()`): then each
+/// typed insert takes its own, as in SwiftData, and the attribute has no default. The class is checked against the
+/// store's schema the first time it is used with a store, so a typo fails at once with a clear error rather than on
+/// some later access.
 ///
 /// Property accessors cannot throw: when the object's record cannot be read (it was deleted elsewhere) a getter
 /// returns the type's fallback and ``lastError`` says why; a setter that cannot write (a deleted object,
@@ -158,6 +160,16 @@ open class Model {
 
 /// ``Model/checkedProperties()`` by class.
 private let propertyCache = Locked<[ObjectIdentifier: [(key: String, property: any ModelProperty)]]>([:])
+/// ``Model/perObjectInitialValues()`` by class.
+private let perObjectCache = Locked<[ObjectIdentifier: [(key: String, index: Int)]]>([:])
+
+/// A typed property whose initial value is kept while a schema is made (`@Stored`).
+protocol InitialValueProperty {
+    /// Where the wrapper's initial value was kept (see `DefaultCapture`); 0 for none.
+    var initialValuePosition: UInt32 { get }
+}
+
+extension Stored: InitialValueProperty {}
 
 /// The typed properties of a model: what `Mirror` finds in a model's storage.
 @usableFromInline
@@ -190,6 +202,40 @@ extension Model {
         // Superclasses' properties first: the order of declaration.
         for level in levels.reversed() { result += level }
         return result
+    }
+
+    /// The attributes whose initial value is made anew for each instance (`@Stored var id = UUID()`,
+    /// `@Stored var created = Date()`): each with its value's place among the initial values an instance's wrappers
+    /// keep. Found once per class and process, by making two instances and comparing their initial values.
+    ///
+    /// Such a value is no schema default (the schema would differ at every launch, and every object would share one
+    /// UUID): a typed insert sets each object's own, as SwiftData does.
+    static func perObjectInitialValues() -> [(key: String, index: Int)] {
+        let id = ObjectIdentifier(self)
+        if let found = perObjectCache.withLock({ $0[id] }) { return found }
+        func instance() -> (properties: [(key: String, property: any ModelProperty)], values: [Value], before: Int) {
+            var properties: [(key: String, property: any ModelProperty)] = []
+            let (values, before) = DefaultCapture.values { properties = modelProperties() }
+            return (properties, values, before)
+        }
+        let (first, second) = (instance(), instance())
+        var found: [(key: String, index: Int)] = []
+        for (a, b) in zip(first.properties, second.properties) {
+            guard let x = a.property as? any InitialValueProperty, let y = b.property as? any InitialValueProperty,
+                x.initialValuePosition != 0, y.initialValuePosition != 0,
+                case .attribute(let attribute) = a.property.declaration(key: a.key), attribute.derivation == nil
+            else { continue }
+            let i = Int(x.initialValuePosition) - 1 - first.before
+            let j = Int(y.initialValuePosition) - 1 - second.before
+            guard first.values.indices.contains(i), second.values.indices.contains(j) else { continue }
+            if ValueSemantics.uniquenessKey(first.values[i], caseInsensitive: false)
+                != ValueSemantics.uniquenessKey(second.values[j], caseInsensitive: false)
+            {
+                found.append((a.key, i))
+            }
+        }
+        perObjectCache.withLock { $0[id] = found }
+        return found
     }
 
     /// The class's typed properties for checks, found once per class and process: `Mirror` over a recording
@@ -225,7 +271,26 @@ extension ObjectContext {
     /// - Throws: When the class's properties do not match the schema, or the entity is unknown; nothing is
     ///   inserted then.
     public func insert<M: Model>(_ type: M.Type) throws -> M {
-        wrap(try insert(try checkModel(type)), as: type)
+        try wrapInserted(try insert(try checkModel(type)), as: type)
+    }
+
+    /// Wraps an object just inserted, giving it the class's initial values made anew for each instance
+    /// (`= UUID()`, `= Date()`) where it holds nil (no other value was given).
+    func wrapInserted<M: Model>(_ object: ManagedObject, as type: M.Type) throws -> M {
+        let own: [(key: String, index: Int)]
+        if let last = lastInsertedModel, last.id == ObjectIdentifier(type) {
+            own = last.perObject
+        } else {
+            own = type.perObjectInitialValues()
+            lastInsertedModel = (ObjectIdentifier(type), own)
+        }
+        guard !own.isEmpty else { return wrap(object, as: type) }
+        var model: M?
+        let (values, _) = DefaultCapture.values { model = wrap(object, as: type) }
+        for (key, index) in own where values.indices.contains(index) {
+            if try object.value(forKey: key).isNull { try object.setValue(values[index], forKey: key) }
+        }
+        return model!
     }
 
     /// The object for `id`, loaded and wrapped in a model class.

@@ -84,6 +84,9 @@ public final class ObjectContext {
     @exclusivity(unchecked) var checkedModels: [ObjectIdentifier: String] = [:]
     @exclusivity(unchecked) var lastCheckedModel: ObjectIdentifier?
     @exclusivity(unchecked) var lastCheckedEntityName = ""
+    /// The last model class inserted, and its initial values made anew per instance (a typed insert in a loop
+    /// looks them up without a lock).
+    @exclusivity(unchecked) var lastInsertedModel: (id: ObjectIdentifier, perObject: [(key: String, index: Int)])?
     /// Failures of typed-model setters (which cannot throw), thrown by the next save.
     @exclusivity(unchecked) var accessorFailures: [EntityStoreError] = []
     /// How a save resolves conflicts with changes saved elsewhere since the objects were read.

@@ -187,6 +187,19 @@ enum DefaultCapture {
         }
     }
 
+    /// Runs `body` capturing the initial values of the wrappers it makes: the values in the order kept, and the
+    /// number kept before `body` ran (a wrapper's ``Stored/initialValue`` minus one, minus that number, is its
+    /// value's place in the list).
+    static func values(during body: () throws -> Void) rethrows -> (values: [Value], before: Int) {
+        let thread = ObjectIdentifier(Thread.current)
+        return try capturing {
+            let before = sessions.withLock { $0[thread]?.count ?? 0 }
+            try body()
+            let values = sessions.withLock { Array(($0[thread] ?? []).dropFirst(before)) }
+            return (values, before)
+        }
+    }
+
     /// The value kept at `position` by this thread's capture; `.null` for none.
     static func value(at position: UInt32) -> Value {
         guard position != 0 else { return .null }
@@ -203,6 +216,7 @@ enum DefaultCapture {
 /// ```swift
 /// @Stored var title: String                              // key "title", required
 /// @Stored var rank: Int = 0                               // the initial value is the default
+/// @Stored var id: UUID = UUID()                           // made anew: each inserted object's own
 /// @Stored(.unique, .caseInsensitive) var email: String?   // optional, unique without regard to case
 /// @Stored("pages", .indexed) var pageCount: Int?          // an explicit key
 /// @Stored var level: Int16 = 0                            // stored as int64, bounded to -32768...32767
@@ -339,6 +353,9 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
             transient: flags & 8 != 0)
         return .attribute(attribute)
     }
+
+    /// Where the wrapper's initial value was kept (see `DefaultCapture`); 0 for none.
+    var initialValuePosition: UInt32 { initialValue }
 
     @usableFromInline
     func mismatches(key: String, in entity: Entity, model: String) -> [EntityStoreError.Failure] {

@@ -9,7 +9,13 @@ extension Entity {
         let declarations = DefaultCapture.capturing {
             model.modelProperties().map { key, property in property.declaration(key: key) }
         }
-        for declaration in declarations {
+        // An initial value made anew for each instance is no default: each typed insert sets its own.
+        let perObject = Set(model.perObjectInitialValues().map(\.key))
+        for var declaration in declarations {
+            if case .attribute(var attribute) = declaration, perObject.contains(attribute.name) {
+                attribute.defaultValue = .null
+                declaration = .attribute(attribute)
+            }
             switch declaration {
             case .attribute(let attribute) where attribute.isTransient: transientAttributes.append(attribute)
             case .attribute(let attribute): attributes.append(attribute)
