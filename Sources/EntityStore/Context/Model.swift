@@ -277,14 +277,13 @@ extension ObjectContext {
     /// Wraps an object just inserted, giving it the class's initial values made anew for each instance
     /// (`= UUID()`, `= Date()`) where it holds nil (no other value was given).
     func wrapInserted<M: Model>(_ object: ManagedObject, as type: M.Type) throws -> M {
-        let own: [(key: String, index: Int)]
-        if let last = lastInsertedModel, last.id == ObjectIdentifier(type) {
-            own = last.perObject
-        } else {
-            own = type.perObjectInitialValues()
-            lastInsertedModel = (ObjectIdentifier(type), own)
+        if lastInsertedModel != ObjectIdentifier(type) {
+            lastInsertedPerObject = type.perObjectInitialValues()
+            lastInsertedModel = ObjectIdentifier(type)
         }
-        guard !own.isEmpty else { return wrap(object, as: type) }
+        // Read in place: most classes have none, and a typed insert in a loop takes no copy of the list.
+        if lastInsertedPerObject.isEmpty { return wrap(object, as: type) }
+        let own = lastInsertedPerObject
         var model: M?
         let (values, _) = DefaultCapture.values { model = wrap(object, as: type) }
         for (key, index) in own where values.indices.contains(index) {

@@ -86,7 +86,8 @@ public final class ObjectContext {
     @exclusivity(unchecked) var lastCheckedEntityName = ""
     /// The last model class inserted, and its initial values made anew per instance (a typed insert in a loop
     /// looks them up without a lock).
-    @exclusivity(unchecked) var lastInsertedModel: (id: ObjectIdentifier, perObject: [(key: String, index: Int)])?
+    @exclusivity(unchecked) var lastInsertedModel: ObjectIdentifier?
+    @exclusivity(unchecked) var lastInsertedPerObject: [(key: String, index: Int)] = []
     /// Failures of typed-model setters (which cannot throw), thrown by the next save.
     @exclusivity(unchecked) var accessorFailures: [EntityStoreError] = []
     /// How a save resolves conflicts with changes saved elsewhere since the objects were read.
