@@ -100,15 +100,9 @@ struct SyncSpouseFuzzTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         var random = SeededGenerator(seed: seed + 501)
-        let replicas = try (0..<3).map { i -> (store: PersistentStore, engine: SyncEngine) in
-            let store = try PersistentStore.open(path: directory.path("s\(i).store"), schema: Self.schema())
-            let engine = try SyncEngine(
-                store: store,
-                configuration: .init(
-                    connection: server.connection, deletePolicy: seed % 2 == 1 ? .newestWins : .deleteWins,
-                    batchSize: 4))
-            return (store, engine)
-        }
+        let replicas = try openReplicas(
+            3, schema: Self.schema(), in: directory, server: server,
+            deletePolicy: seed % 2 == 1 ? .newestWins : .deleteWins, batchSize: 4)
         let errors = Mutex<[String]>([])
         if background {
             for replica in replicas {

@@ -16,6 +16,21 @@ func syncUntilQuiet(_ engines: [SyncEngine], passes: Int = 10) throws -> Bool {
     return false
 }
 
+/// `count` stores (`s0.store`, `s1.store`, ...) in `directory` on `schema`, each with an engine syncing through
+/// `server` under `deletePolicy`, pulling `batchSize` log entries per page.
+func openReplicas(
+    _ count: Int, schema: Schema, in directory: TemporaryDirectory, server: ScratchPostgres,
+    deletePolicy: SyncConfiguration.DeletePolicy, batchSize: Int
+) throws -> [(store: PersistentStore, engine: SyncEngine)] {
+    try (0..<count).map { i in
+        let store = try PersistentStore.open(path: directory.path("s\(i).store"), schema: schema)
+        let engine = try SyncEngine(
+            store: store,
+            configuration: .init(connection: server.connection, deletePolicy: deletePolicy, batchSize: batchSize))
+        return (store, engine)
+    }
+}
+
 /// Stores named by letter, syncing through one scratch PostgreSQL server; `remove()` removes the server and the
 /// stores.
 final class SyncZone {

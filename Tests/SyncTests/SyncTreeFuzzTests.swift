@@ -65,15 +65,9 @@ struct SyncTreeFuzzTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         var random = SeededGenerator(seed: seed + 77)
-        let replicas = try (0..<3).map { i -> (store: PersistentStore, engine: SyncEngine) in
-            let store = try PersistentStore.open(path: directory.path("s\(i).store"), schema: Self.schema())
-            let engine = try SyncEngine(
-                store: store,
-                configuration: .init(
-                    connection: server.connection, deletePolicy: seed % 2 == 1 ? .newestWins : .deleteWins,
-                    batchSize: 5))
-            return (store, engine)
-        }
+        let replicas = try openReplicas(
+            3, schema: Self.schema(), in: directory, server: server,
+            deletePolicy: seed % 2 == 1 ? .newestWins : .deleteWins, batchSize: 5)
         for step in 0..<300 {
             let store = replicas.randomElement(using: &random)!.store
             let context = ObjectContext(store: store)
