@@ -55,6 +55,38 @@ import Testing
         #expect(try store.schemaHistory().map(\.version) == [1, 2])
     }
 
+    /// A generated default (a model's `= UUID()` or `= Date()`) added by a migration gives each stored object its
+    /// own value: a unique UUID each, and the time of the migration.
+    @Test func addingAttributesWithGeneratedDefaultsGivesEachObjectItsOwn() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("m.store")
+        let ids = try seed(path)
+        let before = Date()
+        let v2 = try Schema(version: 2) {
+            Entity("Item") {
+                Attribute("name", .string)
+                Attribute("count", .int64, default: 0)
+                Attribute("note", .string, optional: true)
+                Attribute("key", .uuid, unique: true, generated: .uuid)
+                Attribute("added", .date, generated: .now)
+            }
+        }
+        let store = try open(path, v2)
+        let context = ObjectContext(store: store)
+        let items = try ids.map { try context.existingObject(with: $0) }
+        let keys = try items.map { try $0["key"] }
+        #expect(Set(keys).count == 3 && !keys.contains(.null))
+        for item in items {
+            guard case .date(let added) = try item["added"] else {
+                Issue.record("no date for \(item.objectID)")
+                continue
+            }
+            #expect(added >= before && added <= Date())
+        }
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+
     @Test func removingAndRenamingAttributesKeepsTheRestOfTheData() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

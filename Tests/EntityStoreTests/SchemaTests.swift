@@ -55,6 +55,29 @@ import Testing
         #expect(messages.count == 6)
     }
 
+    @Test func aGeneratedDefaultMustFitItsAttribute() throws {
+        let error = entityStoreError {
+            _ = try Schema(version: 1) {
+                Entity("A") {
+                    Attribute("code", .string, generated: .uuid)
+                    Attribute("at", .date, default: .date(Date(timeIntervalSinceReferenceDate: 0)), generated: .now)
+                    Attribute("id", .uuid, generated: .uuid)
+                }
+            }
+        }
+        #expect(
+            error?.failures.map(\.description) == [
+                "A.code: a generated uuid default is for a uuid attribute, not a string",
+                "A.at: a generated default cannot go with a default value or a derivation",
+            ])
+        // Part of the fingerprint: adding one is a schema change.
+        let plain = try Schema(version: 1) { Entity("A") { Attribute("id", .uuid, optional: true) } }
+        let generated = try Schema(version: 1) {
+            Entity("A") { Attribute("id", .uuid, optional: true, generated: .uuid) }
+        }
+        #expect(plain.fingerprint != generated.fingerprint)
+    }
+
     /// `Schema.entities` is settable: a list changed after the schema was made is validated when a store opens with
     /// it (it was taken as it was: a duplicate attribute, a relationship to no entity, a default of the wrong type),
     /// and a sub-entity added to it inherits its superentity's properties.

@@ -188,13 +188,15 @@ struct TypedWorld {
         #expect(read.lastError == nil)
     }
 
-    /// `@Stored var id = UUID()` and `= Date()` give each inserted object its own value, as SwiftData does. Before,
-    /// the value made when the schema was built was every object's default, so all objects shared one UUID and one
-    /// date, and the schema differed at every launch: the store could not be opened again.
+    /// `@Stored var id = UUID()` and `= Date()` give each inserted object its own value, as SwiftData does, also
+    /// through the dynamic API and batch inserts (a generated default). Before, the value made when the schema was
+    /// built was every object's default, so all objects shared one UUID and one date, and the schema differed at
+    /// every launch: the store could not be opened again.
     @Test func initialValuesMadeForEachInstanceAreEachObjectsOwn() throws {
         let schema = try Schema(version: 1, models: [Stamp.self])
         let entity = try #require(schema.entity("Stamp"))
         #expect(entity.attributes.map(\.defaultValue) == [.null, .null, .null, .string("untitled")])
+        #expect(entity.attributes.map(\.generatedDefault) == [.uuid, .now, nil, nil])
         #expect(try Schema(version: 1, models: [Stamp.self]).fingerprint == schema.fingerprint)
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
@@ -214,12 +216,19 @@ struct TypedWorld {
             #expect([first, second, third].allSatisfy { $0.created >= start && $0.created <= Date() })
             #expect(first.name == "untitled" && third.name == "form" && first.note == nil)
             try context.save()
-            // The dynamic API has no Swift initializer to run: such a value is required like any other.
-            try context.insert("Stamp").setValue(.string("dynamic"), forKey: "name")
-            let refused = entityStoreError { try context.save() }
-            #expect(refused?.code == .validationFailed)
-            #expect(Set(refused?.failures.compactMap(\.key) ?? []) == ["id", "created"])
-            context.rollback()
+            // A UUID or a date made anew is a generated default: the dynamic API and batch inserts make one too.
+            let dynamic = try context.insert("Stamp")
+            try dynamic.setValue(.string("dynamic"), forKey: "name")
+            let batch = try store.batchInsert(into: "Stamp", objects: [["name": "a"], ["name": "b"]])
+            let made = try [dynamic] + batch.map { try context.existingObject(with: $0) }
+            let madeIDs = try made.map { try $0.value(forKey: "id") }
+            #expect(Set(madeIDs).count == 3 && !madeIDs.contains(.null))
+            #expect(
+                try made.allSatisfy {
+                    if case .date(let date) = try $0.value(forKey: "created") { date >= start } else { false }
+                })
+            #expect(
+                !madeIDs.contains { $0 == .uuid(first.id) || $0 == .uuid(second.id) || $0 == .uuid(third.id) })
             _ = try [first, second, third, fourth].map {
                 try context.insert(Stamp.self, from: StampForm(name: $0.name))
             }
@@ -228,7 +237,7 @@ struct TypedWorld {
         // A schema built again (in another launch) opens the store: the fingerprint does not change.
         let reopened = try PersistentStore.open(path: path, schema: try Schema(version: 1, models: [Stamp.self]))
         let stored = try ObjectContext(store: reopened).fetch(Stamp.self).map(\.id)
-        #expect(Set(stored).count == 8)
+        #expect(Set(stored).count == 11)
     }
 
     /// A `Float` property rounds a stored double to the nearest `Float`; one beyond its range (written by another

@@ -104,6 +104,7 @@ extension Runner {
                     parent?.attribute(a.name) != nil ? inherited(a.name) : nil,
                     a.isTransient ? "transient" : nil,
                     a.derivation.map { "derived: \($0)" },
+                    a.generatedDefault.map { "generated: \($0 == .uuid ? "a new UUID" : "the time it is made")" },
                     a.validation.map { "rules: \($0)" },
                 ].compactMap { $0 }.joined(separator: "; ")
                 table.rows.append([

@@ -19,7 +19,9 @@ import Observation
 ///
 /// Keys come from the property names (or the key given to the wrapper); a property's initial value is the
 /// attribute's default, unless it is made anew for each instance (`@Stored var id = UUID()`, `= Date()`): then each
-/// typed insert takes its own, as in SwiftData, and the attribute has no default. The class is checked against the
+/// object gets its own, as in SwiftData. A UUID or a date becomes a ``GeneratedDefault`` (made for each object
+/// however it is inserted, and for each object a migration adds the attribute to); another type's value is set by
+/// each typed insert, and the attribute has no default. The class is checked against the
 /// store's schema the first time it is used with a store, so a typo fails at once with a clear error rather than on
 /// some later access.
 ///

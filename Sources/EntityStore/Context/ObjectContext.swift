@@ -182,7 +182,7 @@ public final class ObjectContext {
         return mutation {
             let object = ManagedObject(objectID: id, entity: storage.entityBox, context: self)
             // Its own copy now: the values are written next, and a write to shared storage copies it slowly.
-            object.values = storage.entityBox.defaultValues.ownCopy()
+            object.values = storage.entityBox.newValues()
             object.isInserted = true
             for relationship in storage.entity.relationships {
                 object.related[relationship.name] = []

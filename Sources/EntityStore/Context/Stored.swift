@@ -389,6 +389,7 @@ extension AttributeType {
     /// The type's name with its article: "an int64", "a string".
     public var withArticle: String {
         let name = rawValue
-        return (["a", "e", "i", "o", "u"].contains(name.prefix(1)) ? "an " : "a ") + name
+        // "a uuid" (said "you-you-id"), "an int64".
+        return (["a", "e", "i", "o"].contains(name.prefix(1)) ? "an " : "a ") + name
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The type of an attribute's values.
 public enum AttributeType: String, Codable, Sendable, CaseIterable {
     /// Booleans, 64-bit integers, doubles, strings, dates, binary data, UUIDs and decimals.
@@ -12,11 +14,33 @@ public enum AttributeType: String, Codable, Sendable, CaseIterable {
     }
 }
 
+/// A default made anew for each object: a new UUID, or the time the object is made.
+public enum GeneratedDefault: String, Codable, Sendable, Hashable {
+    /// A new random UUID, for a `uuid` attribute.
+    case uuid
+    /// The time the object is made (inserted, or, for an attribute added by a migration, migrated), for a `date`
+    /// attribute.
+    case now
+
+    /// A new value.
+    func make() -> Value {
+        switch self {
+        case .uuid: .uuid(UUID())
+        case .now: .date(Date())
+        }
+    }
+
+    /// The attribute type it makes values of.
+    var type: AttributeType { self == .uuid ? .uuid : .date }
+}
+
 /// A typed attribute of an entity.
 ///
 /// ```swift
 /// Attribute("title", .string, indexed: true)
 /// Attribute("rating", .int64, default: 3)
+/// Attribute("id", .uuid, unique: true, generated: .uuid)   // a new UUID for each object
+/// Attribute("created", .date, generated: .now)             // when each object was made
 /// Attribute("nickname", .string, optional: true, renamedFrom: "alias")
 /// Attribute("stars", .int64, default: 3, validation: .range(1, 5))
 /// Attribute("bookCount", .int64, default: 0, indexed: true, derived: "books.@count")
@@ -30,6 +54,9 @@ public struct Attribute: Codable, Sendable, Hashable {
     public var isOptional: Bool
     /// The value a new object starts with; `.null` for none.
     public var defaultValue: Value
+    /// A default made anew for each object (a new UUID, the time it is made), instead of ``defaultValue``: for every
+    /// insert (through a context, a batch insert, an import) and for the objects a migration adds the attribute to.
+    public var generatedDefault: GeneratedDefault?
     /// Whether an index serves predicates and sorts on this attribute.
     public var isIndexed: Bool
     /// Whether no two objects of the entity may hold the same value (implies an index).
@@ -58,9 +85,11 @@ public struct Attribute: Codable, Sendable, Hashable {
     public init(
         _ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value = .null,
         indexed: Bool = false, unique: Bool = false, caseInsensitive: Bool = false, renamedFrom: String? = nil,
-        validation: AttributeValidation? = nil, derived derivation: String? = nil, transient: Bool = false
+        validation: AttributeValidation? = nil, derived derivation: String? = nil, transient: Bool = false,
+        generated: GeneratedDefault? = nil
     ) {
         self.transientFlag = transient ? true : nil
+        self.generatedDefault = generated
         self.validation = validation
         self.derivation = derivation
         self.name = name
@@ -87,6 +116,12 @@ extension Attribute {
             validation = rules
         }
     }
+
+    /// Whether a new object gets a value without one given: a default, or one made for it.
+    var hasDefault: Bool { !defaultValue.isNull || generatedDefault != nil }
+
+    /// The value a new object starts with: one made for it, or the default.
+    func initialValue() -> Value { generatedDefault?.make() ?? defaultValue }
 
     /// The attribute with ``normalizeNumbers()`` applied.
     func normalizingNumbers() -> Attribute {

@@ -9,11 +9,13 @@ extension Entity {
         let declarations = DefaultCapture.capturing {
             model.modelProperties().map { key, property in property.declaration(key: key) }
         }
-        // An initial value made anew for each instance is no default: each typed insert sets its own.
+        // An initial value made anew for each instance is no fixed default: a UUID or a date is made for each object
+        // however it is inserted (or migrated); another type's is set by each typed insert.
         let perObject = Set(model.perObjectInitialValues().map(\.key))
         for var declaration in declarations {
             if case .attribute(var attribute) = declaration, perObject.contains(attribute.name) {
                 attribute.defaultValue = .null
+                attribute.generatedDefault = [.uuid: .uuid, .date: .now][attribute.type]
                 declaration = .attribute(attribute)
             }
             switch declaration {

@@ -79,6 +79,7 @@ public struct Schema: Codable, Sendable, Equatable {
                 text += "A\(a.name):\(a.type.rawValue):\(a.isOptional):\(a.defaultValue):\(a.isIndexed)"
                 text += ":\(a.isUnique):\(a.isCaseInsensitive)"
                 if let derivation = a.derivation { text += ":=\(derivation)" }
+                if let generated = a.generatedDefault { text += ":gen=\(generated.rawValue)" }
                 text += ";"
             }
             for r in entity.relationships.sorted(by: { $0.name < $1.name }) {
@@ -132,6 +133,22 @@ public struct Schema: Codable, Sendable, Equatable {
                             entity: entity.name, key: name,
                             message: "the default \(attribute.defaultValue) is \(type.withArticle), not"
                                 + " \(attribute.type.withArticle)"))
+                }
+                if let generated = attribute.generatedDefault {
+                    if generated.type != attribute.type {
+                        failures.append(
+                            .init(
+                                entity: entity.name, key: name,
+                                message:
+                                    "a generated \(generated.rawValue) default is for \(generated.type.withArticle)"
+                                    + " attribute, not \(attribute.type.withArticle)"))
+                    }
+                    if !attribute.defaultValue.isNull || attribute.derivation != nil {
+                        failures.append(
+                            .init(
+                                entity: entity.name, key: name,
+                                message: "a generated default cannot go with a default value or a derivation"))
+                    }
                 }
                 if let problem = attribute.defaultValue.storageProblem {
                     failures.append(.init(entity: entity.name, key: name, message: "the default: \(problem)"))

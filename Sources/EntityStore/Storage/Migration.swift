@@ -155,7 +155,7 @@ enum Migration {
                     attribute.renamedFrom.flatMap { old.attributeIndex($0) } ?? old.attributeIndex(attribute.name)
                 sources.append(source)
                 guard let source else {
-                    if !attribute.isOptional && attribute.defaultValue.isNull {
+                    if !attribute.isOptional && !attribute.hasDefault {
                         failures.append(
                             .init(
                                 entity: entity.name, key: attribute.name,
@@ -170,7 +170,7 @@ enum Migration {
                             entity: entity.name, key: attribute.name,
                             message: "the type changed from \(previous.type.rawValue) to \(attribute.type.rawValue)"))
                 }
-                if previous.isOptional && !attribute.isOptional && attribute.defaultValue.isNull {
+                if previous.isOptional && !attribute.isOptional && !attribute.hasDefault {
                     failures.append(
                         .init(
                             entity: entity.name, key: attribute.name,
@@ -239,8 +239,8 @@ enum Migration {
                 var mapped: [Value] = []
                 for (i, source) in plan.sources.enumerated() {
                     let attribute = new.attributes[i]
-                    var value = source.map { values[$0] } ?? attribute.defaultValue
-                    if value.isNull && !attribute.isOptional { value = attribute.defaultValue }
+                    var value = source.map { values[$0] } ?? attribute.initialValue()
+                    if value.isNull && !attribute.isOptional { value = attribute.initialValue() }
                     mapped.append(value)
                 }
                 rewritten.append((primaryKey, mapped, rowVersion))

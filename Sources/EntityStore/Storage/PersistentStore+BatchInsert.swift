@@ -42,8 +42,10 @@ extension PersistentStore {
         // Per attribute, found once: reading them per key copied the attribute.
         let derived = entity.attributes.map { $0.derivation != nil }
         let required = entity.attributes.indices.filter { !entity.attributes[$0].isOptional }
+        let generated = storage.entityBox.generatedDefaults
         for (position, object) in objects.enumerated() {
             var values = defaults.ownCopy()
+            for (index, made) in generated { values[index] = made.make() }
             var mistyped = Set<Int>()  // reported once, as a wrong type
             for (key, given) in object {
                 guard let index = entity.attributeIndex(key) else {
@@ -129,6 +131,9 @@ extension PersistentStore {
         let types = positions.map { entity.attributes[$0].type }
         let rules = positions.map { entity.attributes[$0].validation }
         let required = entity.attributes.indices.filter { !entity.attributes[$0].isOptional }
+        // Defaults made anew for each row, for the attributes the rows do not give.
+        let generated = storage.entityBox.generatedDefaults
+        let given = Set(positions)
         for (position, row) in rows.enumerated() {
             guard row.count == keys.count else {
                 failures.append(
@@ -138,6 +143,9 @@ extension PersistentStore {
                 continue
             }
             var values = complete ? row : defaults.ownCopy()
+            if !complete {
+                for (index, made) in generated where !given.contains(index) { values[index] = made.make() }
+            }
             var mistyped = Set<Int>()
             var converted = false
             for (column, index) in positions.enumerated() {

@@ -108,6 +108,8 @@ final class EntityBox: Sendable {
     let recordLayout: RecordLayout
     /// The places of the attributes that must be unique (most entities have none).
     let uniqueAttributeIndices: [Int]
+    /// The attributes whose default is made anew for each object, by place (most entities have none).
+    let generatedDefaults: [(index: Int, generated: GeneratedDefault)]
 
     init(_ entity: Entity) {
         self.entity = entity
@@ -116,5 +118,15 @@ final class EntityBox: Sendable {
         defaultValues = entity.attributes.map(\.defaultValue)
         recordLayout = RecordLayout(entity)
         uniqueAttributeIndices = entity.attributes.indices.filter { entity.attributes[$0].isUnique }
+        generatedDefaults = entity.attributes.indices.compactMap { index in
+            entity.attributes[index].generatedDefault.map { (index, $0) }
+        }
+    }
+
+    /// A new object's values: the defaults, and those made for it.
+    func newValues() -> [Value] {
+        var values = defaultValues.ownCopy()
+        for (index, generated) in generatedDefaults { values[index] = generated.make() }
+        return values
     }
 }
