@@ -1,6 +1,7 @@
 import EntityStore
 import Foundation
 import Observation
+import Synchronization
 import TestSupport
 import Testing
 
@@ -56,6 +57,14 @@ final class Stamp: Model {
     @Stored var created: Date = Date()
     @Stored var note: String? = nil
     @Stored var name: String = "untitled"
+}
+
+/// The serial numbers `Serial` takes, one per instance made.
+let serials = Atomic<Int>(0)
+
+/// A model whose initial value is made anew for each instance but is neither a UUID nor a date.
+final class Serial: Model {
+    @Stored var number: Int = serials.add(1, ordering: .relaxed).newValue
 }
 
 struct StampForm: Codable {
@@ -220,6 +229,9 @@ struct TypedWorld {
             let dynamic = try context.insert("Stamp")
             try dynamic.setValue(.string("dynamic"), forKey: "name")
             let batch = try store.batchInsert(into: "Stamp", objects: [["name": "a"], ["name": "b"]])
+            let kept = UUID()
+            let keptIDs = try store.batchInsert(into: "Stamp", objects: [["name": "given", "id": .uuid(kept)]])
+            #expect(try context.existingObject(with: keptIDs[0])["id"] == .uuid(kept))
             let made = try [dynamic] + batch.map { try context.existingObject(with: $0) }
             let madeIDs = try made.map { try $0.value(forKey: "id") }
             #expect(Set(madeIDs).count == 3 && !madeIDs.contains(.null))
@@ -237,7 +249,24 @@ struct TypedWorld {
         // A schema built again (in another launch) opens the store: the fingerprint does not change.
         let reopened = try PersistentStore.open(path: path, schema: try Schema(version: 1, models: [Stamp.self]))
         let stored = try ObjectContext(store: reopened).fetch(Stamp.self).map(\.id)
-        #expect(Set(stored).count == 11)
+        #expect(Set(stored).count == 12)
+    }
+
+    /// An initial value made anew for each instance that is no UUID or date is set by each typed insert; the
+    /// dynamic API cannot run the initializer, so there the attribute is required.
+    @Test func otherInitialValuesMadeForEachInstanceAreSetByTypedInserts() throws {
+        let schema = try Schema(version: 1, models: [Serial.self])
+        let number = try #require(schema.entity("Serial")?.attribute("number"))
+        #expect(number.defaultValue == .null && number.generatedDefault == nil)
+        let temporary = try TemporaryStore(schema: schema)
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let numbers = try (0..<3).map { _ in try context.insert(Serial.self).number }
+        #expect(Set(numbers).count == 3)
+        try context.save()
+        _ = try context.insert("Serial")
+        let refused = entityStoreError { try context.save() }
+        #expect(refused?.code == .validationFailed && refused?.failures.first?.key == "number")
     }
 
     /// A `Float` property rounds a stored double to the nearest `Float`; one beyond its range (written by another

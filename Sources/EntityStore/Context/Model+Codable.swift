@@ -82,7 +82,7 @@ extension Model {
 
 extension ObjectContext {
     /// Inserts an object of `entityName` with the attributes named by `value`'s fields; nothing is inserted when a
-    /// field does not fit.
+    /// field does not fit. A nil field leaves a generated default (``GeneratedDefault``) as the insert made it.
     public func insert(_ entityName: String, from value: some Encodable) throws -> ManagedObject {
         let fields = try ValueCoding.encode(value)
         let entity = try store.storage(for: entityName).entity
@@ -101,7 +101,11 @@ extension ObjectContext {
             }
         }
         let object = try insert(entityName)
-        for (key, value) in fields.sorted(by: { $0.key < $1.key }) { try object.setValue(value, forKey: key) }
+        for (key, value) in fields.sorted(by: { $0.key < $1.key }) {
+            // A nil field (an optional left out) keeps a generated default: the UUID or date the insert made.
+            if value.isNull && entity.attribute(key)?.generatedDefault != nil { continue }
+            try object.setValue(value, forKey: key)
+        }
         return object
     }
 

@@ -276,11 +276,16 @@ extension ObjectContext {
         try wrapInserted(try insert(try checkModel(type)), as: type)
     }
 
-    /// Wraps an object just inserted, giving it the class's initial values made anew for each instance
-    /// (`= UUID()`, `= Date()`) where it holds nil (no other value was given).
+    /// Wraps an object just inserted, giving it the class's initial values made anew for each instance that the store
+    /// does not generate (`= Int.random(in:)`; a UUID or a date is a generated default) where it holds nil (no other
+    /// value was given).
     func wrapInserted<M: Model>(_ object: ManagedObject, as type: M.Type) throws -> M {
         if lastInsertedModel != ObjectIdentifier(type) {
-            lastInsertedPerObject = type.perObjectInitialValues()
+            // A UUID or a date the store generates is made by the insert already; the rest are taken from the
+            // model's initializer.
+            lastInsertedPerObject = type.perObjectInitialValues().filter {
+                object.entity.attribute($0.key)?.generatedDefault == nil
+            }
             lastInsertedModel = ObjectIdentifier(type)
         }
         // Read in place: most classes have none, and a typed insert in a loop takes no copy of the list.

@@ -43,9 +43,12 @@ extension PersistentStore {
         let derived = entity.attributes.map { $0.derivation != nil }
         let required = entity.attributes.indices.filter { !entity.attributes[$0].isOptional }
         let generated = storage.entityBox.generatedDefaults
+        let names = storage.entityBox.attributeNames
         for (position, object) in objects.enumerated() {
             var values = defaults.ownCopy()
-            for (index, made) in generated { values[index] = made.make() }
+            for (index, made) in generated where object[names[index]] == nil {
+                values[index] = made.make()
+            }
             var mistyped = Set<Int>()  // reported once, as a wrong type
             for (key, given) in object {
                 guard let index = entity.attributeIndex(key) else {
