@@ -1,7 +1,6 @@
 import EntityStore
 import EntityStoreSync
 import Foundation
-import Synchronization
 import TestSupport
 import Testing
 
@@ -58,13 +57,7 @@ struct SyncFuzzTests {
             try controller.performFetch()
             return Replica(store: store, engine: engine, screen: screen, controller: controller)
         }
-        let errors = Mutex<[String]>([])
-        if background {
-            for replica in replicas {
-                try replica.engine.start(
-                    interval: 0.05, onError: { error in errors.withLock { $0.append("\(error)") } })
-            }
-        }
+        let syncs = try BackgroundSyncs(background ? replicas.map(\.engine) : [], interval: 0.05)
         for step in 0..<300 {
             let replica = replicas.randomElement(using: &random)!
             // The screen context (merging), or a fresh one.
@@ -91,10 +84,7 @@ struct SyncFuzzTests {
                 try expectFresh(synced, "seed \(seed), step \(step)")
             }
         }
-        if background {
-            for replica in replicas { replica.engine.stop() }
-            #expect(errors.withLock { $0 }.isEmpty, "background syncs failed: \(errors.withLock { $0 })")
-        }
+        syncs.stop()
 
         #expect(
             try syncUntilQuiet(replicas.map(\.engine)),

@@ -1,7 +1,6 @@
 import EntityStore
 import EntityStoreSync
 import Foundation
-import Synchronization
 import TestSupport
 import Testing
 
@@ -103,13 +102,7 @@ struct SyncSpouseFuzzTests {
         let replicas = try openReplicas(
             3, schema: Self.schema(), in: directory, server: server,
             deletePolicy: seed % 2 == 1 ? .newestWins : .deleteWins, batchSize: 4)
-        let errors = Mutex<[String]>([])
-        if background {
-            for replica in replicas {
-                try replica.engine.start(
-                    interval: 0.02, onError: { error in errors.withLock { $0.append("\(error)") } })
-            }
-        }
+        let syncs = try BackgroundSyncs(background ? replicas.map(\.engine) : [], interval: 0.02)
         for step in 0..<250 {
             let store = replicas.randomElement(using: &random)!.store
             let context = ObjectContext(store: store)
@@ -145,10 +138,7 @@ struct SyncSpouseFuzzTests {
                 #expect(report.problems.isEmpty, "seed \(seed), step \(step): \(report.problems)")
             }
         }
-        if background {
-            for replica in replicas { replica.engine.stop() }
-            #expect(errors.withLock { $0 }.isEmpty, "background syncs failed: \(errors.withLock { $0 })")
-        }
+        syncs.stop()
         #expect(
             try syncUntilQuiet(replicas.map(\.engine)),
             "seed \(seed): the stores still exchange changes after 10 passes")

@@ -1,6 +1,8 @@
 import EntityStore
 import EntityStoreSync
+import Synchronization
 import TestSupport
+import Testing
 
 /// Syncs each engine in turn until a whole pass pushes and pulls nothing, at most `passes` passes; whether it got
 /// there.
@@ -28,6 +30,27 @@ func openReplicas(
             store: store,
             configuration: .init(connection: server.connection, deletePolicy: deletePolicy, batchSize: batchSize))
         return (store, engine)
+    }
+}
+
+/// Engines syncing in the background (none when `engines` is empty), keeping the errors they report;
+/// ``stop()`` stops them and expects none.
+final class BackgroundSyncs: Sendable {
+    let engines: [SyncEngine]
+    private let errors = Mutex<[String]>([])
+
+    init(_ engines: [SyncEngine], interval: Double) throws {
+        self.engines = engines
+        for engine in engines {
+            try engine.start(
+                interval: interval, onError: { error in self.errors.withLock { $0.append("\(error)") } })
+        }
+    }
+
+    func stop() {
+        for engine in engines { engine.stop() }
+        let failed = errors.withLock { $0 }
+        #expect(failed.isEmpty, "background syncs failed: \(failed)")
     }
 }
 
