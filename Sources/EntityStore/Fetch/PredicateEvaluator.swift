@@ -352,7 +352,8 @@ final class CompiledPredicate {
             // Objects of the entity's hierarchy: a fetch of a superentity reads each sub-entity's objects with the
             // same predicate, and an object of another entity of the hierarchy is simply not among them.
             try checkObjects(
-                c, holding: schema.root(of: entity.name), in: schema, what: "SELF is the object itself", holds: "SELF stands for", fail)
+                c, holding: schema.root(of: entity.name), in: schema, what: "SELF is the object itself",
+                holds: "SELF stands for", fail)
         case .count:
             switch c.operand {
             case .value(.int), .value(.double), .list: break
