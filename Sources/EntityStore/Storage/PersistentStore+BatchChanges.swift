@@ -149,26 +149,8 @@ extension PersistentStore {
                     try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
                 }
                 // The objects whose derived attributes read the updated values through a relationship.
-                var owners = Set<ObjectID>()
-                for (owner, step) in relationshipDerivationSteps(allDerivations) {
-                    for id in ids
-                    where id.entityName == step.destination || schema.isKind(id.entityName, of: step.destination) {
-                        let storage = try self.storage(for: id.entityName)
-                        guard let inverse = storage.entity.relationship(step.inverse) else { continue }
-                        for target in try storedTargets(of: id, inverse, storage, txn)
-                        where target.entityName == owner || schema.isKind(target.entityName, of: owner) {
-                            owners.insert(target)
-                        }
-                    }
-                }
-                let updated = Set(ids)
-                for (id, names) in try rederive(owners, allDerivations, txn).sorted(by: { $0.key < $1.key }) {
-                    if updated.contains(id), let position = changes.firstIndex(where: { $0.objectID == id }) {
-                        changes[position].changedKeys += names.filter { !changes[position].changedKeys.contains($0) }
-                    } else {
-                        changes.append(ObjectChange(objectID: id, kind: .update, changedKeys: names))
-                    }
-                }
+                let owners = try derivationOwners(reading: ids, allDerivations, txn)
+                mergeRederived(try rederive(owners, allDerivations, txn), into: &changes)
                 // Nothing matched: no history entry (a save of nothing leaves none either).
                 if !changes.isEmpty {
                     _ = try appendHistory(ChangeRecord(kind: .didSave, changes: changes, author: author), txn)
@@ -403,6 +385,42 @@ extension PersistentStore {
     /// Each derived attribute's first relationship, with the entity that has the attribute.
     func relationshipDerivationSteps(_ derivations: [String: [Derivation]]) -> [(owner: String, step: Relationship)] {
         derivations.flatMap { owner, list in list.compactMap { $0.firstStep.map { (owner, $0) } } }
+    }
+
+    /// The objects whose derived attributes read values of `ids` through a relationship.
+    func derivationOwners(
+        reading ids: [ObjectID], _ derivations: [String: [Derivation]], _ txn: WriteTransaction
+    ) throws -> Set<ObjectID> {
+        var owners = Set<ObjectID>()
+        for (owner, step) in relationshipDerivationSteps(derivations) {
+            for id in ids
+            where id.entityName == step.destination || schema.isKind(id.entityName, of: step.destination) {
+                let storage = try self.storage(for: id.entityName)
+                guard let inverse = storage.entity.relationship(step.inverse) else { continue }
+                for target in try storedTargets(of: id, inverse, storage, txn)
+                where target.entityName == owner || schema.isKind(target.entityName, of: owner) {
+                    owners.insert(target)
+                }
+            }
+        }
+        return owners
+    }
+
+    /// Adds the attributes ``rederive(_:_:_:)`` recomputed to the batch's changes: to an object's change when the
+    /// batch changed it, else as an update of its own.
+    func mergeRederived(_ rederived: [ObjectID: [String]], into changes: inout [ObjectChange]) {
+        guard !rederived.isEmpty else { return }
+        var positions: [ObjectID: Int] = [:]
+        for (position, change) in changes.enumerated() where change.kind == .update {
+            positions[change.objectID] = position
+        }
+        for (id, names) in rederived.sorted(by: { $0.key < $1.key }) {
+            if let position = positions[id] {
+                changes[position].changedKeys += names.filter { !changes[position].changedKeys.contains($0) }
+            } else {
+                changes.append(ObjectChange(objectID: id, kind: .update, changedKeys: names))
+            }
+        }
     }
 
     /// Recomputes in `txn` the derived attributes read through relationships of `candidates` from what the store

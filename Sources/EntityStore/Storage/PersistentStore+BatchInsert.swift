@@ -16,16 +16,29 @@ extension PersistentStore {
     /// written. The batch is one history entry (one insert per object), so contexts that merge from the store, their
     /// controllers, and other processes see the new objects like any save.
     ///
+    /// With `onConflict: .update` it is an upsert: an object whose given unique values an object already holds (a
+    /// stored one, matched as uniqueness compares values, or one made earlier in the batch) updates that object
+    /// with the values it gives, and the others keep theirs; `.ignore` skips it instead. Only the values an object
+    /// gives match: its defaults and generated values do not. An object whose values belong to two objects is
+    /// refused (under `.ignore`, skipped), and a stored holder must be of `entityName` or one of its
+    /// sub-entities. Required values are checked on each object as it ends: a new object needs them, an updated
+    /// one has them. The history entry holds an update per changed object (with its old and new values); an
+    /// object that changes nothing writes nothing.
+    ///
     /// - Parameters:
     ///   - entityName: The entity of the new objects.
     ///   - objects: The attribute values of each new object.
+    ///   - onConflict: What an object whose unique value is held does: fail the batch (the default), update the
+    ///     holder, or be skipped.
     ///   - author: The history entry's author.
-    /// - Returns: The new objects' IDs, in the order of `objects`.
+    /// - Returns: The new objects' IDs, in the order of `objects`; for an object that updated or was skipped, the
+    ///   holder's.
     /// - Throws: ``EntityStoreError/Code/unknownEntity``; ``EntityStoreError/Code/validationFailed`` with every
     ///   problem in ``EntityStoreError/failures``; ``EntityStoreError/Code/storage`` from LMDB.
     @discardableResult
     public func batchInsert(
-        into entityName: String, objects: [[String: Value]], author: String? = nil
+        into entityName: String, objects: [[String: Value]], onConflict: UniqueConflictPolicy = .fail,
+        author: String? = nil
     ) throws
         -> [ObjectID]
     {
@@ -33,6 +46,11 @@ extension PersistentStore {
         let entity = storage.entity
         try Self.refuseRequiredToOne(entity)
         guard !objects.isEmpty else { return [] }
+        // An upsert: which values each object gives decides what it updates; its missing values are checked once
+        // it is known to be new.
+        var upsert =
+            onConflict == .fail || storage.entityBox.uniqueAttributeIndices.isEmpty
+            ? nil : UpsertInput(policy: onConflict, given: [], mistyped: [], failures: [])
         var failures: [EntityStoreError.Failure] = []
         var rows: [[Value]] = []
         rows.reserveCapacity(objects.count)
@@ -69,10 +87,17 @@ extension PersistentStore {
                 }
                 values[index] = value
             }
-            if required.contains(where: { values[$0].isNull }) {
+            if upsert != nil {
+                upsert!.given.append(object.keys.compactMap { entity.attributeIndex($0) })
+                upsert!.mistyped.append(mistyped)
+            } else if required.contains(where: { values[$0].isNull }) {
                 Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
             }
             rows.append(values)
+        }
+        if var upsert {
+            upsert.failures = failures
+            return try upsertRows(rows, storage, upsert, author: author)
         }
         if !failures.isEmpty { throw Self.batchFailure(failures) }
         return try insertRows(rows, storage, author: author)
@@ -87,21 +112,25 @@ extension PersistentStore {
     ///
     /// The keys are resolved once and no dictionary is made per object; when `keys` names every attribute in the
     /// entity's order, each row is stored as given. Attributes left out take their defaults. Otherwise it is
-    /// ``batchInsert(into:objects:author:)``: all or nothing, every problem listed in one error, one history
-    /// entry.
+    /// ``batchInsert(into:objects:onConflict:author:)``: all or nothing, every problem listed in one error, one
+    /// history entry, and an upsert under `onConflict: .update` (each row gives the values of `keys`).
     ///
     /// - Parameters:
     ///   - entityName: The entity of the new objects.
     ///   - keys: The attributes each row gives values for, in the rows' order; each at most once.
     ///   - rows: One row of `keys.count` values per new object.
+    ///   - onConflict: What a row whose unique value is held does: fail the batch (the default), update the
+    ///     holder, or be skipped.
     ///   - author: The history entry's author.
-    /// - Returns: The new objects' IDs, in the order of `rows`.
+    /// - Returns: The new objects' IDs, in the order of `rows`; for a row that updated or was skipped, the
+    ///   holder's.
     /// - Throws: ``EntityStoreError/Code/unknownEntity``; ``EntityStoreError/Code/validationFailed`` for a key
     ///   that is not an attribute or is given twice, a row of the wrong length, and every value problem (in
     ///   ``EntityStoreError/failures``); ``EntityStoreError/Code/storage`` from LMDB.
     @discardableResult
     public func batchInsert(
-        into entityName: String, keys: [String], rows: [[Value]], author: String? = nil
+        into entityName: String, keys: [String], rows: [[Value]], onConflict: UniqueConflictPolicy = .fail,
+        author: String? = nil
     ) throws
         -> [ObjectID]
     {
@@ -137,8 +166,13 @@ extension PersistentStore {
         // Defaults made anew for each row, for the attributes the rows do not give.
         let generated = storage.entityBox.generatedDefaults
         let given = Set(positions)
+        var wrongLength = false  // a row of the wrong length: listed, and no upsert is worked out
+        var upsert =
+            onConflict == .fail || storage.entityBox.uniqueAttributeIndices.isEmpty
+            ? nil : UpsertInput(policy: onConflict, given: [], mistyped: [], failures: [])
         for (position, row) in rows.enumerated() {
             guard row.count == keys.count else {
+                wrongLength = true
                 failures.append(
                     .init(
                         entity: entity.name,
@@ -164,7 +198,10 @@ extension PersistentStore {
                 }
                 if !complete || converted { values[index] = value }
             }
-            if required.contains(where: { values[$0].isNull }) {
+            if upsert != nil {
+                upsert!.given.append(positions)
+                upsert!.mistyped.append(mistyped)
+            } else if required.contains(where: { values[$0].isNull }) {
                 Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
             }
             if !complete {
@@ -172,6 +209,10 @@ extension PersistentStore {
             } else if converted {
                 rows[position] = values
             }
+        }
+        if var upsert, !wrongLength {
+            upsert.failures = failures
+            return try upsertRows(complete ? rows : full, storage, upsert, author: author)
         }
         if !failures.isEmpty { throw Self.batchFailure(failures) }
         return try insertRows(complete ? rows : full, storage, author: author)
@@ -303,7 +344,7 @@ extension PersistentStore {
         return ids
     }
 
-    private static func batchFailure(_ failures: [EntityStoreError.Failure]) -> EntityStoreError {
+    static func batchFailure(_ failures: [EntityStoreError.Failure]) -> EntityStoreError {
         EntityStoreError(
             .validationFailed,
             failures.count == 1 ? failures[0].description : "\(failures.count) validation failures",
