@@ -317,6 +317,67 @@ import Testing
     }
 }
 
+/// Upserts of the same values from three processes at once: each batch finds its holders in its own write
+/// transaction, so no value is ever inserted twice.
+@Suite struct UpsertProcessTests {
+    @Test func processesUpsertingTheSameValuesNeverDuplicateThem() throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let rounds = 200
+        let outputs = LockedOutputs()
+        let path = temporary.path
+        let helpers = (0..<2).map { n in
+            Thread {
+                do {
+                    outputs.append(try ChildProcess.helper(["author-upserter", path, "\(rounds)", "p\(n)"]))
+                } catch {
+                    outputs.fail("\(error)")
+                }
+            }
+        }
+        for helper in helpers { helper.start() }
+        // This process upserts too, for as long as the helpers run.
+        var round = 0
+        while outputs.count < 2 || round < rounds {
+            let objects: [[String: Value]] = (0..<10).map {
+                ["email": .string("Shared-\($0)@Example.com"), "name": .string("here-\(round)")]
+            }
+            try temporary.store.batchInsert(into: "Author", objects: objects, onConflict: .update)
+            round += 1
+        }
+        for output in outputs.all {
+            #expect(output.status == 0 && output.stdout.contains("upserted"), "\(output.stderr)")
+        }
+        let context = ObjectContext(store: temporary.store)
+        let authors = try context.fetch(FetchRequest(entity: "Author"))
+        #expect(authors.count == 10)
+        let emails = Set(
+            try authors.map { try $0.value(forKey: "email") }.compactMap { value -> String? in
+                if case .string(let text) = value { return text.lowercased() }
+                return nil
+            })
+        #expect(emails == Set((0..<10).map { "shared-\($0)@example.com" }))
+        // Every author was inserted once, by whichever process came first; every later batch updated it.
+        let inserted = try temporary.store.history(since: 0).flatMap(\.insertedIDs)
+        #expect(Set(inserted) == Set(authors.map(\.objectID)) && inserted.count == 10)
+        #expect(try temporary.store.checkIntegrity().findings.isEmpty)
+    }
+}
+
+/// The outputs of helper processes run on threads of their own.
+final class LockedOutputs: @unchecked Sendable {
+    // @unchecked Sendable: the array is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var outputs: [(status: Int32, stdout: String, stderr: String)] = []
+
+    func append(_ output: ChildProcess.Output) {
+        lock.withLock { outputs.append((output.status, output.stdout, output.stderr)) }
+    }
+    func fail(_ message: String) { lock.withLock { outputs.append((-1, "", message)) } }
+    var count: Int { lock.withLock { outputs.count } }
+    var all: [(status: Int32, stdout: String, stderr: String)] { lock.withLock { outputs } }
+}
+
 /// Random upserts over few values (most objects meet a holder) against a plain model of what they mean: each
 /// object of a batch, in order, names the objects that hold its given unique values now; none makes a new object,
 /// one is updated (or left, under ignore), more fail the batch; a new object without a name fails it too.

@@ -321,6 +321,23 @@ do {
         }
         print("saved \(count)")
 
+    case "author-upserter":
+        // author-upserter PATH ROUNDS TAG: ROUNDS batch upserts on the fixture library store, each of the ten
+        // authors "shared-K@example.com" (the case varied by round), named "TAG-ROUND".
+        guard arguments.count == 4, let rounds = Int(arguments[2]) else { fail("usage: author-upserter PATH N TAG") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
+        for round in 0..<rounds {
+            let objects: [[String: Value]] = (0..<10).map { k in
+                let email = "shared-\(k)@example.com"
+                return [
+                    "email": .string(round % 2 == 0 ? email : email.uppercased()),
+                    "name": .string("\(arguments[3])-\(round)"), "rating": .int(Int64(round)),
+                ]
+            }
+            try store.batchInsert(into: "Author", objects: objects, onConflict: .update)
+        }
+        print("upserted \(rounds)")
+
     default:
         fail("unknown command \(command)")
     }
