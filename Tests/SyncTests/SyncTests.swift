@@ -110,6 +110,25 @@ struct SyncTests {
         #expect(try a.contents() == b.contents())
     }
 
+    @Test("a batch upsert's inserts and updates reach the other store, which upserts in turn")
+    func batchUpsertsSync() throws {
+        let pair = try Pair()
+        defer { pair.remove() }
+        let (a, b) = (pair.a, pair.b)
+        try a.store.batchInsert(into: "Tag", objects: [["name": "swift"], ["name": "lmdb"]], onConflict: .update)
+        try a.engine.syncNow()
+        #expect(try b.engine.syncNow().pulledObjects == 2)
+        // On B: "SWIFT" is the pulled "swift" (the name is unique without regard to case), renamed; "postgres" new.
+        let ids = try b.store.batchInsert(
+            into: "Tag", objects: [["name": "SWIFT"], ["name": "postgres"]], onConflict: .update)
+        #expect(try b.object("Tag", named: "SWIFT")?.objectID == ids[0])
+        try b.engine.syncNow()
+        try a.engine.syncNow()
+        #expect(try a.context.count(for: FetchRequest(entity: "Tag")) == 3)
+        #expect(try a.object("Tag", named: "SWIFT") != nil && a.object("Tag", named: "swift") == nil)
+        #expect(try a.contents() == b.contents())
+    }
+
     @Test("pulled saves are marked remote, reach a controller as one batch, and are not pushed back")
     func pulledChangesAreOneRemoteBatch() throws {
         let pair = try Pair()
