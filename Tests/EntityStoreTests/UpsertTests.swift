@@ -317,6 +317,28 @@ import Testing
     }
 }
 
+/// The typed form: key paths the compiler checks.
+@Suite struct TypedUpsertTests {
+    @Test func labelsUpsertThroughKeyPaths() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let stored = try world.context.fetch(Label.self)
+        let names = try stored.map(\.name)
+        let ids = try world.store.batchInsert(
+            Label.self, objects: [[.set(\Label.name, names[0].uppercased())], [.set(\Label.name, "brand new")]],
+            onConflict: .update)
+        #expect(ids[0] == stored[0].objectID)
+        let reader = ObjectContext(store: world.store)
+        #expect(try reader.existingObject(Label.self, with: ids[0]).name == names[0].uppercased())
+        #expect(try reader.fetch(Label.self).count == stored.count + 1)
+        // The default policy refuses the duplicate by name.
+        let error = entityStoreError {
+            _ = try world.store.batchInsert(Label.self, objects: [[.set(\Label.name, "BRAND NEW")]])
+        }
+        #expect(error?.code == .validationFailed)
+    }
+}
+
 /// Upserts of the same values from three processes at once: each batch finds its holders in its own write
 /// transaction, so no value is ever inserted twice.
 @Suite struct UpsertProcessTests {

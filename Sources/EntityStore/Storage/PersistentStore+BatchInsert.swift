@@ -218,6 +218,30 @@ extension PersistentStore {
         return try insertRows(complete ? rows : full, storage, author: author)
     }
 
+    /// Inserts many models of a class's entity in one write transaction, each given as the attributes it sets,
+    /// through key paths the compiler checks; otherwise it is ``batchInsert(into:objects:onConflict:author:)``.
+    ///
+    /// ```swift
+    /// try store.batchInsert(Label.self, objects: feed.map { [.set(\Label.name, $0.name)] }, onConflict: .ignore)
+    /// ```
+    ///
+    /// No model instance is made: a property's initial value is the attribute's default, and one made anew per
+    /// instance is a generated default (a UUID or a date) or must be given.
+    @discardableResult
+    public func batchInsert<M: Model>(
+        _ type: M.Type, objects: [[ModelAssignment<M>]], onConflict: UniqueConflictPolicy = .fail,
+        author: String? = nil
+    ) throws -> [ObjectID] {
+        let entityName = ModelKeys.entityName(of: type)
+        try type.check(against: try storage(for: entityName).entity)
+        let dictionaries = objects.map { assignments in
+            var values: [String: Value] = [:]
+            for assignment in assignments { values[assignment.key] = assignment.value }
+            return values
+        }
+        return try batchInsert(into: entityName, objects: dictionaries, onConflict: onConflict, author: author)
+    }
+
     private static func refuseRequiredToOne(_ entity: Entity) throws {
         if let required = entity.relationships.first(where: { !$0.isToMany && !$0.isOptional }) {
             throw EntityStoreError(
