@@ -80,3 +80,64 @@ func s9(_ report: Report, _ n: Int) throws {
     }
     for path in [esPath, sqlitePath] { try? FileManager.default.removeItem(atPath: path) }
 }
+
+/// S9 upsert: an import that runs again, against SQLite's `INSERT ... ON CONFLICT (code) DO UPDATE`, each batch one
+/// durable transaction. `n` accounts are stored under a unique code; each batch gives a tenth of `n` rows, half of
+/// them codes already stored (updated) and half new ones (inserted). Measured, with no target of the issue's.
+func s9Upsert(_ report: Report, _ n: Int) throws {
+    let schema = try Schema(version: 1) {
+        Entity("Account") {
+            Attribute("code", .string, unique: true)
+            Attribute("score", .int64)
+            Attribute("title", .string)
+        }
+    }
+    let esPath = temporaryDirectory("s9u-es")
+    let store = try PersistentStore.open(path: esPath, schema: schema, options: .init(mapSize: 1 << 30))
+    let sqlitePath = temporaryDirectory("s9u-sqlite")
+    let sqlite = SQLiteItems(path: sqlitePath + "/db.sqlite")
+    sqlite.exec("CREATE TABLE accounts (id INTEGER PRIMARY KEY, code TEXT UNIQUE, score INTEGER, title TEXT)")
+    let code = { (i: Int) in "account-\(i * 7919 % (4 * n))" }
+    let title = { (i: Int, run: Int) in "Account \(i) as imported by run \(run)" }
+    try store.batchInsert(
+        into: "Account", keys: ["code", "score", "title"],
+        rows: (0..<n).map { [.string(code($0)), .int(Int64($0)), .string(title($0, 0))] })
+    let upsert = sqlite.prepare(
+        "INSERT INTO accounts (code, score, title) VALUES (?, ?, ?) "
+            + "ON CONFLICT (code) DO UPDATE SET score = excluded.score, title = excluded.title")
+    func sqliteRows(_ rows: [(code: String, score: Int64, title: String)]) {
+        sqlite.exec("BEGIN")
+        for row in rows {
+            sqlite3_bind_text(upsert, 1, row.code, -1, sqlite.transient)
+            sqlite3_bind_int64(upsert, 2, row.score)
+            sqlite3_bind_text(upsert, 3, row.title, -1, sqlite.transient)
+            sqlite3_step(upsert)
+            sqlite3_reset(upsert)
+        }
+        sqlite.exec("COMMIT")
+    }
+    sqliteRows((0..<n).map { (code($0), Int64($0), title($0, 0)) })
+    let batch = max(n / 10, 1)
+    let name = "S9 upsert (\(batch) rows, half stored, into \(n))"
+    for run in 1...3 {
+        // Half stored (a band of the first n), half new (beyond them, new in each run).
+        let stored = (0..<batch / 2).map { ($0 * 2 + run) % n }
+        let fresh = (0..<(batch - batch / 2)).map { n + (run - 1) * batch + $0 }
+        let rows = (stored + fresh).map { (code: code($0), score: Int64($0 + run), title: title($0, run)) }
+        let values: [[Value]] = rows.map { [.string($0.code), .int($0.score), .string($0.title)] }
+        let profiled = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "upsert"
+        var start = now()
+        if profiled { entitystore_profile_toggle() }
+        consume(
+            try store.batchInsert(
+                into: "Account", keys: ["code", "score", "title"], rows: values, onConflict: .update
+            ).count)
+        if profiled { entitystore_profile_toggle() }
+        report.record(name, "EntityStore", "s", now() - start)
+        start = now()
+        sqliteRows(rows)
+        report.record(name, "SQLite", "s", now() - start)
+    }
+    sqlite3_finalize(upsert)
+    for path in [esPath, sqlitePath] { try? FileManager.default.removeItem(atPath: path) }
+}

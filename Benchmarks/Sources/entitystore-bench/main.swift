@@ -83,7 +83,10 @@ do {
         if runs("S7") { try s7(report, store, n) }
         try? FileManager.default.removeItem(atPath: path)
     }
-    if runs("S9") { try s9(report, sizes.scan) }
+    if runs("S9") {
+        try s9(report, sizes.scan)
+        try s9Upsert(report, sizes.query)
+    }
     if runs("S8") {
         for _ in 0..<3 {
             try s8(report, sizes.crossProcessSaves, idleSaves: quick ? 3 : 10, idleGap: quick ? 0.5 : 1.5)

@@ -85,13 +85,13 @@ extension PersistentStore {
                 var buffer: [UInt8] = []
                 var keyBuffer: [UInt8] = []
                 for id in plan.storedOrder {
-                    guard var target = plan.stored[id] else { continue }
+                    guard var target = plan.stored[id.primaryKey] else { continue }
                     let storage = target.storage
                     for derivation in (allDerivations[id.entityName] ?? []) where derivation.firstStep == nil {
                         target.current[derivation.index] = try derivation.value(
                             ValuesSubject(values: target.current), now: now, of: id)
                     }
-                    plan.stored[id] = target
+                    plan.stored[id.primaryKey] = target
                     let (changedKeys, old, new) = ObjectChange.differences(
                         storage.entityBox, from: target.old, to: target.current)
                     guard !changedKeys.isEmpty else { continue }
@@ -134,7 +134,8 @@ extension PersistentStore {
         var newRows: [[Value]] = []
         /// The batch object each new row began as (for messages).
         var newOrigins: [Int] = []
-        var stored: [ObjectID: StoredTarget] = [:]
+        /// By primary key: every holder is of the batch entity's hierarchy, which shares one key sequence.
+        var stored: [UInt64: StoredTarget] = [:]
         var storedOrder: [ObjectID] = []
         var targets: [UpsertTarget] = []
     }
@@ -149,14 +150,20 @@ extension PersistentStore {
     ) throws -> UpsertPlan {
         let entity = storage.entity
         let unique = storage.entityBox.uniqueAttributeIndices
-        var scopes: [Int: (slot: String, storages: [EntityStorage])] = [:]
-        for i in unique { scopes[i] = try uniquenessScope(of: entity.attributes[i].name, in: entity.name) }
+        // Per attribute position (read per value, so no attribute is copied per object): where its values must be
+        // unique, and whether without regard to case.
+        var scopes = [[EntityStorage]](repeating: [], count: entity.attributes.count)
+        for i in unique { scopes[i] = try uniquenessScope(of: entity.attributes[i].name, in: entity.name).storages }
+        let caseInsensitive = entity.attributes.map(\.isCaseInsensitive)
         var plan = UpsertPlan()
         plan.targets.reserveCapacity(rows.count)
-        // Per scope, the values the batch's objects hold now where that differs from the store: who holds each.
-        var claims: [String: [Value: UpsertTarget]] = [:]
+        // Per unique attribute, the values the batch's objects hold now where that differs from the store: who holds
+        // each. (Two attributes never share a scope: one list per attribute.)
+        var claims = [[Value: UpsertTarget]](repeating: [:], count: entity.attributes.count)
+        for i in unique { claims[i].reserveCapacity(rows.count) }
         var keyBuffer: [UInt8] = []
-        let required = Set(entity.attributes.indices.filter { !entity.attributes[$0].isOptional })
+        let requiredInOrder = entity.attributes.indices.filter { !entity.attributes[$0].isOptional }
+        let required = Set(requiredInOrder)
 
         func describe(_ target: UpsertTarget) -> String {
             switch target {
@@ -167,20 +174,19 @@ extension PersistentStore {
         func current(_ target: UpsertTarget) -> [Value] {
             switch target {
             case .new(let n): plan.newRows[n]
-            case .stored(let id): plan.stored[id]!.current
+            case .stored(let id): plan.stored[id.primaryKey]!.current
             }
         }
         func claimKey(_ value: Value, _ i: Int) -> Value {
-            ValueSemantics.uniquenessKey(value, caseInsensitive: entity.attributes[i].isCaseInsensitive)
+            ValueSemantics.uniquenessKey(value, caseInsensitive: caseInsensitive[i])
         }
         /// Who holds `value` of the unique attribute at `i` now: a claim of the batch, else a stored object that has
         /// not given it up in the batch.
         func holders(of value: Value, at i: Int) throws -> [UpsertTarget] {
-            let (slot, storages) = scopes[i]!
             let key = claimKey(value, i)
-            if let claimed = claims[slot]?[key] { return [claimed] }
-            return try self.holders(of: value, at: i, in: storages, txn, keyBuffer: &keyBuffer).compactMap { id in
-                if let target = plan.stored[id], claimKey(target.current[i], i) != key { return nil }
+            if let claimed = claims[i][key] { return [claimed] }
+            return try self.holders(of: value, at: i, in: scopes[i], txn, keyBuffer: &keyBuffer).compactMap { id in
+                if let target = plan.stored[id.primaryKey], claimKey(target.current[i], i) != key { return nil }
                 return .stored(id)
             }
         }
@@ -220,7 +226,7 @@ extension PersistentStore {
                                 message: "object \(position): the value \(values[i]) must be unique; "
                                     + "\(describe(holder)) already has it"))
                     }
-                    claims[scopes[i]!.slot, default: [:]][claimKey(values[i], i)] = .new(n)
+                    claims[i][claimKey(values[i], i)] = .new(n)
                 }
                 plan.newRows.append(values)
                 plan.newOrigins.append(position)
@@ -229,7 +235,7 @@ extension PersistentStore {
             }
             plan.targets.append(target)
             guard input.policy == .update else { continue }
-            if case .stored(let id) = target, plan.stored[id] == nil {
+            if case .stored(let id) = target, plan.stored[id.primaryKey] == nil {
                 guard id.entityName == entity.name || schema.isKind(id.entityName, of: entity.name) else {
                     failures.append(
                         .init(
@@ -246,7 +252,8 @@ extension PersistentStore {
                         entity: id.entityName, objectID: id)
                 }
                 let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: holder.entity, key: id.primaryKey)
-                plan.stored[id] = StoredTarget(storage: holder, old: stored, current: stored, rowVersion: rowVersion)
+                plan.stored[id.primaryKey] = StoredTarget(
+                    storage: holder, old: stored, current: stored, rowVersion: rowVersion)
                 plan.storedOrder.append(id)
             }
             var updated = current(target)
@@ -258,24 +265,25 @@ extension PersistentStore {
                             message: "object \(position): \(entity.attributes[i].name) is required"))
                     continue
                 }
-                if let slot = scopes[i]?.slot {
+                if !scopes[i].isEmpty {
                     // The value given up is free for later objects; the value taken is this target's.
-                    if !updated[i].isNull, claims[slot]?[claimKey(updated[i], i)] == target {
-                        claims[slot]?[claimKey(updated[i], i)] = nil
+                    if !updated[i].isNull {
+                        let old = claimKey(updated[i], i)
+                        if claims[i][old] == target { claims[i][old] = nil }
                     }
-                    if !values[i].isNull { claims[slot, default: [:]][claimKey(values[i], i)] = target }
+                    if !values[i].isNull { claims[i][claimKey(values[i], i)] = target }
                 }
                 updated[i] = values[i]
             }
             switch target {
             case .new(let n): plan.newRows[n] = updated
-            case .stored(let id): plan.stored[id]!.current = updated
+            case .stored(let id): plan.stored[id.primaryKey]!.current = updated
             }
         }
         // New objects: every required value, once the batch's later objects have given theirs.
         for (n, values) in plan.newRows.enumerated() {
             let position = plan.newOrigins[n]
-            for i in required.sorted() where values[i].isNull && !input.mistyped[position].contains(i) {
+            for i in requiredInOrder where values[i].isNull && !input.mistyped[position].contains(i) {
                 failures.append(
                     .init(
                         entity: entity.name, key: entity.attributes[i].name,
