@@ -542,3 +542,101 @@ extension Dictionary where Key == ObjectID?, Value == UpsertPropertyTests.Person
         return result
     }
 }
+
+/// Random upserts among a screen's edits and saves, another context's saves and batch deletes: every controller
+/// of the screen's context (merging automatically) equals a fresh fetch after each step, its callback replica
+/// equals it, and every batch passes the strict validator.
+@Suite struct UpsertWorkflowTests {
+    @Test(arguments: [7 as UInt64, 8])
+    func upsertsKeepEveryControllerEqualToAFreshFetch(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        try withStore(schema: try UpsertTests.schema()) { store, _ throws in
+            _ = try UpsertTests.seed(store)
+            let ui = ObjectContext(store: store, name: "screen")
+            ui.automaticallyMergesChangesFromStore = true
+            func controller(
+                _ sort: [String], section: String? = nil, predicate: String? = nil, limit: Int = 0
+            )
+                throws -> (FetchedResultsController, ReplicaDelegate)
+            {
+                var request = FetchRequest(entity: "Person", sortKeys: sort.map { SortKey($0) })
+                request.predicate = try predicate.map { try FetchPredicate($0) }
+                request.fetchLimit = limit
+                let controller = FetchedResultsController(
+                    fetchRequest: request, context: ui, sectionNameKeyPath: section)
+                try controller.performFetch()
+                let delegate = ReplicaDelegate(controller)
+                controller.delegate = delegate
+                return (controller, delegate)
+            }
+            let screens = [
+                try controller(["handle", "sortName", "email"], section: "handle"),
+                try controller(["visits", "name", "email"], predicate: "visits > 3"),
+                try controller(["sortName", "email"], limit: 4),
+            ]
+            let other = ObjectContext(store: store, name: "other")
+            func edit(_ context: ObjectContext) throws {
+                let people = try context.fetch(FetchRequest(entity: "Person"))
+                guard let person = people.randomElement(using: &random) else { return }
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: try person.setValue(.int(Int64.random(in: 0..<9, using: &random)), forKey: "visits")
+                case 1: try person.setValue(.string("n\(Int.random(in: 0..<5, using: &random))"), forKey: "name")
+                default: try context.delete(person)
+                }
+            }
+            var steps: [String] = []
+            for round in 0..<250 {
+                switch Int.random(in: 0..<8, using: &random) {
+                case 0, 1, 2:
+                    steps.append("upsert")
+                    let batch = (0..<Int.random(in: 1...5, using: &random)).map { _ in
+                        UpsertPropertyTests.randomRow(&random)
+                    }
+                    do {
+                        try store.batchInsert(
+                            into: "Person", objects: batch, onConflict: Bool.random(using: &random) ? .update : .ignore)
+                    } catch let error as EntityStoreError where error.code == .validationFailed {
+                        steps.append("refused")
+                    }
+                case 3:
+                    steps.append("edit")
+                    try edit(ui)
+                case 4:
+                    steps.append("save")
+                    do { try ui.save() } catch let error as EntityStoreError {
+                        // A conflict with an upsert that changed the same person: start over from the store.
+                        #expect([.conflict, .validationFailed].contains(error.code), "\(error)")
+                        ui.rollback()
+                    }
+                case 5:
+                    steps.append("other save")
+                    try edit(other)
+                    do { try other.save() } catch let error as EntityStoreError {
+                        #expect([.conflict, .validationFailed].contains(error.code), "\(error)")
+                    }
+                    other.reset()
+                case 6:
+                    steps.append("batch delete")
+                    try store.batchDelete(
+                        "Person", where: try FetchPredicate("visits == %d", Int.random(in: 0..<9, using: &random)))
+                default:
+                    steps.append("process")
+                }
+                ui.processPendingChanges()
+                for (index, (controller, delegate)) in screens.enumerated() {
+                    if let (shown, fetched) = try differenceFromAFreshFetch(controller) {
+                        Issue.record("round \(round), controller \(index): \(shown) but \(fetched); \(steps.suffix(8))")
+                        return
+                    }
+                    #expect(delegate.problems.isEmpty, "round \(round), controller \(index): \(delegate.problems)")
+                    #expect(
+                        delegate.replica.sections == controller.sections.map(\.objectIDs),
+                        "round \(round), controller \(index)'s replica; \(steps.suffix(8))")
+                    guard delegate.problems.isEmpty else { return }
+                }
+            }
+            #expect(try store.checkIntegrity().findings.isEmpty)
+            #expect(steps.filter { $0 == "upsert" }.count > 50)
+        }
+    }
+}
