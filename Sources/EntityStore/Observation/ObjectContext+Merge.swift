@@ -27,6 +27,12 @@ import Foundation
 /// change record too). A link to an object deleted elsewhere, or from one, is refused under every policy (see
 /// ``ObjectContext/save()``). Whatever the saving context had loaded, the save's record names every object whose
 /// stored relationships it changed, so that merging contexts refresh them.
+///
+/// A policy resolves conflicts between versions of one object, not between two objects: a save that would give a
+/// unique value to a second object is refused under every policy, listing each duplicate (Core Data's merge-by-
+/// property policies instead merge the new object into the stored one). For imports that update the object
+/// holding a unique value, use a batch upsert:
+/// ``PersistentStore/batchInsert(into:objects:onConflict:author:)`` with ``UniqueConflictPolicy/update``.
 public enum MergePolicy: Sendable, Equatable {
     /// Refuse the save and list every conflict (the default).
     case error
