@@ -323,7 +323,7 @@ import Testing
         let world = try TypedWorld()
         defer { world.temporary.remove() }
         let stored = try world.context.fetch(Label.self)
-        let names = try stored.map(\.name)
+        let names = stored.map(\.name)
         let ids = try world.store.batchInsert(
             Label.self, objects: [[.set(\Label.name, names[0].uppercased())], [.set(\Label.name, "brand new")]],
             onConflict: .update)
