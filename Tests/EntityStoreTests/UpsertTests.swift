@@ -134,6 +134,42 @@ import Testing
         }
     }
 
+    @Test func underIgnoreAnObjectWhoseValuesBelongToTwoObjectsIsSkippedForTheFirst() throws {
+        try withStore(schema: try Self.schema()) { store, _ throws in
+            let (ann, bob, _) = try Self.seed(store)
+            let before = try store.history(since: 0).count
+            // Ann's handle and Bob's email: the first unique attribute in the entity's order (email) names Bob.
+            let ids = try store.batchInsert(
+                into: "Person", objects: [["handle": "ann", "email": "bob@example.com", "name": "X"]],
+                onConflict: .ignore)
+            #expect(ids == [bob] && ids != [ann])
+            #expect(try store.history(since: 0).count == before)
+        }
+    }
+
+    @Test func aNewObjectsDefaultUniqueValueMustBeFree() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Code") {
+                Attribute("email", .string, optional: true, unique: true)
+                Attribute("slug", .string, default: "none", unique: true)
+            }
+        }
+        try withStore(schema: schema) { store, _ throws in
+            let first = try store.batchInsert(into: "Code", objects: [["email": "a@x"]], onConflict: .update)
+            // Only given values match: the default slug does not make this object the first one's update.
+            let error = entityStoreError {
+                _ = try store.batchInsert(into: "Code", objects: [["email": "b@x"]], onConflict: .update)
+            }
+            #expect(
+                error?.failures.map(\.message)
+                    == ["object 0: the value \"none\" must be unique; \(first[0]) already has it"])
+            // Given, the slug matches.
+            #expect(
+                try store.batchInsert(
+                    into: "Code", objects: [["slug": "none", "email": "b@x"]], onConflict: .update) == first)
+        }
+    }
+
     @Test func objectsOfOneBatchThatShareAValueBecomeOneObject() throws {
         try withStore(schema: try Self.schema()) { store, _ throws in
             // The first leaves the required name out; the second, the same person, gives it.

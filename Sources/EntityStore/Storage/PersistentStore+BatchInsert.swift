@@ -68,11 +68,13 @@ extension PersistentStore {
                 values[index] = made.make()
             }
             var mistyped = Set<Int>()  // reported once, as a wrong type
+            var givenIndexes: [Int] = []  // for an upsert: the attributes the object gives
             for (key, given) in object {
                 guard let index = entity.attributeIndex(key) else {
                     failures.append(Self.notAnAttribute(key, of: entity, position: "object \(position)"))
                     continue
                 }
+                if upsert != nil { givenIndexes.append(index) }
                 if derived[index] {
                     failures.append(Self.derivedKey(key, of: entity, position: "object \(position)"))
                     continue
@@ -88,7 +90,7 @@ extension PersistentStore {
                 values[index] = value
             }
             if upsert != nil {
-                upsert!.given.append(object.keys.compactMap { entity.attributeIndex($0) })
+                upsert!.given.append(givenIndexes)
                 upsert!.mistyped.append(mistyped)
             } else if required.contains(where: { values[$0].isNull }) {
                 Self.checkRequired(values, entity, position: position, except: mistyped, &failures)
@@ -312,17 +314,19 @@ extension PersistentStore {
         return (.init(entity: entity.name, key: key, message: "object \(position): \(key): \(broken)"), false)
     }
 
-    private static func checkRequired(
+    static func checkRequired(
         _ values: [Value], _ entity: Entity, position: Int, except mistyped: Set<Int>,
         _ failures: inout [EntityStoreError.Failure]
     ) {
         for (index, attribute) in entity.attributes.enumerated()
         where !attribute.isOptional && values[index].isNull && !mistyped.contains(index) {
-            failures.append(
-                .init(
-                    entity: entity.name, key: attribute.name,
-                    message: "object \(position): \(attribute.name) is required"))
+            failures.append(missing(attribute.name, of: entity, position: position))
         }
+    }
+
+    /// A required attribute the batch's object at `position` leaves without a value.
+    static func missing(_ key: String, of entity: Entity, position: Int) -> EntityStoreError.Failure {
+        .init(entity: entity.name, key: key, message: "object \(position): \(key) is required")
     }
 
     /// Writes validated rows (every attribute, in order) in one transaction with one history entry.
@@ -331,12 +335,7 @@ extension PersistentStore {
         let rows = try derivingValues(given, entity)
         let ids = try mappingStorageErrors("batch inserting into \(entity.name)") {
             try write { txn -> [ObjectID] in
-                // Keys from the entity's sequence, past every block a context has reserved.
-                let first = try nextKey(of: entity.name, txn)
-                try txn.put(
-                    StoreNames.MetaKey.sequence(hierarchies.sequenceOwner(entity.name)),
-                    IndexKey.primaryKey(first + UInt64(rows.count)), in: meta)
-                let keys = (0..<UInt64(rows.count)).map { first + $0 }
+                let keys = try takeKeys(rows.count, of: entity.name, txn)
                 var writer = ChangeWriter(store: self, txn: txn)
                 if entity.attributes.contains(where: \.isUnique) {
                     let ids = keys.map { ObjectID(entityName: entity.name, primaryKey: $0) }
@@ -366,6 +365,16 @@ extension PersistentStore {
         }
         publisher.catchUp(self, force: true)
         return ids
+    }
+
+    /// `count` fresh primary keys of `entityName`, taken from its sequence past every block a context has reserved:
+    /// above every stored key, so that their records append.
+    func takeKeys(_ count: Int, of entityName: String, _ txn: WriteTransaction) throws -> [UInt64] {
+        let first = try nextKey(of: entityName, txn)
+        try txn.put(
+            StoreNames.MetaKey.sequence(hierarchies.sequenceOwner(entityName)),
+            IndexKey.primaryKey(first + UInt64(count)), in: meta)
+        return (0..<UInt64(count)).map { first + $0 }
     }
 
     static func batchFailure(_ failures: [EntityStoreError.Failure]) -> EntityStoreError {

@@ -65,20 +65,15 @@ extension PersistentStore {
                 var changes: [ObjectChange] = []
                 var keys: [UInt64] = []
                 if !newRows.isEmpty {
-                    let first = try nextKey(of: entity.name, txn)
-                    try txn.put(
-                        StoreNames.MetaKey.sequence(hierarchies.sequenceOwner(entity.name)),
-                        IndexKey.primaryKey(first + UInt64(newRows.count)), in: meta)
-                    keys = (0..<UInt64(newRows.count)).map { first + $0 }
+                    keys = try takeKeys(newRows.count, of: entity.name, txn)
                     var writer = ChangeWriter(store: self, txn: txn)
                     try writer.insertAppending(newRows, keys: keys, storage)
-                    let names = storage.attributeNames
-                    for (key, values) in zip(keys, newRows) {
+                    // The history keeps an insert's keys only: its values are in its record.
+                    for key in keys {
                         changes.append(
                             ObjectChange(
                                 objectID: ObjectID(entityName: entity.name, primaryKey: key), kind: .insert,
-                                changedKeys: names, old: .dictionary([:]),
-                                new: .positional(names: names, values: values)))
+                                changedKeys: storage.attributeNames, old: .dictionary([:]), new: .dictionary([:])))
                     }
                 }
                 var updated: [ObjectID] = []
@@ -259,10 +254,7 @@ extension PersistentStore {
             var updated = current(target)
             for i in given where !mistyped.contains(i) {
                 if required.contains(i) && values[i].isNull {
-                    failures.append(
-                        .init(
-                            entity: entity.name, key: entity.attributes[i].name,
-                            message: "object \(position): \(entity.attributes[i].name) is required"))
+                    failures.append(Self.missing(entity.attributes[i].name, of: entity, position: position))
                     continue
                 }
                 if !scopes[i].isEmpty {
@@ -281,14 +273,9 @@ extension PersistentStore {
             }
         }
         // New objects: every required value, once the batch's later objects have given theirs.
-        for (n, values) in plan.newRows.enumerated() {
+        for (n, values) in plan.newRows.enumerated() where requiredInOrder.contains(where: { values[$0].isNull }) {
             let position = plan.newOrigins[n]
-            for i in requiredInOrder where values[i].isNull && !input.mistyped[position].contains(i) {
-                failures.append(
-                    .init(
-                        entity: entity.name, key: entity.attributes[i].name,
-                        message: "object \(position): \(entity.attributes[i].name) is required"))
-            }
+            Self.checkRequired(values, entity, position: position, except: input.mistyped[position], &failures)
         }
         return plan
     }
