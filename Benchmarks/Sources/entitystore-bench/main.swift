@@ -13,7 +13,7 @@ if arguments.contains("-h") || arguments.contains("--help") {
     print(usage)
     exit(0)
 }
-let scenarios = Set((1...10).map { "S\($0)" })
+let scenarios = Set((1...11).map { "S\($0)" })
 var argumentIndex = 0
 while argumentIndex < arguments.count {
     let argument = arguments[argumentIndex]
@@ -27,7 +27,7 @@ while argumentIndex < arguments.count {
         argumentIndex += 1
         if let unknown = names.first(where: { !scenarios.contains($0) }) {
             FileHandle.standardError.write(
-                Data("entitystore-bench: no scenario '\(unknown)' (S1...S10)\n\(usage)\n".utf8))
+                Data("entitystore-bench: no scenario '\(unknown)' (S1...S11)\n\(usage)\n".utf8))
             exit(64)
         }
     default:
@@ -93,6 +93,7 @@ do {
         }
         s8Targets(report)
     }
+    if runs("S11") { try s11(report, folders: quick ? 100 : 1_000, perFolder: 100) }
     if runs("S10") { try s10(report, quick ? 1_000 : 20_000, latencySamples: quick ? 20 : 100) }
 } catch {
     FileHandle.standardError.write(Data("entitystore-bench: \(error)\n".utf8))

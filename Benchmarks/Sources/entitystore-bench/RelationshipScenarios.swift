@@ -1,0 +1,175 @@
+import CHeapStats
+import CSQLite
+import EntityStore
+import Foundation
+
+/// Folders holding notes: a to-many `notes` and its inverse to-one `folder`, the notes cascaded with their folder.
+func relationshipSchema() throws -> Schema {
+    try Schema(version: 1) {
+        Entity("Folder") {
+            Attribute("name", .string)
+            Relationship("notes", to: "Note", inverse: "folder", toMany: true, deleteRule: .cascade)
+        }
+        Entity("Note") {
+            Attribute("title", .string)
+            Attribute("score", .int64)
+            Relationship("folder", to: "Folder", inverse: "notes")
+        }
+    }
+}
+
+/// The title of note `i`, about 40 bytes.
+func noteTitle(_ i: Int) -> String {
+    "Note number \(i) of a folder, forty bytes".padding(toLength: 40, withPad: "x", startingAt: 0)
+}
+
+/// S11: relationships, which S1-S9 never write or walk, against SQLite's `notes.folder_id` column with an index:
+/// - inserting `folders` folders of `perFolder` notes each through a context, each note linked to its folder, one
+///   save (SQLite: one transaction of prepared inserts);
+/// - reading the notes of a folder at random and each note's title and score, a fresh context every 100 folders
+///   (SQLite: `SELECT ... FROM notes WHERE folder_id = ?`);
+/// - deleting a folder and, by the cascade, its notes, each a durable save (SQLite: the two deletes in one
+///   transaction).
+func s11(_ report: Report, folders: Int, perFolder: Int) throws {
+    let n = folders * perFolder
+    let insertName = "S11 insert \(folders) folders of \(perFolder) notes, linked, one save"
+    let walkName = "S11 read a folder's \(perFolder) notes at random, of \(n)"
+    let deleteName = "S11 delete a folder and its \(perFolder) notes (cascade), durable"
+    let walks = 2_000
+    var generator = SystemRandomNumberGenerator()
+    let picks = (0..<walks).map { _ in Int.random(in: 0..<folders, using: &generator) }
+    let profile = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"]
+    // Made before any clock starts (Foundation's padding costs more than an insert).
+    let titles = (0..<n).map(noteTitle)
+    var paths: [String] = []
+    defer { for path in paths { try? FileManager.default.removeItem(atPath: path) } }
+    for repetition in 0..<3 {
+        let esPath = temporaryDirectory("s11-es\(repetition)")
+        let sqlitePath = temporaryDirectory("s11-sqlite\(repetition)")
+        paths += [esPath, sqlitePath]
+
+        // Insert.
+        var start = now()
+        let store = try PersistentStore.open(
+            path: esPath, schema: relationshipSchema(), options: .init(mapSize: 1 << 30))
+        if profile == "links" { entitystore_profile_toggle() }
+        var folderIDs: [ObjectID] = []
+        do {
+            let context = ObjectContext(store: store)
+            for f in 0..<folders {
+                let folder = try context.insert("Folder")
+                try folder.setValue(.string("Folder \(f)"), forKey: "name")
+                folderIDs.append(folder.objectID)
+                for i in (f * perFolder)..<((f + 1) * perFolder) {
+                    let note = try context.insert("Note")
+                    try note.setValue(.string(titles[i]), forKey: "title")
+                    try note.setValue(.int(Int64(i)), forKey: "score")
+                    try note.setObject(folder, forKey: "folder")
+                }
+            }
+            try context.save()
+        }
+        if profile == "links" { entitystore_profile_toggle() }
+        report.record(insertName, "EntityStore", "s/op", (now() - start) / Double(n))
+
+        start = now()
+        let sqlite = SQLiteItems(path: sqlitePath + "/db.sqlite")
+        sqlite.exec("CREATE TABLE folders (id INTEGER PRIMARY KEY, name TEXT)")
+        sqlite.exec(
+            "CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, score INTEGER, folder_id INTEGER REFERENCES folders(id))"
+        )
+        sqlite.exec("CREATE INDEX notes_folder ON notes(folder_id)")
+        sqlite.exec("BEGIN")
+        let insertFolder = sqlite.prepare("INSERT INTO folders (id, name) VALUES (?, ?)")
+        let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, ?)")
+        for f in 0..<folders {
+            sqlite3_bind_int64(insertFolder, 1, Int64(f + 1))
+            sqlite3_bind_text(insertFolder, 2, "Folder \(f)", -1, sqlite.transient)
+            sqlite3_step(insertFolder)
+            sqlite3_reset(insertFolder)
+            for i in (f * perFolder)..<((f + 1) * perFolder) {
+                sqlite3_bind_int64(insertNote, 1, Int64(i + 1))
+                sqlite3_bind_text(insertNote, 2, titles[i], -1, sqlite.transient)
+                sqlite3_bind_int64(insertNote, 3, Int64(i))
+                sqlite3_bind_int64(insertNote, 4, Int64(f + 1))
+                sqlite3_step(insertNote)
+                sqlite3_reset(insertNote)
+            }
+        }
+        sqlite3_finalize(insertFolder)
+        sqlite3_finalize(insertNote)
+        sqlite.exec("COMMIT")
+        report.record(insertName, "SQLite", "s/op", (now() - start) / Double(n))
+
+        // Walk: a folder's notes, each note's title and score.
+        var esSum = 0
+        start = now()
+        if profile == "walk" { entitystore_profile_toggle() }
+        var context = ObjectContext(store: store)
+        for (i, pick) in picks.enumerated() {
+            if i % 100 == 0 { context = ObjectContext(store: store) }
+            let folder = try context.existingObject(with: folderIDs[pick])
+            for note in try folder.objects(forKey: "notes") {
+                guard case .string(let title) = try note.value(forKey: "title"),
+                    case .int(let score) = try note.value(forKey: "score")
+                else { throw BenchFailure("S11: a note without its title or score") }
+                esSum &+= title.utf8.count &+ Int(score)
+            }
+        }
+        if profile == "walk" { entitystore_profile_toggle() }
+        report.record(walkName, "EntityStore", "s/op", (now() - start) / Double(walks))
+
+        start = now()
+        var sqliteSum = 0
+        let select = sqlite.prepare("SELECT title, score FROM notes WHERE folder_id = ?")
+        for pick in picks {
+            sqlite3_bind_int64(select, 1, Int64(pick + 1))
+            while sqlite3_step(select) == SQLITE_ROW {
+                let title = String(cString: sqlite3_column_text(select, 0))
+                sqliteSum &+= title.utf8.count &+ Int(sqlite3_column_int64(select, 1))
+            }
+            sqlite3_reset(select)
+        }
+        sqlite3_finalize(select)
+        report.record(walkName, "SQLite", "s/op", (now() - start) / Double(walks))
+        guard esSum == sqliteSum else {
+            throw BenchFailure("S11: EntityStore read \(esSum) where SQLite read \(sqliteSum)")
+        }
+        consume(esSum)
+
+        // Delete: 20 folders, each its own durable save (EntityStore) or transaction (SQLite).
+        let victims = (0..<20).map { (repetition * 20 + $0 * 7) % folders }
+        var times: [Double] = []
+        context = ObjectContext(store: store)
+        for victim in victims {
+            start = now()
+            if profile == "cascade" { entitystore_profile_toggle() }
+            try context.delete(try context.existingObject(with: folderIDs[victim]))
+            try context.save()
+            if profile == "cascade" { entitystore_profile_toggle() }
+            times.append(now() - start)
+        }
+        report.record(deleteName, "EntityStore", "s", times.sorted()[times.count / 2])
+        times.removeAll()
+        let deleteNotes = sqlite.prepare("DELETE FROM notes WHERE folder_id = ?")
+        let deleteFolder = sqlite.prepare("DELETE FROM folders WHERE id = ?")
+        for victim in victims {
+            start = now()
+            sqlite.exec("BEGIN")
+            for statement in [deleteNotes, deleteFolder] {
+                sqlite3_bind_int64(statement, 1, Int64(victim + 1))
+                sqlite3_step(statement)
+                sqlite3_reset(statement)
+            }
+            sqlite.exec("COMMIT")
+            times.append(now() - start)
+        }
+        sqlite3_finalize(deleteNotes)
+        sqlite3_finalize(deleteFolder)
+        report.record(deleteName, "SQLite", "s", times.sorted()[times.count / 2])
+        let remaining = try ObjectContext(store: store).count(for: FetchRequest(entity: "Note"))
+        guard remaining == n - 20 * perFolder else {
+            throw BenchFailure("S11: \(remaining) notes left after deleting 20 folders of \(perFolder) from \(n)")
+        }
+    }
+}
