@@ -23,6 +23,10 @@ public struct Database: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { name.map { "'\($0)'" } ?? "the main database" }
+
+    /// The handle's number in its environment (`MDB_dbi`): two handles of one environment with the same number are
+    /// the same database, for as long as neither is dropped.
+    public var number: UInt32 { dbi }
 }
 
 /// Statistics of a database or of the whole environment (`mdb_stat`, `mdb_env_stat`).

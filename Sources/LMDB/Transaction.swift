@@ -382,6 +382,27 @@ public final class WriteTransaction: ReadTransaction {
         try fail(rc, "mdb_put in database \(database)")
     }
 
+    /// Stores the pair unless it is there: `.noDuplicateData` in a DUPSORT database, `.noOverwrite` (the key) in
+    /// another. Finding it there is an answer, not a failure: no error is made for it.
+    ///
+    /// - Returns: Whether the pair was stored (false: it was there already).
+    /// - Throws: As ``put(_:_:in:flags:)-(UnsafeRawBufferPointer,_,_,_)`` does, but never ``LMDBError/Code/keyExists``.
+    public func insert(
+        _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, in database: Database
+    ) throws
+        -> Bool
+    {
+        try requireUsable(database, "put in database \(database)")
+        try environment.checkPut(key, value, in: database)
+        var keyValue = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var data = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        let flags: PutFlags = database.isDupSort ? .noDuplicateData : .noOverwrite
+        let rc = environment.injectedFault() ?? mdb_put(pointer, database.dbi, &keyValue, &data, flags.rawValue)
+        if rc == MDB_KEYEXIST { return false }
+        try fail(rc, "mdb_put in database \(database)")
+        return true
+    }
+
     /// Stores `value` under `key`.
     @inlinable
     public func put(_ key: [UInt8], _ value: [UInt8], in database: Database, flags: PutFlags = []) throws {

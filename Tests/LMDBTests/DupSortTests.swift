@@ -71,6 +71,37 @@ import Testing
         }
     }
 
+    @Test func insertStoresAPairOnceAndAnswersWhenItWasThere() throws {
+        try withEnvironment { env, _ in
+            let index = try env.openDatabase("index", dupSort: true)
+            let plain = try env.openDatabase("plain")
+            let answers = try env.write { txn in
+                func insert(_ key: String, _ value: String, _ database: Database) throws -> Bool {
+                    try b(key).withUnsafeBytes { k in
+                        try b(value).withUnsafeBytes { try txn.insert(k, $0, in: database) }
+                    }
+                }
+                return [
+                    try insert("k", "1", index), try insert("k", "2", index), try insert("k", "1", index),
+                    try insert("k", "1", plain), try insert("k", "2", plain),
+                ]
+            }
+            // A DUPSORT database takes another value of a key, not the same pair twice; another takes a key once.
+            #expect(answers == [true, true, false, true, false])
+            #expect(try entries(env, index) == ["k=1", "k=2"])
+            #expect(try entries(env, plain) == ["k=1"])
+            // A failure other than the pair being there is still thrown.
+            let empty = lmdbError {
+                try env.write { txn in
+                    _ = try [UInt8]().withUnsafeBytes { k in
+                        try b("1").withUnsafeBytes { try txn.insert(k, $0, in: index) }
+                    }
+                }
+            }
+            #expect(empty?.code == .badValueSize)
+        }
+    }
+
     @Test func exclusiveLowerBoundSkipsEveryValueOfThatKey() throws {
         try withEnvironment { env, _ in
             let index = try env.openDatabase("index", dupSort: true)
