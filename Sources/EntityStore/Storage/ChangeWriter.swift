@@ -22,6 +22,17 @@ struct ChangeWriter {
     private var lastInserted: (storage: EntityStorage, records: PutCursor, appends: Bool, slot: Int?)?
     /// The links this save adds, checked by ``danglingLinks()`` once every record is written.
     private var addedLinks: [(source: ObjectID, relationship: String, target: ObjectID)] = []
+    /// The links this save wrote, each as its other side would write it: the database of the target's relationship,
+    /// the target's key and the source's. When both objects of a new link are in the save, the second one's
+    /// relationship finds its link written (both directions) and writes nothing.
+    private var writtenLinks: Set<WrittenLink> = []
+
+    /// One direction of a link: `source`'s relationship (stored in the database `database`) holds `target`.
+    private struct WrittenLink: Hashable {
+        var database: UInt32
+        var source: UInt64
+        var target: UInt64
+    }
     /// Objects whose relationships this save changed besides the saved objects' own changes (a to-one's target
     /// replaced after another writer changed it), with the relationships' names.
     private(set) var collateral: [ObjectID: Set<String>] = [:]
@@ -511,6 +522,14 @@ struct ChangeWriter {
             }
             for added in current.subtracting(stored) {
                 guard let backward = try inverse(at: added) else { continue }
+                let pk = object.objectID.primaryKey
+                // The other object of the link is in this save too, and wrote it already.
+                if writtenLinks.remove(WrittenLink(database: forward.number, source: pk, target: added.primaryKey))
+                    != nil
+                {
+                    continue
+                }
+                writtenLinks.insert(WrittenLink(database: backward.number, source: added.primaryKey, target: pk))
                 addedLinks.append((object.objectID, relationship.name, added))
                 let target = IndexKey.primaryKey(added.primaryKey)
                 if let inverseRelationship, !inverseRelationship.isToMany {
@@ -649,13 +668,7 @@ struct ChangeWriter {
     /// Writes one direction of a link; returns whether it was not stored yet.
     @discardableResult
     private func putPair(_ key: [UInt8], _ value: [UInt8], _ database: Database) throws -> Bool {
-        do {
-            try txn.put(key, value, in: database, flags: .noDuplicateData)
-            return true
-        } catch let error as LMDBError where error.code == .keyExists {
-            // Both sides of a relationship write the pair; the second write finds it there.
-            return false
-        }
+        try key.withUnsafeBytes { key in try value.withUnsafeBytes { try txn.insert(key, $0, in: database) } }
     }
 
     private mutating func putIndex(_ value: Value, _ attribute: Attribute, _ pk: UInt64, _ index: Database) throws {
