@@ -312,16 +312,21 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// The objects of a to-many relationship, ordered by object ID.
+    ///
+    /// The records of the ones not loaded yet are read together, in one read transaction, as a fetch reads its
+    /// results (read one by one, each first use opened its own): a relationship is asked for its objects to use them.
     public func objects(forKey key: String) throws -> [ManagedObject] {
         let relationship = try relationship(key, toMany: true)
         let context = try liveContext()
-        return try context.targets(of: self, relationship).sorted().map { try context.object(with: $0) }
+        let objects = try context.targets(of: self, relationship).sortedIDs().map { try context.object(with: $0) }
+        try context.loadTargets(objects)
+        return objects
     }
 
     /// The IDs of the objects a relationship holds, ordered.
     public func objectIDs(forKey key: String) throws -> [ObjectID] {
         let relationship = try relationship(key, toMany: nil)
-        return try liveContext().targets(of: self, relationship).sorted()
+        return try liveContext().targets(of: self, relationship).sortedIDs()
     }
 
     /// Points a to-one relationship at `target` (or nil); the inverse is kept consistent.

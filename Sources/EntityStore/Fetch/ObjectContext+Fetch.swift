@@ -586,6 +586,41 @@ extension ObjectContext {
         }
     }
 
+    /// Loads the faults among a relationship's `targets` in one read transaction (a child context's come from its
+    /// parent, one by one, when used). Only records that pass the quick check are kept: a target missing from the
+    /// store, or whose record needs the full check (an older format, a decimal, a bad byte), stays a fault, and its
+    /// own first use reads it as before, with its answer or its error for that object alone.
+    func loadTargets(_ targets: [ManagedObject]) throws {
+        guard parent == nil, targets.count > 1 else { return }
+        let faults = targets.filter { !$0.hasStoredState && !$0.isInserted }
+        guard !faults.isEmpty else { return }
+        try mappingStorageErrors("loading \(faults.count) related objects") {
+            try store.read { txn in
+                // Through one cursor per entity, the targets in key order: LMDB looks for each key on the page the
+                // one before was found on before it searches the tree from its root.
+                var next = 0
+                while next < faults.count {
+                    let entityName = faults[next].objectID.entityName
+                    let storage = try lastStorage(for: entityName)
+                    try txn.withCursor(on: storage.records) { cursor in
+                        while next < faults.count, faults[next].objectID.entityName == entityName {
+                            let object = faults[next]
+                            next += 1
+                            let key = object.objectID.primaryKey
+                            try withUnsafeBytes(of: key.bigEndian) { keyBytes in
+                                guard let (_, bytes) = try cursor.seek(exactly: keyBytes),
+                                    let rowVersion = RecordCodec.quickValidate(bytes, storage.entityBox.recordLayout)
+                                else { return }
+                                object.keep(record: Array(bytes), rowVersion: rowVersion)
+                                if !faultBatches.isEmpty { faultBatches[object.objectID] = nil }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Loads several faults in one read transaction; objects missing from the store stay faults.
     func loadFaults(_ objects: [ManagedObject]) throws {
         let faults = objects.filter { !$0.hasStoredState && !$0.isInserted }
