@@ -23,6 +23,51 @@ extension ObjectContext {
         }
     }
 
+    /// Loads, as ``targets(of:_:)`` would, every relationship of `objects` (in ID order) not loaded yet, in one read
+    /// transaction through one cursor per relationship database (each alone opened both a transaction and a
+    /// cursor): a cascade's delete rules read every relationship of every object it reaches.
+    func loadRelationships(of objects: [ManagedObject]) throws {
+        guard parent == nil else { return }
+        let unloaded = objects.filter { object in
+            !object.isInserted && object.entityBox.entity.relationships.contains { object.related[$0.name] == nil }
+        }
+        guard unloaded.count > 1 else { return }
+        try mappingStorageErrors("loading the relationships of \(unloaded.count) objects") {
+            try store.read { txn in
+                var start = 0
+                while start < unloaded.count {
+                    // A run of one entity's objects, then each of its relationships over the run.
+                    let entityName = unloaded[start].objectID.entityName
+                    var end = start + 1
+                    while end < unloaded.count, unloaded[end].objectID.entityName == entityName { end += 1 }
+                    let storage = try lastStorage(for: entityName)
+                    for relationship in storage.entity.relationships {
+                        let run = unloaded[start..<end].filter { $0.related[relationship.name] == nil }
+                        guard !run.isEmpty else { continue }
+                        guard let database = storage.relationships[relationship.name] else {
+                            for object in run { keepStored([], relationship, of: object) }
+                            continue
+                        }
+                        try txn.withCursor(on: database) { cursor in
+                            for object in run {
+                                let stored = try store.storedTargets(
+                                    of: object.objectID, relationship, through: cursor, txn)
+                                keepStored(Set(stored), relationship, of: object)
+                            }
+                        }
+                    }
+                    start = end
+                }
+            }
+        }
+    }
+
+    /// Keeps `stored` as what `object`'s relationship holds, loaded and committed (see ``targets(of:_:)``).
+    private func keepStored(_ stored: Set<ObjectID>, _ relationship: Relationship, of object: ManagedObject) {
+        object.related[relationship.name] = stored
+        object.committedRelated[relationship.name] = stored
+    }
+
     func setToOne(_ source: ManagedObject, _ relationship: Relationship, _ target: ManagedObject?) throws {
         try mutation {
             if let target {

@@ -148,7 +148,9 @@ extension ObjectContext {
             }
         }
         var failures: [EntityStoreError.Failure] = []
-        for object in closure.sorted(by: { $0.objectID < $1.objectID }) {
+        let ordered = closure.sorted(by: { $0.objectID < $1.objectID })
+        try loadRelationships(of: ordered)
+        for object in ordered {
             for relationship in object.entity.relationships {
                 let targets = try targets(of: object, relationship)
                 switch relationship.deleteRule {

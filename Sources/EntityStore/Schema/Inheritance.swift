@@ -181,6 +181,23 @@ extension PersistentStore {
         return try keys.map { try relatedID($0, destination: relationship.destination, txn) }
     }
 
+    /// ``storedTargets(of:_:_:_:)`` through `cursor`, a cursor on the relationship's database: a caller reading
+    /// the relationship of many objects, in key order, opens one.
+    func storedTargets(
+        of id: ObjectID, _ relationship: Relationship, through cursor: Cursor, _ txn: ReadTransaction
+    ) throws -> [ObjectID] {
+        var targets: [ObjectID] = []
+        try withUnsafeBytes(of: id.primaryKey.bigEndian) { key in
+            var entry = try cursor.seek(exactly: key)
+            while let (_, value) = entry {
+                let pk = try IndexKey.primaryKey(from: value)
+                targets.append(try relatedID(pk, destination: relationship.destination, txn))
+                entry = try cursor.nextDuplicate()
+            }
+        }
+        return targets
+    }
+
     /// The object of `destination`'s hierarchy with primary key `pk`: a relationship stores keys alone, and keys
     /// are unique in a hierarchy, so the entity holding the key is the object's. A key no entity holds (a dangling
     /// entry, which the integrity check reports) is named by the destination.
