@@ -120,8 +120,8 @@ extension ObjectContext {
             // Load the inverse before adding to it: a partial set would stand for all of the target's objects.
             _ = try targets(of: target, inverse)
         }
-        willChange(source)
-        willChange(target)
+        willChange(source, relationship, target.objectID, added: true)
+        willChange(target, inverse, source.objectID, added: true)
         source.related[relationship.name, default: []].insert(target.objectID)
         target.related[inverse.name, default: []].insert(source.objectID)
         dirty.insert(source)
@@ -134,8 +134,8 @@ extension ObjectContext {
         guard let inverse = target.entity.relationship(relationship.inverse) else { return }
         _ = try targets(of: source, relationship)
         _ = try targets(of: target, inverse)
-        willChange(source)
-        willChange(target)
+        willChange(source, relationship, targetID, added: false)
+        willChange(target, inverse, source.objectID, added: false)
         source.related[relationship.name]?.remove(targetID)
         target.related[inverse.name]?.remove(source.objectID)
         dirty.insert(source)

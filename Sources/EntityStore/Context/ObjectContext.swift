@@ -471,6 +471,17 @@ public final class ObjectContext {
         snapshotForSave(object.objectID, object)
     }
 
+    /// ``willChange(_:attribute:)`` for a change of `object`'s relationship `relationship`: `target` is about to be
+    /// added (or removed). A to-many's undo keeps the one target; a to-one's, the object's whole state (a target at
+    /// most).
+    func willChange(_ object: ManagedObject, _ relationship: Relationship, _ target: ObjectID, added: Bool) {
+        guard relationship.isToMany else { return willChange(object) }
+        recordPending(object)
+        object.announceChange()
+        undo.recordLink(object, relationship.name, target, added: added)
+        snapshotForSave(object.objectID, object)
+    }
+
     /// Records that `object`, just registered, did not exist before: for processing, the undo group and a save in
     /// progress.
     func willInsert(_ object: ManagedObject) {
@@ -572,6 +583,11 @@ final class ObjectState {
 
     /// This state with other values.
     func with(values: [Value]) -> ObjectState { with(values: values, committed: committed) }
+
+    /// This state with other relationship targets.
+    func with(related: [String: Set<ObjectID>]) -> ObjectState {
+        with(values: values, committed: committed, related: related)
+    }
 
     /// This state with the parts given replaced (its transients and flags kept).
     private func with(

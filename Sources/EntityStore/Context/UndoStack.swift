@@ -16,6 +16,20 @@ final class UndoStack {
         var id: ObjectID { object.objectID }
     }
 
+    /// `target` was added to (or removed from) the to-many relationship `relationship` of `object`, which had no
+    /// whole state in the group: the one target, where a whole state would copy every target the relationship
+    /// holds, for each change (linking n objects to one, a group each, copied the relationship n times).
+    struct LinkWrite {
+        let object: ManagedObject
+        let relationship: String
+        let target: ObjectID
+        let added: Bool
+        /// Whether the store held the link when it changed (the object's committed targets then).
+        let wasStored: Bool
+
+        var id: ObjectID { object.objectID }
+    }
+
     /// The state an object had before a group changed it (nil: it did not exist).
     typealias Before = (id: ObjectID, state: ObjectState?)
 
@@ -25,9 +39,11 @@ final class UndoStack {
         var states: [ObjectID: ObjectState?] = [:]
         /// The attribute writes, in the order made.
         var writes: [AttributeWrite] = []
+        /// The to-many link changes, in the order made.
+        var links: [LinkWrite] = []
 
         /// Every object the group touched.
-        var ids: Set<ObjectID> { Set(states.keys).union(writes.map(\.id)) }
+        var ids: Set<ObjectID> { Set(states.keys).union(writes.map(\.id)).union(links.map(\.id)) }
     }
 
     /// An attribute write as the log keeps it, in 16 bytes: most writes are to new objects, whose old value is the
@@ -58,23 +74,25 @@ final class UndoStack {
     private struct Span {
         var writes: Range<Int>
         var states: Range<Int>
+        var links: Range<Int>
     }
 
-    // The undo groups are two flat logs, their attribute writes and their whole states, oldest first: a group is no
-    // value of its own. A group of one write (most are) is that write, marked; any other group has a span of both
-    // logs. The open group is the tail of both logs. A group per value set, copied into a list of groups and
+    // The undo groups are three flat logs, their attribute writes, their to-many link changes and their whole
+    // states, oldest first: a group is no value of its own. A group of one write (most are) is that write, marked;
+    // any other group has a span of the logs. The open group is the tail of the logs. A group per value set, copied into a list of groups and
     // destroyed with it, was a tenth of an insert's instructions and 64 bytes each.
     @exclusivity(unchecked) private var writes: [LoggedWrite] = []
     /// The old values the writes keep (those that were not the attribute's default), in the writes' order.
     @exclusivity(unchecked) private var olds: [Value] = []
     @exclusivity(unchecked) private var states: [Before] = []
+    @exclusivity(unchecked) private var links: [LinkWrite] = []
     @exclusivity(unchecked) private var spans: [Span] = []
     /// What the limit dropped: the entries before these are dead, removed from the logs in batches.
-    @exclusivity(unchecked) private var dropped = (writes: 0, states: 0, spans: 0)
+    @exclusivity(unchecked) private var dropped = (writes: 0, states: 0, links: 0, spans: 0)
     /// How many groups can be undone.
     @exclusivity(unchecked) private var groupCount = 0
     /// Where the open group starts in the logs.
-    @exclusivity(unchecked) private var openStart = (writes: 0, states: 0)
+    @exclusivity(unchecked) private var openStart = (writes: 0, states: 0, links: 0)
     /// The objects with a whole state in the open group, once it has more than a few (a scan finds them before).
     @exclusivity(unchecked) private var openStateIDs: Set<ObjectID> = []
     /// The undone groups: the states to restore on redo, the last undone last.
@@ -109,7 +127,7 @@ final class UndoStack {
         depth += 1
         guard depth == 1 else { return }
         if isEnabled { isRecording = true }
-        openStart = (writes.count, states.count)
+        openStart = (writes.count, states.count, links.count)
     }
 
     func close() {
@@ -119,10 +137,14 @@ final class UndoStack {
         isRecording = false
         let newWrites = writes.count - openStart.writes
         let newStates = states.count - openStart.states
-        if newStates == 0 && newWrites == 1 {
+        let newLinks = links.count - openStart.links
+        if newStates == 0 && newLinks == 0 && newWrites == 1 {
             writes[writes.count - 1].isGroup = true
-        } else if newStates > 0 || newWrites > 0 {
-            spans.append(Span(writes: openStart.writes..<writes.count, states: openStart.states..<states.count))
+        } else if newStates > 0 || newWrites > 0 || newLinks > 0 {
+            spans.append(
+                Span(
+                    writes: openStart.writes..<writes.count, states: openStart.states..<states.count,
+                    links: openStart.links..<links.count))
             if !openStateIDs.isEmpty { openStateIDs = [] }
         } else {
             return
@@ -143,18 +165,20 @@ final class UndoStack {
             {
                 dropped.writes += 1
             } else if let span {
-                dropped = (span.writes.upperBound, span.states.upperBound, dropped.spans + 1)
+                dropped = (span.writes.upperBound, span.states.upperBound, span.links.upperBound, dropped.spans + 1)
             } else {
                 break
             }
             groupCount -= 1
         }
-        if dropped.writes * 2 > writes.count || dropped.states * 2 > states.count { compact() }
+        if dropped.writes * 2 > writes.count || dropped.states * 2 > states.count || dropped.links * 2 > links.count {
+            compact()
+        }
     }
 
     /// Removes the dropped entries from the logs.
     private func compact() {
-        let (w, s, g) = dropped
+        let (w, s, l, g) = dropped
         let droppedOlds = writes[..<w].reduce(0) { $0 + ($1.oldSlot >= 0 ? 1 : 0) }
         writes.removeFirst(w)
         if droppedOlds > 0 {
@@ -162,13 +186,15 @@ final class UndoStack {
             for i in writes.indices where writes[i].oldSlot >= 0 { writes[i].oldSlot -= Int32(droppedOlds) }
         }
         states.removeFirst(s)
+        links.removeFirst(l)
         spans.removeFirst(g)
         for i in spans.indices {
             spans[i].writes = (spans[i].writes.lowerBound - w)..<(spans[i].writes.upperBound - w)
             spans[i].states = (spans[i].states.lowerBound - s)..<(spans[i].states.upperBound - s)
+            spans[i].links = (spans[i].links.lowerBound - l)..<(spans[i].links.upperBound - l)
         }
-        openStart = (openStart.writes - w, openStart.states - s)
-        dropped = (0, 0, 0)
+        openStart = (openStart.writes - w, openStart.states - s, openStart.links - l)
+        dropped = (0, 0, 0, 0)
     }
 
     /// Whether the open group has a whole state of `id`.
@@ -179,8 +205,8 @@ final class UndoStack {
         return states[openStart.states...].contains { $0.id == id }
     }
 
-    /// Records the state `object` had before the group (the first record wins; attribute writes recorded before
-    /// it are folded back into it). The state is made only when it is recorded.
+    /// Records the state `object` had before the group (the first record wins; attribute writes and link changes
+    /// recorded before it are folded back into it). The state is made only when it is recorded.
     func record(_ object: ManagedObject, _ state: @autoclosure () -> ObjectState?) {
         let id = object.objectID
         guard !isSuspended, isRecording, !hasState(id) else { return }
@@ -190,6 +216,18 @@ final class UndoStack {
         if let state, var values = state.values, openWrites.contains(where: { $0.object === object }) {
             for write in openWrites.reversed() where write.object === object { values[write.index] = old(of: write) }
             before = state.with(values: values)
+        }
+        let openLinks = links[openStart.links...]
+        if let state = before, openLinks.contains(where: { $0.object === object }) {
+            var related = state.related
+            for link in openLinks.reversed() where link.object === object {
+                if link.added {
+                    related[link.relationship]?.remove(link.target)
+                } else {
+                    related[link.relationship, default: []].insert(link.target)
+                }
+            }
+            before = state.with(related: related)
         }
         states.append((id, before))
         let count = states.count - openStart.states
@@ -211,6 +249,17 @@ final class UndoStack {
             writes.append(LoggedWrite(object: object, index: index, oldSlot: Int32(olds.count)))
             olds.append(old)
         }
+    }
+
+    /// Records that `target` is about to be added to (or removed from) `object`'s to-many `relationship`, unless
+    /// the group keeps the object's whole state or the change changes nothing (the target is there, or is not).
+    func recordLink(_ object: ManagedObject, _ relationship: String, _ target: ObjectID, added: Bool) {
+        guard !isSuspended, isRecording, !hasState(object.objectID),
+            object.related[relationship]?.contains(target) ?? false != added
+        else { return }
+        let wasStored = object.committedRelated[relationship]?.contains(target) ?? false
+        links.append(
+            LinkWrite(object: object, relationship: relationship, target: target, added: added, wasStored: wasStored))
     }
 
     /// The value a write replaced.
@@ -244,11 +293,15 @@ final class UndoStack {
         guard depth == 0, groupCount > 0 else { return nil }
         groupCount -= 1
         var group = Group()
-        if let span = spans.last, span.writes.upperBound == writes.count, span.states.upperBound == states.count {
+        if let span = spans.last, span.writes.upperBound == writes.count, span.states.upperBound == states.count,
+            span.links.upperBound == links.count
+        {
             // (A span ends where the logs end unless a group of one write came after it.)
             spans.removeLast()
             for (id, state) in states[span.states] { group.states[id] = .some(state) }
             states.removeSubrange(span.states)
+            group.links = Array(links[span.links])
+            links.removeSubrange(span.links)
             group.writes = writes[span.writes].map(attributeWrite)
             // The span is the logs' tail, and so are the old values its writes keep.
             if let first = writes[span.writes].first(where: { $0.oldSlot >= 0 }) {
@@ -260,16 +313,19 @@ final class UndoStack {
             group.writes = [attributeWrite(write)]
             if write.oldSlot >= 0 { olds.removeLast() }
         }
-        openStart = (writes.count, states.count)
+        openStart = (writes.count, states.count, links.count)
         return group
     }
 
     /// Puts a group of whole states on the undo stack without touching the redo list (a redo's inverse).
     func pushUndo(_ before: [Before]) {
         guard !before.isEmpty, depth == 0 else { return }
-        spans.append(Span(writes: writes.count..<writes.count, states: states.count..<(states.count + before.count)))
+        spans.append(
+            Span(
+                writes: writes.count..<writes.count, states: states.count..<(states.count + before.count),
+                links: links.count..<links.count))
         states.append(contentsOf: before)
-        openStart = (writes.count, states.count)
+        openStart = (writes.count, states.count, links.count)
         groupCount += 1
         if limit > 0 { trim() }
     }
@@ -296,10 +352,11 @@ final class UndoStack {
         writes = []
         olds = []
         states = []
+        links = []
         spans = []
-        dropped = (0, 0, 0)
+        dropped = (0, 0, 0, 0)
         groupCount = 0
-        openStart = (0, 0)
+        openStart = (0, 0, 0)
         openStateIDs = []
         redoGroups = []
     }
@@ -359,6 +416,37 @@ extension ObjectContext {
             object.values?[Int(write.index)] = write.old
             dirty.insert(object)
         }
+        // Link changes in reverse order, likewise.
+        for link in group.links.reversed() where states.isEmpty || states[link.id] == nil {
+            guard let object = registered[link.id] else { continue }
+            try undo(link, of: object)
+        }
+    }
+
+    /// Puts back whether `object`'s relationship holds the link's target as a whole state would (see
+    /// `ObjectState.rebased(onto:)`): the context's changes from before the group on top of what is stored now,
+    /// never a target deleted since. Before the group, the object held the target if the change removed it.
+    private func undo(_ link: UndoStack.LinkWrite, of object: ManagedObject) throws {
+        let name = link.relationship
+        guard let relationship = object.entity.relationship(name) else { return }
+        let storedNow = object.committedRelated[name]?.contains(link.target)
+        let holds: Bool
+        switch (link.added, link.wasStored) {
+        case (true, true): holds = false  // the context had removed it before the group
+        case (false, false): holds = true  // the context had added it before the group
+        case (true, false): holds = storedNow ?? false  // not the context's change before: as stored now
+        case (false, true): holds = storedNow ?? true
+        }
+        if holds, storedNow != true, try isGone(link.target) { return }
+        guard try targets(of: object, relationship).contains(link.target) != holds else { return }
+        recordPending(object)
+        object.announceChange()
+        if holds {
+            object.related[name, default: []].insert(link.target)
+        } else {
+            object.related[name]?.remove(link.target)
+        }
+        dirty.insert(object)
     }
 
     /// Redoes the last undone group.
