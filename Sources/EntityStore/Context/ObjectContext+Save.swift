@@ -225,6 +225,7 @@ extension ObjectContext {
             try store.write { txn in
                 var writer = ChangeWriter(store: store, txn: txn)
                 writer.appendable = Self.insertedEntities(objects)
+                writer.savedObjects = objects
                 var failures = requiredFailures
                 var conflicts: [EntityStoreError.Failure] = []
                 var resolutions: [ObjectID: ChangeWriter.Resolution] = [:]

@@ -26,12 +26,34 @@ struct ChangeWriter {
     /// the target's key and the source's. When both objects of a new link are in the save, the second one's
     /// relationship finds its link written (both directions) and writes nothing.
     private var writtenLinks: Set<WrittenLink> = []
+    /// The objects this save inserts (and does not delete), once a link needs them: nothing was stored under a new
+    /// object's key before this save, and its record is written by it.
+    private var insertedIDs: Set<ObjectID>?
+    /// The objects of the save (see ``insertedIDs``).
+    var savedObjects: [ManagedObject] = []
+
+    /// Whether this save inserts the object `id`.
+    private mutating func isInsertedHere(_ id: ObjectID) -> Bool {
+        if insertedIDs == nil {
+            insertedIDs = Set(savedObjects.lazy.filter { $0.isInserted && !$0.isDeleted }.map(\.objectID))
+        }
+        return insertedIDs!.contains(id)
+    }
 
     /// One direction of a link: `source`'s relationship (stored in the database `database`) holds `target`.
     private struct WrittenLink: Hashable {
         var database: UInt32
         var source: UInt64
         var target: UInt64
+
+        /// The keys mixed through a 64-bit finalizer, as ``ObjectID`` hashes (a `Hasher` per link was a tenth of
+        /// writing it).
+        func _rawHashValue(seed: Int) -> Int {
+            var x = source &* 0x9E37_79B9_7F4A_7C15 ^ target ^ UInt64(database) << 56 ^ UInt64(bitPattern: Int64(seed))
+            x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
+            x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
+            return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
+        }
     }
     /// Objects whose relationships this save changed besides the saved objects' own changes (a to-one's target
     /// replaced after another writer changed it), with the relationships' names.
@@ -532,7 +554,8 @@ struct ChangeWriter {
                 writtenLinks.insert(WrittenLink(database: backward.number, source: added.primaryKey, target: pk))
                 addedLinks.append((object.objectID, relationship.name, added))
                 let target = IndexKey.primaryKey(added.primaryKey)
-                if let inverseRelationship, !inverseRelationship.isToMany {
+                // A new object holds no link but those this save writes, which the context keeps consistent.
+                if let inverseRelationship, !inverseRelationship.isToMany, !isInsertedHere(added) {
                     try leave(
                         added, relationship, backward, sources: inverseRelationship.destination, except: object.objectID
                     )
@@ -598,10 +621,11 @@ struct ChangeWriter {
     /// since the context read it (and not merged there), whether the link names it or it holds the link (an object
     /// whose only unsaved changes are relationships is not otherwise checked). Written, each would be a reference to
     /// nothing. A link and its inverse are one finding.
-    func danglingLinks() throws -> [EntityStoreError.Failure] {
+    mutating func danglingLinks() throws -> [EntityStoreError.Failure] {
         var failures: [EntityStoreError.Failure] = []
         var checked: [ObjectID: Bool] = [:]
         func exists(_ id: ObjectID) throws -> Bool {
+            if isInsertedHere(id) { return true }
             if let known = checked[id] { return known }
             let records = try store.storage(for: id.entityName).records
             let found = try txn.get(id.primaryKey, in: records) != nil
