@@ -23,6 +23,61 @@ func noteTitle(_ i: Int) -> String {
     "Note number \(i) of a folder, forty bytes".padding(toLength: 40, withPad: "x", startingAt: 0)
 }
 
+/// S11, one big to-many: `n` new notes linked one by one to a single folder through a context (undo on, as by
+/// default), one save; SQLite inserts the rows with the folder's key. Each link is its own undo group, which must
+/// cost the same whatever the folder holds already.
+func s11OneFolder(_ report: Report, _ n: Int) throws {
+    let name = "S11 insert \(n) notes into one folder, linked, one save"
+    let titles = (0..<n).map(noteTitle)
+    var paths: [String] = []
+    defer { for path in paths { try? FileManager.default.removeItem(atPath: path) } }
+    for repetition in 0..<3 {
+        let esPath = temporaryDirectory("s11f-es\(repetition)")
+        let sqlitePath = temporaryDirectory("s11f-sqlite\(repetition)")
+        paths += [esPath, sqlitePath]
+        var start = now()
+        let store = try PersistentStore.open(
+            path: esPath, schema: relationshipSchema(), options: .init(mapSize: 1 << 30))
+        do {
+            let context = ObjectContext(store: store)
+            let folder = try context.insert("Folder")
+            try folder.setValue(.string("Folder"), forKey: "name")
+            for i in 0..<n {
+                let note = try context.insert("Note")
+                try note.setValue(.string(titles[i]), forKey: "title")
+                try note.setValue(.int(Int64(i)), forKey: "score")
+                try note.setObject(folder, forKey: "folder")
+            }
+            try context.save()
+        }
+        report.record(name, "EntityStore", "s/op", (now() - start) / Double(n))
+        let check = ObjectContext(store: store)
+        guard try check.fetch(FetchRequest(entity: "Folder"))[0].objectIDs(forKey: "notes").count == n
+        else { throw BenchFailure("S11: the folder does not hold its \(n) notes") }
+
+        start = now()
+        let sqlite = SQLiteItems(path: sqlitePath + "/db.sqlite")
+        sqlite.exec("CREATE TABLE folders (id INTEGER PRIMARY KEY, name TEXT)")
+        sqlite.exec(
+            "CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, score INTEGER, folder_id INTEGER REFERENCES folders(id))"
+        )
+        sqlite.exec("CREATE INDEX notes_folder ON notes(folder_id)")
+        sqlite.exec("BEGIN")
+        sqlite.exec("INSERT INTO folders (id, name) VALUES (1, 'Folder')")
+        let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, 1)")
+        for i in 0..<n {
+            sqlite3_bind_int64(insertNote, 1, Int64(i + 1))
+            sqlite3_bind_text(insertNote, 2, titles[i], -1, sqlite.transient)
+            sqlite3_bind_int64(insertNote, 3, Int64(i))
+            sqlite3_step(insertNote)
+            sqlite3_reset(insertNote)
+        }
+        sqlite3_finalize(insertNote)
+        sqlite.exec("COMMIT")
+        report.record(name, "SQLite", "s/op", (now() - start) / Double(n))
+    }
+}
+
 /// S11: relationships, which S1-S9 never write or walk, against SQLite's `notes.folder_id` column with an index:
 /// - inserting `folders` folders of `perFolder` notes each through a context, each note linked to its folder, one
 ///   save (SQLite: one transaction of prepared inserts);
