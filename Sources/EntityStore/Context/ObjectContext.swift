@@ -184,10 +184,8 @@ public final class ObjectContext {
             // Its own copy now: the values are written next, and a write to shared storage copies it slowly.
             object.values = storage.entityBox.newValues()
             object.isInserted = true
-            for relationship in storage.entity.relationships {
-                object.related[relationship.name] = []
-                object.committedRelated[relationship.name] = []
-            }
+            object.related = storage.entityBox.emptyRelationships
+            object.committedRelated = storage.entityBox.emptyRelationships
             registered.append(new: object)
             willInsert(object)
             dirty.insert(object)

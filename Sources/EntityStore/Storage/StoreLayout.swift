@@ -110,6 +110,9 @@ final class EntityBox: Sendable {
     let uniqueAttributeIndices: [Int]
     /// The attributes whose default is made anew for each object, by place (most entities have none).
     let generatedDefaults: [(index: Int, generated: GeneratedDefault)]
+    /// Each relationship, holding nothing: a new object's relationships, shared until it links (built per insert,
+    /// the names were hashed twice and the tables grown for every new object).
+    let emptyRelationships: [String: Set<ObjectID>]
 
     init(_ entity: Entity) {
         self.entity = entity
@@ -121,6 +124,7 @@ final class EntityBox: Sendable {
         generatedDefaults = entity.attributes.indices.compactMap { index in
             entity.attributes[index].generatedDefault.map { (index, $0) }
         }
+        emptyRelationships = Dictionary(entity.relationships.map { ($0.name, []) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// A new object's values: the defaults, and those made for it.
