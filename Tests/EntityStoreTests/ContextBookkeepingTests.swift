@@ -7,6 +7,27 @@ import Testing
 /// The context's bookkeeping kept on its objects (the unsaved list, the pending record): against plain sets of IDs
 /// over random steps, and through a context's whole range of operations.
 @Suite struct ContextBookkeepingTests {
+
+    @Test func aSaveWithNothingToWriteForgetsObjectsInsertedAndDeleted() throws {
+        let (temporary, context, saved) = try Self.objects(2)
+        _ = temporary
+        let note = try context.insert(saved[0].entity.name)
+        context.processPendingChanges()
+        try context.delete(note)
+        #expect(!context.hasChanges)
+        try context.save()
+        // As a save that writes forgets them: unregistered, in no list, the context's bookkeeping whole.
+        #expect(!context.registeredObjects.contains(note))
+        #expect(throws: EntityStoreError.self) { try note.setValue(.null, forKey: "name") }
+        context._checkInvariants()
+        // And with something to write besides.
+        let other = try context.insert(saved[0].entity.name)
+        try context.delete(other)
+        try saved[1].setValue(.string("renamed"), forKey: "name")
+        try context.save()
+        #expect(!context.registeredObjects.contains(other))
+        context._checkInvariants()
+    }
     /// Saved objects of one context: in none of its lists (each object's bits belong to its context's lists, so a
     /// test's own list takes objects the context does not track).
     static func objects(_ count: Int) throws -> (TemporaryStore, ObjectContext, [ManagedObject]) {

@@ -50,6 +50,12 @@ extension ObjectContext {
             if !hasChanges { for object in transientlyChanged { object.committedTransients = object.transientValues } }
         }
         guard hasChanges else {
+            // Nothing to write. Objects inserted and deleted since the last save never existed: forgotten now, as a
+            // save that writes forgets them (left registered, they stayed deleted in no list, for good).
+            for object in dirty where object.isInserted && object.isDeleted {
+                registered[object.objectID] = nil
+                object.context = nil
+            }
             dirty.removeAll()
             return
         }
