@@ -207,6 +207,18 @@ import Testing
             }
         }
 
+        /// An undo or a redo: the context's, and the model's state taken from one stack, its own put on the other.
+        func step(
+            _ name: String, _ round: Int, can: Bool, from: inout [Model], to: inout [Model], _ body: () throws -> Void
+        ) throws {
+            trace.append(name)
+            #expect(can == !from.isEmpty, "round \(round): \(trace.suffix(6))")
+            guard let state = from.popLast() else { return }
+            try body()
+            to.append(model)
+            model = state
+        }
+
         for round in 0..<250 {
             switch Int.random(in: 0..<10, using: &g) {
             case 0..<4:
@@ -221,19 +233,13 @@ import Testing
                     redoStack = []
                 }
             case 4, 5:
-                trace.append("undo")
-                #expect(context.canUndo == !undoStack.isEmpty, "round \(round): \(trace.suffix(6))")
-                guard let previous = undoStack.popLast() else { continue }
-                try context.undoLastChange()
-                redoStack.append(model)
-                model = previous
+                try step("undo", round, can: context.canUndo, from: &undoStack, to: &redoStack) {
+                    try context.undoLastChange()
+                }
             case 6:
-                trace.append("redo")
-                #expect(context.canRedo == !redoStack.isEmpty, "round \(round): \(trace.suffix(6))")
-                guard let next = redoStack.popLast() else { continue }
-                try context.redoLastChange()
-                undoStack.append(model)
-                model = next
+                try step("redo", round, can: context.canRedo, from: &redoStack, to: &undoStack) {
+                    try context.redoLastChange()
+                }
             case 7:
                 trace.append("save")
                 // A save with nothing to save leaves the undo and redo stacks alone.

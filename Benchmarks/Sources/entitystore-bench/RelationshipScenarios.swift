@@ -23,6 +23,60 @@ func noteTitle(_ i: Int) -> String {
     "Note number \(i) of a folder, forty bytes".padding(toLength: 40, withPad: "x", startingAt: 0)
 }
 
+/// Inserts `folders` folders of `perFolder` notes through one context, each note linked to its folder as it is made
+/// (note `i` titled `titles[i]`, scored `i`), in one save; returns the folders' IDs.
+func insertLinkedNotes(
+    _ store: PersistentStore, folders: Int, perFolder: Int, titles: [String]
+) throws -> [ObjectID] {
+    let context = ObjectContext(store: store)
+    var folderIDs: [ObjectID] = []
+    for f in 0..<folders {
+        let folder = try context.insert("Folder")
+        try folder.setValue(.string("Folder \(f)"), forKey: "name")
+        folderIDs.append(folder.objectID)
+        for i in (f * perFolder)..<((f + 1) * perFolder) {
+            let note = try context.insert("Note")
+            try note.setValue(.string(titles[i]), forKey: "title")
+            try note.setValue(.int(Int64(i)), forKey: "score")
+            try note.setObject(folder, forKey: "folder")
+        }
+    }
+    try context.save()
+    return folderIDs
+}
+
+/// The same rows in a new SQLite database in `directory`: `notes.folder_id` indexed, folder `f` keyed `f + 1`, one
+/// transaction of prepared inserts.
+func insertLinkedNotes(_ directory: String, folders: Int, perFolder: Int, titles: [String]) -> SQLiteItems {
+    let sqlite = SQLiteItems(path: directory + "/db.sqlite")
+    sqlite.exec("CREATE TABLE folders (id INTEGER PRIMARY KEY, name TEXT)")
+    sqlite.exec(
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, score INTEGER, folder_id INTEGER REFERENCES folders(id))"
+    )
+    sqlite.exec("CREATE INDEX notes_folder ON notes(folder_id)")
+    sqlite.exec("BEGIN")
+    let insertFolder = sqlite.prepare("INSERT INTO folders (id, name) VALUES (?, ?)")
+    let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, ?)")
+    for f in 0..<folders {
+        sqlite3_bind_int64(insertFolder, 1, Int64(f + 1))
+        sqlite3_bind_text(insertFolder, 2, "Folder \(f)", -1, sqlite.transient)
+        sqlite3_step(insertFolder)
+        sqlite3_reset(insertFolder)
+        for i in (f * perFolder)..<((f + 1) * perFolder) {
+            sqlite3_bind_int64(insertNote, 1, Int64(i + 1))
+            sqlite3_bind_text(insertNote, 2, titles[i], -1, sqlite.transient)
+            sqlite3_bind_int64(insertNote, 3, Int64(i))
+            sqlite3_bind_int64(insertNote, 4, Int64(f + 1))
+            sqlite3_step(insertNote)
+            sqlite3_reset(insertNote)
+        }
+    }
+    sqlite3_finalize(insertFolder)
+    sqlite3_finalize(insertNote)
+    sqlite.exec("COMMIT")
+    return sqlite
+}
+
 /// S11, one big to-many: `n` new notes linked one by one to a single folder through a context (undo on, as by
 /// default), one save; SQLite inserts the rows with the folder's key. Each link is its own undo group, which must
 /// cost the same whatever the folder holds already.
@@ -38,42 +92,14 @@ func s11OneFolder(_ report: Report, _ n: Int) throws {
         var start = now()
         let store = try PersistentStore.open(
             path: esPath, schema: relationshipSchema(), options: .init(mapSize: 1 << 30))
-        do {
-            let context = ObjectContext(store: store)
-            let folder = try context.insert("Folder")
-            try folder.setValue(.string("Folder"), forKey: "name")
-            for i in 0..<n {
-                let note = try context.insert("Note")
-                try note.setValue(.string(titles[i]), forKey: "title")
-                try note.setValue(.int(Int64(i)), forKey: "score")
-                try note.setObject(folder, forKey: "folder")
-            }
-            try context.save()
-        }
+        _ = try insertLinkedNotes(store, folders: 1, perFolder: n, titles: titles)
         report.record(name, "EntityStore", "s/op", (now() - start) / Double(n))
         let check = ObjectContext(store: store)
         guard try check.fetch(FetchRequest(entity: "Folder"))[0].objectIDs(forKey: "notes").count == n
         else { throw BenchFailure("S11: the folder does not hold its \(n) notes") }
 
         start = now()
-        let sqlite = SQLiteItems(path: sqlitePath + "/db.sqlite")
-        sqlite.exec("CREATE TABLE folders (id INTEGER PRIMARY KEY, name TEXT)")
-        sqlite.exec(
-            "CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, score INTEGER, folder_id INTEGER REFERENCES folders(id))"
-        )
-        sqlite.exec("CREATE INDEX notes_folder ON notes(folder_id)")
-        sqlite.exec("BEGIN")
-        sqlite.exec("INSERT INTO folders (id, name) VALUES (1, 'Folder')")
-        let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, 1)")
-        for i in 0..<n {
-            sqlite3_bind_int64(insertNote, 1, Int64(i + 1))
-            sqlite3_bind_text(insertNote, 2, titles[i], -1, sqlite.transient)
-            sqlite3_bind_int64(insertNote, 3, Int64(i))
-            sqlite3_step(insertNote)
-            sqlite3_reset(insertNote)
-        }
-        sqlite3_finalize(insertNote)
-        sqlite.exec("COMMIT")
+        _ = insertLinkedNotes(sqlitePath, folders: 1, perFolder: n, titles: titles)
         report.record(name, "SQLite", "s/op", (now() - start) / Double(n))
     }
 }
@@ -108,52 +134,12 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
         let store = try PersistentStore.open(
             path: esPath, schema: relationshipSchema(), options: .init(mapSize: 1 << 30))
         if profile == "links" { entitystore_profile_toggle() }
-        var folderIDs: [ObjectID] = []
-        do {
-            let context = ObjectContext(store: store)
-            for f in 0..<folders {
-                let folder = try context.insert("Folder")
-                try folder.setValue(.string("Folder \(f)"), forKey: "name")
-                folderIDs.append(folder.objectID)
-                for i in (f * perFolder)..<((f + 1) * perFolder) {
-                    let note = try context.insert("Note")
-                    try note.setValue(.string(titles[i]), forKey: "title")
-                    try note.setValue(.int(Int64(i)), forKey: "score")
-                    try note.setObject(folder, forKey: "folder")
-                }
-            }
-            try context.save()
-        }
+        let folderIDs = try insertLinkedNotes(store, folders: folders, perFolder: perFolder, titles: titles)
         if profile == "links" { entitystore_profile_toggle() }
         report.record(insertName, "EntityStore", "s/op", (now() - start) / Double(n))
 
         start = now()
-        let sqlite = SQLiteItems(path: sqlitePath + "/db.sqlite")
-        sqlite.exec("CREATE TABLE folders (id INTEGER PRIMARY KEY, name TEXT)")
-        sqlite.exec(
-            "CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, score INTEGER, folder_id INTEGER REFERENCES folders(id))"
-        )
-        sqlite.exec("CREATE INDEX notes_folder ON notes(folder_id)")
-        sqlite.exec("BEGIN")
-        let insertFolder = sqlite.prepare("INSERT INTO folders (id, name) VALUES (?, ?)")
-        let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, ?)")
-        for f in 0..<folders {
-            sqlite3_bind_int64(insertFolder, 1, Int64(f + 1))
-            sqlite3_bind_text(insertFolder, 2, "Folder \(f)", -1, sqlite.transient)
-            sqlite3_step(insertFolder)
-            sqlite3_reset(insertFolder)
-            for i in (f * perFolder)..<((f + 1) * perFolder) {
-                sqlite3_bind_int64(insertNote, 1, Int64(i + 1))
-                sqlite3_bind_text(insertNote, 2, titles[i], -1, sqlite.transient)
-                sqlite3_bind_int64(insertNote, 3, Int64(i))
-                sqlite3_bind_int64(insertNote, 4, Int64(f + 1))
-                sqlite3_step(insertNote)
-                sqlite3_reset(insertNote)
-            }
-        }
-        sqlite3_finalize(insertFolder)
-        sqlite3_finalize(insertNote)
-        sqlite.exec("COMMIT")
+        let sqlite = insertLinkedNotes(sqlitePath, folders: folders, perFolder: perFolder, titles: titles)
         report.record(insertName, "SQLite", "s/op", (now() - start) / Double(n))
 
         // Walk: a folder's notes, each note's title and score.
