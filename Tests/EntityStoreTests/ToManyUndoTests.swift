@@ -61,6 +61,28 @@ import Testing
         #expect(!world.context.hasChanges)
     }
 
+    @Test func anUndoLimitDropsTheOldestLinkChanges() throws {
+        let world = try World(notes: 12)
+        world.context.undoLimit = 3
+        for note in world.notes { try world.folder.add(note, toKey: "notes") }
+        var undone = 0
+        while world.context.canUndo {
+            try world.context.undoLastChange()
+            undone += 1
+        }
+        #expect(undone == 3)
+        #expect(try world.folder.objectIDs(forKey: "notes") == world.ids(0..<9))
+        for _ in 0..<2 { try world.context.redoLastChange() }
+        #expect(try world.folder.objectIDs(forKey: "notes") == world.ids(0..<11))
+        // Past the limit again, with the logs compacted as groups are dropped.
+        for note in world.notes.prefix(6) { try world.folder.remove(note, fromKey: "notes") }
+        try world.context.undoLastChange()
+        #expect(try world.folder.objectIDs(forKey: "notes") == world.ids(5..<11))
+        try world.context.save()
+        let fresh = ObjectContext(store: world.store)
+        #expect(try fresh.existingObject(with: world.folder.objectID).objectIDs(forKey: "notes") == world.ids(5..<11))
+    }
+
     @Test func aGroupThatLinksThenKeepsAWholeStateIsUndoneWhole() throws {
         let world = try World(notes: 3)
         try world.tag.add(world.notes[0], toKey: "notes")
