@@ -5,8 +5,7 @@ extension ObjectContext {
     func targets(of object: ManagedObject, _ relationship: Relationship) throws -> Set<ObjectID> {
         if let loaded = object.related[relationship.name] { return loaded }
         let stored = object.isInserted ? [] : try storedTargets(of: object.objectID, relationship)
-        object.related[relationship.name] = stored
-        object.committedRelated[relationship.name] = stored
+        keepStored(stored, relationship, of: object)
         return stored
     }
 
@@ -62,7 +61,7 @@ extension ObjectContext {
         }
     }
 
-    /// Keeps `stored` as what `object`'s relationship holds, loaded and committed (see ``targets(of:_:)``).
+    /// Keeps `stored` as what `object`'s relationship holds, loaded and committed.
     private func keepStored(_ stored: Set<ObjectID>, _ relationship: Relationship, of object: ManagedObject) {
         object.related[relationship.name] = stored
         object.committedRelated[relationship.name] = stored

@@ -40,12 +40,7 @@ public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// seventh of an insert's instructions. The key, mixed with the table's seed, goes through a 64-bit finalizer
     /// (splitmix64's), so sequential keys spread over every bucket. Keys are the store's own, not an attacker's
     /// input, so the flooding resistance SipHash buys is not needed here.
-    public func _rawHashValue(seed: Int) -> Int {
-        var x = primaryKey ^ UInt64(bitPattern: Int64(seed))
-        x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
-        return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
-    }
+    public func _rawHashValue(seed: Int) -> Int { mixedHash(primaryKey, seed: seed) }
 
     /// The string form: `Entity/p42`.
     public var description: String { "\(entityName)/p\(primaryKey)" }
@@ -54,6 +49,16 @@ public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible 
     public static func < (lhs: ObjectID, rhs: ObjectID) -> Bool {
         lhs.entityName == rhs.entityName ? lhs.primaryKey < rhs.primaryKey : lhs.entityName < rhs.entityName
     }
+}
+
+/// `key` mixed with a table's seed through splitmix64's finalizer: a hash for the store's own keys, without a
+/// `Hasher` (see ``ObjectID/_rawHashValue(seed:)``).
+@inline(__always)
+func mixedHash(_ key: UInt64, seed: Int) -> Int {
+    var x = key ^ UInt64(bitPattern: Int64(seed))
+    x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
+    x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
+    return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
 }
 
 extension Sequence where Element == ObjectID {

@@ -586,18 +586,24 @@ extension ObjectContext {
         }
     }
 
-    /// Loads the faults among a relationship's `targets` in one read transaction (a child context's come from its
-    /// parent, one by one, when used). Only records that pass the quick check are kept: a target missing from the
-    /// store, or whose record needs the full check (an older format, a decimal, a bad byte), stays a fault, and its
-    /// own first use reads it as before, with its answer or its error for that object alone.
+    /// Loads the faults among a relationship's `targets` together (a child context's come from its parent, one by
+    /// one, when used). Only records that pass the quick check are kept: a target missing from the store, or whose
+    /// record needs the full check (an older format, a decimal, a bad byte), stays a fault, and its own first use
+    /// reads it as before, with its answer or its error for that object alone.
     func loadTargets(_ targets: [ManagedObject]) throws {
         guard parent == nil, targets.count > 1 else { return }
-        let faults = targets.filter { !$0.hasStoredState && !$0.isInserted }
+        try loadFaults(targets, quickOnly: true)
+    }
+
+    /// Loads several faults in one read transaction, through one cursor per run of one entity's objects (for objects
+    /// in key order, LMDB looks for each key on the page the one before was found on before it searches the tree
+    /// from its root). Objects missing from the store stay faults; a record that needs the full check gets it (and
+    /// throws what it finds), or with `quickOnly` stays a fault.
+    func loadFaults(_ objects: [ManagedObject], quickOnly: Bool = false) throws {
+        let faults = objects.filter { !$0.hasStoredState && !$0.isInserted }
         guard !faults.isEmpty else { return }
-        try mappingStorageErrors("loading \(faults.count) related objects") {
+        try mappingStorageErrors("loading \(faults.count) objects") {
             try store.read { txn in
-                // Through one cursor per entity, the targets in key order: LMDB looks for each key on the page the
-                // one before was found on before it searches the tree from its root.
                 var next = 0
                 while next < faults.count {
                     let entityName = faults[next].objectID.entityName
@@ -608,32 +614,19 @@ extension ObjectContext {
                             next += 1
                             let key = object.objectID.primaryKey
                             try withUnsafeBytes(of: key.bigEndian) { keyBytes in
-                                guard let (_, bytes) = try cursor.seek(exactly: keyBytes),
-                                    let rowVersion = RecordCodec.quickValidate(bytes, storage.entityBox.recordLayout)
-                                else { return }
-                                object.keep(record: Array(bytes), rowVersion: rowVersion)
+                                guard let (_, bytes) = try cursor.seek(exactly: keyBytes) else { return }
+                                if let rowVersion = RecordCodec.quickValidate(bytes, storage.entityBox.recordLayout) {
+                                    object.keep(record: Array(bytes), rowVersion: rowVersion)
+                                } else if quickOnly {
+                                    return
+                                } else {
+                                    let record = try RecordCodec.checkedCopy(bytes, storage.entityBox, key: key)
+                                    object.keep(record: record.bytes, rowVersion: record.rowVersion)
+                                }
                                 if !faultBatches.isEmpty { faultBatches[object.objectID] = nil }
                             }
                         }
                     }
-                }
-            }
-        }
-    }
-
-    /// Loads several faults in one read transaction; objects missing from the store stay faults.
-    func loadFaults(_ objects: [ManagedObject]) throws {
-        let faults = objects.filter { !$0.hasStoredState && !$0.isInserted }
-        guard !faults.isEmpty else { return }
-        try mappingStorageErrors("loading \(faults.count) objects") {
-            try store.read { txn in
-                for object in faults {
-                    let storage = try store.storage(for: object.entity.name)
-                    let key = object.objectID.primaryKey
-                    guard let bytes = try txn.get(key, in: storage.records) else { continue }
-                    let record = try RecordCodec.checkedCopy(bytes, storage.entityBox, key: key)
-                    object.keep(record: record.bytes, rowVersion: record.rowVersion)
-                    faultBatches[object.objectID] = nil
                 }
             }
         }

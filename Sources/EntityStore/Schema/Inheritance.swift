@@ -173,12 +173,7 @@ extension PersistentStore {
         of id: ObjectID, _ relationship: Relationship, _ storage: EntityStorage, _ txn: ReadTransaction
     ) throws -> [ObjectID] {
         guard let database = storage.relationships[relationship.name] else { return [] }
-        var keys: [UInt64] = []
-        try txn.forEach(in: database, range: .exactly(IndexKey.primaryKey(id.primaryKey))) { _, value in
-            keys.append(try IndexKey.primaryKey(from: value))
-            return .continue
-        }
-        return try keys.map { try relatedID($0, destination: relationship.destination, txn) }
+        return try txn.withCursor(on: database) { try storedTargets(of: id, relationship, through: $0, txn) }
     }
 
     /// ``storedTargets(of:_:_:_:)`` through `cursor`, a cursor on the relationship's database: a caller reading

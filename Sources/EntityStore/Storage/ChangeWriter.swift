@@ -49,10 +49,7 @@ struct ChangeWriter {
         /// The keys mixed through a 64-bit finalizer, as ``ObjectID`` hashes (a `Hasher` per link was a tenth of
         /// writing it).
         func _rawHashValue(seed: Int) -> Int {
-            var x = source &* 0x9E37_79B9_7F4A_7C15 ^ target ^ UInt64(database) << 56 ^ UInt64(bitPattern: Int64(seed))
-            x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
-            return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
+            mixedHash(source &* 0x9E37_79B9_7F4A_7C15 ^ target ^ UInt64(database) << 56, seed: seed)
         }
     }
     /// Objects whose relationships this save changed besides the saved objects' own changes (a to-one's target
