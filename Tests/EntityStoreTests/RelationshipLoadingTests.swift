@@ -159,4 +159,118 @@ import Testing
         #expect(try tag.objectIDs(forKey: "notes") == [])
         #expect(try temporary.store.checkIntegrity().findings.isEmpty)
     }
+    /// The titles of a fresh context's notes of the folder named `name`, with their tags' names, sorted.
+    static func storedFolder(_ store: PersistentStore, _ name: String) throws -> [String] {
+        let context = ObjectContext(store: store)
+        var request = FetchRequest(entity: "Folder")
+        request.predicate = try FetchPredicate(format: "name == %@", arguments: [.value(.string(name))])
+        let folders = try context.fetch(request)
+        #expect(folders.count == 1)
+        return try folders[0].objects(forKey: "notes").map { note in
+            #expect(try note.object(forKey: "folder")?.objectID == folders[0].objectID)
+            let tags = try note.objects(forKey: "tags").map { tag in
+                #expect(try tag.objectIDs(forKey: "notes").contains(note.objectID))
+                return try Self.titles([tag], key: "name")[0]
+            }
+            return try Self.titles([note])[0] + ":" + tags.sorted().joined(separator: ",")
+        }.sorted()
+    }
+
+    static func titles(_ objects: [ManagedObject], key: String) throws -> [String] {
+        try objects.map { object in
+            guard case .string(let title) = try object.value(forKey: key) else { return "?" }
+            return title
+        }
+    }
+
+    /// Links between objects a save inserts are written after the objects, in key order: appended where their keys
+    /// are above every stored one, put in their places where another context saved higher keys first.
+    @Test func newLinksOfContextsSavedOutOfKeyOrderAreAllStored() throws {
+        let temporary = try TemporaryStore(schema: try Self.schema())
+        let store = temporary.store
+        let early = ObjectContext(store: store)
+        let late = ObjectContext(store: store)
+        var expected: [String: [String]] = [:]
+        var firstIDs: [ObjectID] = []
+        for (context, name) in [(early, "E"), (late, "L")] {
+            let folder = try context.insert("Folder")
+            try folder.setValue(.string(name), forKey: "name")
+            firstIDs.append(folder.objectID)
+            var tags: [ManagedObject] = []
+            for t in 0..<3 {
+                let tag = try context.insert("Tag")
+                try tag.setValue(.string("\(name)t\(t)"), forKey: "name")
+                tags.append(tag)
+            }
+            for i in 0..<20 {
+                let note = try context.insert("Note")
+                try note.setValue(.string("\(name)\(i)"), forKey: "title")
+                try note.setObject(folder, forKey: "folder")
+                try note.add(tags[i % 3], toKey: "tags")
+                if i % 4 == 0 { try tags[(i + 1) % 3].add(note, toKey: "notes") }
+                var names = ["\(name)t\(i % 3)"]
+                if i % 4 == 0 { names.append("\(name)t\((i + 1) % 3)") }
+                expected[name, default: []].append("\(name)\(i):" + names.sorted().joined(separator: ","))
+            }
+        }
+        // The early context's keys are below the late one's, which is saved first.
+        #expect(firstIDs[0] < firstIDs[1])
+        try late.save()
+        try early.save()
+        #expect(try Self.storedFolder(store, "E") == expected["E"]!.sorted())
+        #expect(try Self.storedFolder(store, "L") == expected["L"]!.sorted())
+        #expect(try store.checkIntegrity().findings.isEmpty)
+        // Each link was stored once each way: removing it once clears both sides.
+        let context = ObjectContext(store: store)
+        var request = FetchRequest(entity: "Tag")
+        request.predicate = try FetchPredicate(format: "name == %@", arguments: ["Et0"])
+        let tag = try context.fetch(request)[0]
+        let notes = try tag.objects(forKey: "notes")
+        for note in notes { try tag.remove(note, fromKey: "notes") }
+        try context.save()
+        #expect(!(try Self.storedFolder(store, "E").contains { $0.contains("Et0") }))
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+
+    /// New objects linked through a relationship that is its own inverse, one of them to itself: each link is stored
+    /// once in each direction (a link to itself once).
+    @Test func newObjectsLinkedThroughARelationshipThatIsItsOwnInverse() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Node") {
+                Attribute("name", .string)
+                Relationship("links", to: "Node", inverse: "links", toMany: true)
+            }
+        }
+        let temporary = try TemporaryStore(schema: schema)
+        let store = temporary.store
+        let context = ObjectContext(store: store)
+        var nodes: [String: ManagedObject] = [:]
+        for name in ["a", "b", "c"] {
+            let node = try context.insert("Node")
+            try node.setValue(.string(name), forKey: "name")
+            nodes[name] = node
+        }
+        try nodes["a"]!.add(nodes["b"]!, toKey: "links")
+        try nodes["b"]!.add(nodes["c"]!, toKey: "links")
+        try nodes["a"]!.add(nodes["a"]!, toKey: "links")
+        try nodes["c"]!.add(nodes["c"]!, toKey: "links")
+        try context.save()
+        func stored() throws -> [String: [String]] {
+            let fresh = ObjectContext(store: store)
+            var links: [String: [String]] = [:]
+            for node in try fresh.fetch(FetchRequest(entity: "Node")) {
+                links[try Self.titles([node], key: "name")[0]] = try Self.titles(
+                    node.objects(forKey: "links"), key: "name"
+                ).sorted()
+            }
+            return links
+        }
+        #expect(try stored() == ["a": ["a", "b"], "b": ["a", "c"], "c": ["b", "c"]])
+        #expect(try store.checkIntegrity().findings.isEmpty)
+        try nodes["a"]!.remove(nodes["a"]!, fromKey: "links")
+        try nodes["c"]!.remove(nodes["b"]!, fromKey: "links")
+        try context.save()
+        #expect(try stored() == ["a": ["b"], "b": ["a"], "c": ["c"]])
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
 }

@@ -90,7 +90,8 @@ extension ObjectContext {
     /// Adds `target` to `source`'s relationship and `source` to the inverse; a to-one side first lets go of the
     /// object it held.
     func linkIDs(_ source: ManagedObject, _ relationship: Relationship, _ target: ManagedObject) throws {
-        for object in [source, target] {
+        // Each checked in turn, not through an array of the two (made and freed for every link).
+        func checkLinkable(_ object: ManagedObject) throws {
             try checkRegistered(object)
             guard !object.isDeleted else {
                 throw EntityStoreError(
@@ -98,6 +99,8 @@ extension ObjectContext {
                     objectID: object.objectID)
             }
         }
+        try checkLinkable(source)
+        try checkLinkable(target)
         guard
             target.entity.name == relationship.destination
                 || store.schema.isKind(target.entity.name, of: relationship.destination),

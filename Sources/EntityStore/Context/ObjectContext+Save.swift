@@ -257,6 +257,7 @@ extension ObjectContext {
                     }
                 }
                 try writer.writeInsertedIndexes()
+                try writer.writeNewLinks()
                 conflicts += try writer.danglingLinks()
                 if !keptByStore.isEmpty && failures.isEmpty && conflicts.isEmpty {
                     throw DeletesKeptByStore(ids: keptByStore)

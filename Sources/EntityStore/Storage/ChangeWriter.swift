@@ -29,6 +29,14 @@ struct ChangeWriter {
     /// The objects this save inserts (and does not delete), once a link needs them: nothing was stored under a new
     /// object's key before this save, and its record is written by it.
     private var insertedIDs: Set<ObjectID>?
+    /// Links between two objects this save inserts, both directions, by relationship database: written by
+    /// ``writeNewLinks()`` once every object is, each database's in key order through one cursor. Nothing is stored
+    /// under a new object's key, nothing in the save reads it before then, and the context holds both sides of such
+    /// a link (no inverse of it goes unreported and neither end can be missing).
+    /// Each link is one number, the source's key above the target's: sorting them sorts by both.
+    private var newLinks: [(database: Database, pairs: [UInt128])] = []
+    /// The place in ``newLinks`` used last (a save adds runs of links to one relationship).
+    private var lastNewLinks = 0
     /// The objects of the save (see ``insertedIDs``).
     var savedObjects: [ManagedObject] = []
 
@@ -187,6 +195,57 @@ struct ChangeWriter {
         for inserted in insertedIndexes { try putIndexes(inserted.rows, keys: inserted.keys, inserted.storage) }
         insertedIndexes = []
         lastInserted = nil
+    }
+
+    /// Keeps a direction of a link between two new objects for ``writeNewLinks()``.
+    private mutating func addNewLink(_ source: UInt64, _ target: UInt64, _ database: Database) {
+        if lastNewLinks >= newLinks.count || newLinks[lastNewLinks].database.number != database.number {
+            if let place = newLinks.firstIndex(where: { $0.database.number == database.number }) {
+                lastNewLinks = place
+            } else {
+                newLinks.append((database, []))
+                lastNewLinks = newLinks.count - 1
+            }
+        }
+        newLinks[lastNewLinks].pairs.append(UInt128(source) << 64 | UInt128(target))
+    }
+
+    /// Writes the links between new objects that ``writeRelationships(of:_:)`` kept (it must be called after the
+    /// last object is written and before anything reads the relationships in this transaction): each database's
+    /// sorted, through one cursor. A key above every stored one is appended without a search, and the further
+    /// targets of a key follow it without a search of its values.
+    mutating func writeNewLinks() throws {
+        for (database, unsorted) in newLinks {
+            let pairs = unsorted.sorted()
+            let cursor = try txn.putCursor(on: database)
+            var appends = true
+            var previous: UInt128?
+            for pair in pairs {
+                // A link of an object to itself through a relationship that is its own inverse is kept twice.
+                if pair == previous { continue }
+                let (source, target) = (UInt64(truncatingIfNeeded: pair >> 64), UInt64(truncatingIfNeeded: pair))
+                try withUnsafeBytes(of: source.bigEndian) { key in
+                    try withUnsafeBytes(of: target.bigEndian) { value in
+                        if let previous, source == UInt64(truncatingIfNeeded: previous >> 64) {
+                            try cursor.put(key, value, flags: .appendDuplicate)
+                            return
+                        }
+                        guard appends else { return try cursor.put(key, value, flags: .noDuplicateData) }
+                        do {
+                            try cursor.put(key, value, flags: .append)
+                        } catch let error as LMDBError where error.code == .keyExists {
+                            // A key below the last stored one (another context's objects were saved first): LMDB
+                            // refused the append without writing; put it in its place, and stop appending here.
+                            appends = false
+                            try cursor.put(key, value, flags: .noDuplicateData)
+                        }
+                    }
+                }
+                previous = pair
+            }
+        }
+        newLinks = []
+        lastNewLinks = 0
     }
 
     /// Writes new records and their index entries, for objects with no relationships set and fresh keys above
@@ -497,14 +556,12 @@ struct ChangeWriter {
     /// objects that lose a link this way, which the context may not hold, are collected in ``collateral`` for the
     /// save's change record.
     mutating func writeRelationships(of object: ManagedObject, _ storage: EntityStorage) throws {
-        for relationship in object.entity.relationships {
+        for plan in try linkPlans(of: storage) {
+            let relationship = plan.relationship
             guard let current = object.related[relationship.name] else { continue }
             var stored = object.isInserted ? [] : object.committedRelated[relationship.name] ?? []
             guard current != stored else { continue }
-            guard let forward = storage.relationships[relationship.name] else { continue }
-            let destination = try store.storage(for: relationship.destination)
-            let direct = destination.relationships[relationship.inverse]
-            let inverseRelationship = destination.entity.relationship(relationship.inverse)
+            let (forward, direct, inverseRelationship) = (plan.forward, plan.direct, plan.inverse)
             /// The database of the inverse on `target`'s own entity (a superentity's relationship holds its
             /// sub-entities' objects too).
             func inverse(at target: ObjectID) throws -> Database? {
@@ -529,7 +586,7 @@ struct ChangeWriter {
                     stored.remove(other)
                 }
             }
-            for removed in stored.subtracting(current) {
+            for removed in stored.isEmpty ? [] : stored.subtracting(current) {
                 guard let backward = try inverse(at: removed) else { continue }
                 let target = IndexKey.primaryKey(removed.primaryKey)
                 try txn.delete(source, value: target, in: forward)
@@ -539,7 +596,7 @@ struct ChangeWriter {
                             target: removed, relationship: relationship.inverse, source: object.objectID, added: false))
                 }
             }
-            for added in current.subtracting(stored) {
+            for added in stored.isEmpty ? current : current.subtracting(stored) {
                 guard let backward = try inverse(at: added) else { continue }
                 let pk = object.objectID.primaryKey
                 // The other object of the link is in this save too, and wrote it already.
@@ -549,6 +606,11 @@ struct ChangeWriter {
                     continue
                 }
                 writtenLinks.insert(WrittenLink(database: backward.number, source: added.primaryKey, target: pk))
+                if object.isInserted && isInsertedHere(added) {
+                    addNewLink(pk, added.primaryKey, forward)
+                    addNewLink(added.primaryKey, pk, backward)
+                    continue
+                }
                 addedLinks.append((object.objectID, relationship.name, added))
                 let target = IndexKey.primaryKey(added.primaryKey)
                 // A new object holds no link but those this save writes, which the context keeps consistent.
@@ -564,6 +626,45 @@ struct ChangeWriter {
                 }
             }
         }
+    }
+
+    /// What writing one relationship of an entity's objects needs: its database, the database of its inverse on the
+    /// destination entity itself, and the inverse. A class: each object's loop takes one reference, not a copy of
+    /// the relationships' names.
+    private final class LinkPlan {
+        let relationship: Relationship
+        let forward: Database
+        let direct: Database?
+        let inverse: Relationship?
+
+        init(relationship: Relationship, forward: Database, direct: Database?, inverse: Relationship?) {
+            self.relationship = relationship
+            self.forward = forward
+            self.direct = direct
+            self.inverse = inverse
+        }
+    }
+
+    /// The plans of the entities whose objects this save wrote relationships of, by their storage.
+    private var linkPlans: [(storage: ObjectIdentifier, plans: [LinkPlan])] = []
+
+    /// The plans of `storage`'s relationships (those with a database), found once per save: each object looked its
+    /// relationships' databases, its inverse's and the destination's storage up by name.
+    private mutating func linkPlans(of storage: EntityStorage) throws -> [LinkPlan] {
+        let id = ObjectIdentifier(storage)
+        if let known = linkPlans.first(where: { $0.storage == id }) { return known.plans }
+        var plans: [LinkPlan] = []
+        for relationship in storage.entity.relationships {
+            guard let forward = storage.relationships[relationship.name] else { continue }
+            let destination = try store.storage(for: relationship.destination)
+            plans.append(
+                LinkPlan(
+                    relationship: relationship, forward: forward,
+                    direct: destination.relationships[relationship.inverse],
+                    inverse: destination.entity.relationship(relationship.inverse)))
+        }
+        linkPlans.append((id, plans))
+        return plans
     }
 
     /// The to-one relationships `objects` change that were changed elsewhere since the context read them, as
