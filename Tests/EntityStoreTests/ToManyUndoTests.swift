@@ -99,6 +99,63 @@ import Testing
         #expect(!world.context.hasChanges)
     }
 
+    /// A group that inserts a note and files it in a stored folder, undone and redone: the redo brings the note back
+    /// and both sides of its link. (The folder's side was dropped: the note is registered again only by the redo,
+    /// and a link to an object neither registered nor stored counted as a link to one deleted elsewhere.)
+    @Test func aRedoneInsertIsLinkedOnBothSides() throws {
+        let world = try World(notes: 1)
+        let context = world.context
+        try world.folder.add(world.notes[0], toKey: "notes")
+        context.beginUndoGrouping()
+        let inserted = try context.insert("Note")
+        try inserted.setValue(.string("new"), forKey: "title")
+        try inserted.setObject(world.folder, forKey: "folder")
+        context.endUndoGrouping()
+        let id = inserted.objectID
+        try context.undoLastChange()
+        #expect(try world.folder.objectIDs(forKey: "notes") == world.ids([0]))
+        try context.redoLastChange()
+        let note = try context.existingObject(with: id)
+        #expect(try note.object(forKey: "folder")?.objectID == world.folder.objectID)
+        #expect(try world.folder.objectIDs(forKey: "notes") == world.ids([0]) + [id])
+        // Undone and redone once more, after a rename of the folder saved elsewhere and merged.
+        try context.undoLastChange()
+        try world.saveElsewhere {
+            try $0.existingObject(with: world.folder.objectID).setValue(.string("G"), forKey: "name")
+        }
+        try context.redoLastChange()
+        #expect(try world.folder.objectIDs(forKey: "notes") == world.ids([0]) + [id])
+        #expect(try world.folder.value(forKey: "name") == .string("G"))
+        try context.save()
+        let fresh = ObjectContext(store: world.store)
+        #expect(
+            try fresh.existingObject(with: world.folder.objectID).objectIDs(forKey: "notes") == world.ids([0]) + [id])
+        #expect(try world.store.checkIntegrity().findings.isEmpty)
+    }
+
+    /// A group that deletes a new note and the stored tag it is tagged with, undone: both come back, linked both
+    /// ways (the tag's whole state lists the note, brought back by the same undo).
+    @Test func anUndoneDeleteOfANewObjectAndAStoredOneLinksThemBothWays() throws {
+        let world = try World(notes: 0)
+        let context = world.context
+        let note = try context.insert("Note")
+        try note.setValue(.string("new"), forKey: "title")
+        try note.add(world.tag, toKey: "tags")
+        let id = note.objectID
+        context.beginUndoGrouping()
+        try context.delete(note)
+        try context.delete(world.tag)
+        context.endUndoGrouping()
+        context.processPendingChanges()
+        try context.undoLastChange()
+        let back = try context.existingObject(with: id)
+        #expect(try back.objectIDs(forKey: "tags") == [world.tag.objectID])
+        #expect(try world.tag.objectIDs(forKey: "notes") == [id])
+        try context.save()
+        let fresh = ObjectContext(store: world.store)
+        #expect(try fresh.existingObject(with: world.tag.objectID).objectIDs(forKey: "notes") == [id])
+    }
+
     @Test func anUndoKeepsALinkSavedElsewhereMeanwhile() throws {
         let world = try World(notes: 2)
         try world.tag.add(world.notes[0], toKey: "notes")

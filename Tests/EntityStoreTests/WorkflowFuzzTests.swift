@@ -128,6 +128,21 @@ import Testing
             } catch let error as EntityStoreError where error.code == .conflict {
                 trace.append("\(context.name ?? "")'s save refused")
                 context.rollback()
+            } catch let error as EntityStoreError
+                where error.code == .validationFailed
+                && !error.failures.isEmpty
+                && error.failures.allSatisfy({ failure in
+                    // Undo takes changes back one at a time: an item whose title was undone before its insert has
+                    // none, and no save may store it.
+                    guard failure.key == "title", let id = failure.objectID, let item = context.registered[id] else {
+                        return false
+                    }
+                    let title = item.entity.attributeIndex("title")!
+                    return item.isInserted && item.values.map { $0[title] == .null } ?? false
+                })
+            {
+                trace.append("\(context.name ?? "")'s save refused an item without a title")
+                context.rollback()
             }
         }
 

@@ -19,6 +19,21 @@ extension ObjectContext {
                 precondition(dirty.contains(object), "\(id) has unsaved changes but is not listed")
             }
         }
+        // Both sides of every link the context holds loaded agree: an object listed by a live object's relationship
+        // lists that object back through the inverse, where the inverse is loaded.
+        for object in registered.objects where !object.isDeleted {
+            for (name, targets) in object.related {
+                guard let relationship = object.entity.relationship(name) else { continue }
+                for id in targets {
+                    guard let target = registered[id], !target.isDeleted,
+                        let back = target.related[relationship.inverse]
+                    else { continue }
+                    precondition(
+                        back.contains(object.objectID),
+                        "\(object.objectID).\(name) holds \(id), whose \(relationship.inverse) does not hold it back")
+                }
+            }
+        }
         var marked = Set<ObjectIdentifier>()
         for object in processedUnsaved {
             precondition(object.tracking.contains(.processedUnsaved), "\(object.objectID) is listed unmarked")

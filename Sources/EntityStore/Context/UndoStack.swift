@@ -469,6 +469,14 @@ extension ObjectContext {
     /// objects' stored values and relationships, and an undo or redo reverts the context's own changes only, never
     /// what it merged. An object deleted in the store since (a merged delete) is not brought back, nor linked to.
     private func rebased(_ states: [ObjectID: ObjectState?]) throws -> [ObjectID: ObjectState?] {
+        // The objects the restore brings back: a new object whose insert is redone (or whose delete is undone) is
+        // registered again only by the restore, and a state that links to it keeps the link.
+        var restored = Set<ObjectID>()
+        for (id, recorded) in states {
+            guard let state = recorded else { continue }
+            if state.isInserted || registered[id].map({ !$0.isInserted }) == true { restored.insert(id) }
+        }
+        func isGoneHere(_ id: ObjectID) throws -> Bool { try !restored.contains(id) && isGone(id) }
         var result: [ObjectID: ObjectState?] = [:]
         result.reserveCapacity(states.count)
         for (id, recorded) in states {
@@ -477,7 +485,7 @@ extension ObjectContext {
                 continue
             }
             if state.isInserted {
-                result[id] = try state.dropping(addedTargets: isGone)
+                result[id] = try state.dropping(addedTargets: isGoneHere)
                 continue
             }
             guard let object = registered[id], !object.isInserted else {
@@ -485,7 +493,7 @@ extension ObjectContext {
                 continue
             }
             if object.values == nil, state.values != nil { try fault(in: object) }
-            result[id] = try state.rebased(onto: object).dropping(addedTargets: isGone)
+            result[id] = try state.rebased(onto: object).dropping(addedTargets: isGoneHere)
         }
         return result
     }
