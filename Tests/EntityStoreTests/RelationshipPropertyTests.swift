@@ -14,11 +14,16 @@ import Testing
     static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 2_500 : 60_000 }
 
     @Test func randomWorkloadsThroughRelationshipsKeepTheContract() throws {
+        try randomWorkloadsThroughRelationships(seed: 0x5EED)
+    }
+
+    /// The test's workload from `seed` (other seeds: a scratch harness's sweeps).
+    func randomWorkloadsThroughRelationships(seed: UInt64) throws {
         let temporary = try TemporaryStore(schema: try Fixtures.projectSchema())
         defer { temporary.remove() }
         let store = temporary.store
         let context = ObjectContext(store: store, name: "ui")
-        var g = SeededGenerator(seed: 0x5EED)
+        var g = SeededGenerator(seed: seed)
         let projectNames = ["P0", "P1", "P2", "P3", "P4", "P5"]
         let tagNames = ["hot", "cold", "new"]
         for name in projectNames.prefix(4) {

@@ -556,6 +556,8 @@ struct ChangeWriter {
     /// objects that lose a link this way, which the context may not hold, are collected in ``collateral`` for the
     /// save's change record.
     mutating func writeRelationships(of object: ManagedObject, _ storage: EntityStorage) throws {
+        // (An entity without relationships, most inserts' in a bulk load, looks up no plans.)
+        guard !storage.relationships.isEmpty else { return }
         for plan in try linkPlans(of: storage) {
             let relationship = plan.relationship
             guard let current = object.related[relationship.name] else { continue }
