@@ -163,16 +163,22 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
                         if let victim = live.randomElement(using: &g), !victim.isDeleted {
                             try world.context.delete(victim)
                         }
+                    // (An object deleted earlier in this round is skipped: a write to it is refused.)
                     case 3, 4:
-                        try live.randomElement(using: &g)?.setValue(
-                            .int(Int64.random(in: 0..<100, using: &g)), forKey: "rank")
+                        if let object = live.randomElement(using: &g), !object.isDeleted {
+                            try object.setValue(.int(Int64.random(in: 0..<100, using: &g)), forKey: "rank")
+                        }
                     case 5, 6:
-                        try live.randomElement(using: &g)?.setValue(
-                            groups.randomElement(using: &g)!.map(Value.string) ?? .null, forKey: "group")
+                        if let object = live.randomElement(using: &g), !object.isDeleted {
+                            try object.setValue(
+                                groups.randomElement(using: &g)!.map(Value.string) ?? .null, forKey: "group")
+                        }
                     case 7:
-                        try live.randomElement(using: &g)?.setValue(.string("t\(round)"), forKey: "title")
+                        if let object = live.randomElement(using: &g), !object.isDeleted {
+                            try object.setValue(.string("t\(round)"), forKey: "title")
+                        }
                     default:
-                        if let object = live.randomElement(using: &g) {
+                        if let object = live.randomElement(using: &g), !object.isDeleted {
                             try object.setValue(try object["rank"], forKey: "rank")  // an equal write
                         }
                     }

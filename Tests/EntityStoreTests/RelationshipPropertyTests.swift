@@ -99,6 +99,8 @@ import Testing
         defer { recorder.cancel() }
         var totalBatches = 0
         var steps: [String: Int] = [:]
+        // The history position merged so far (each run's own: a run after another in one process starts over).
+        var lastMerged: UInt64 = 0
         for round in 0..<Self.rounds {
             func mutate(_ target: ObjectContext) throws {
                 let tasks = try target.fetch(FetchRequest(entity: "Task"))
@@ -258,9 +260,6 @@ import Testing
         print("relationship property test: \(Self.rounds) rounds, \(totalBatches) batches checked, steps \(steps)")
     }
 }
-
-/// The history position merged so far (a file-level variable: the test is the only user).
-nonisolated(unsafe) private var lastMerged: UInt64 = 0
 
 /// Saves, or rolls back when the save is refused (a conflict with the other context's save).
 private func saveOrRollBack(_ context: ObjectContext) throws {
