@@ -146,14 +146,14 @@ import Testing
                 let old = inSchemaOrder(values)
                 for index in entity.attributes.indices {
                     let alone = try record.withUnsafeBytes {
-                        try RecordCodec.fixedSizeValue(at: index, $0, entity: entity, key: 1)
+                        try RecordCodec.fixedSizeValue(at: index, $0, entity.name, entity.attributes, key: 1)
                     }
                     let variable = RecordCodec.isVariableSize(entity.attributes[index].type)
                     #expect(
                         alone == (variable ? Value?.none : values[index]),
                         "\(entity.name).\(entity.attributes[index].name)")
                     let fromOld = try old.withUnsafeBytes {
-                        try RecordCodec.fixedSizeValue(at: index, $0, entity: entity, key: 1)
+                        try RecordCodec.fixedSizeValue(at: index, $0, entity.name, entity.attributes, key: 1)
                     }
                     #expect(fromOld == Value?.none)
                 }
@@ -167,7 +167,9 @@ import Testing
         let last = try #require(
             mixed.attributes.indices.last { !RecordCodec.isVariableSize(mixed.attributes[$0].type) })
         let error = entityStoreError {
-            _ = try relabeled.withUnsafeBytes { try RecordCodec.fixedSizeValue(at: last, $0, entity: mixed, key: 1) }
+            _ = try relabeled.withUnsafeBytes {
+                try RecordCodec.fixedSizeValue(at: last, $0, mixed.name, mixed.attributes, key: 1)
+            }
         }
         #expect(error?.code == .corruptData)
         #expect(error?.message.contains("type tag 127 for 'a1'") == true)

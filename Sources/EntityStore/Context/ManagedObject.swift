@@ -17,7 +17,12 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// The object's identity, permanent from insertion.
     public let objectID: ObjectID
     /// The object's entity.
-    public var entity: Entity { entityBox.entity }
+    ///
+    /// Yielded in place rather than returned: a returned `Entity` is a copy, retaining and releasing each of its
+    /// arrays and strings, and every dynamic read (`value(forKey:)`) and record decode asked for it.
+    public var entity: Entity {
+        _read { yield entityBox.entity }
+    }
     /// The entity, shared with the other objects of it.
     let entityBox: EntityBox
     /// The context the object is registered in; `nil` once it is deleted and saved, the context is reset, or the
@@ -404,7 +409,8 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
             // for a number or a date decodes (and allocates) none of its strings and data. A third read decodes all.
             if pendingReads < 2,
                 let value = try record.withUnsafeBytes({
-                    try RecordCodec.fixedSizeValue(at: index, $0, entity: entityBox.entity, key: objectID.primaryKey)
+                    try RecordCodec.fixedSizeValue(
+                        at: index, $0, entityBox.entity.name, entityBox.entity.attributes, key: objectID.primaryKey)
                 })
             {
                 pendingReads += 1
@@ -447,7 +453,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
         pendingRecord = nil
         do {
             let decoded = try record.withUnsafeBytes {
-                try RecordCodec.decode($0, entity: entity, key: objectID.primaryKey)
+                try RecordCodec.decode($0, entityBox, key: objectID.primaryKey)
             }
             loaded = decoded.values
             loadedCommitted = decoded.values

@@ -361,7 +361,7 @@ struct ChangeWriter {
                     return (nil, .deletedElsewhere)
                 }
             }
-            let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity, key: pk)
+            let (stored, rowVersion) = try RecordCodec.decode(bytes, object.entityBox, key: pk)
             var final = values
             if rowVersion != object.rowVersion {
                 if policy != .error { baselines[object.objectID] = stored }
@@ -427,7 +427,7 @@ struct ChangeWriter {
             }
             return (nil, .alreadyGone)
         }
-        let (stored, rowVersion) = try RecordCodec.decode(bytes, entity: object.entity, key: pk)
+        let (stored, rowVersion) = try RecordCodec.decode(bytes, object.entityBox, key: pk)
         if wasRead && rowVersion != object.rowVersion {
             switch policy {
             case .error:

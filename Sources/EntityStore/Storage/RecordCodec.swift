@@ -155,9 +155,28 @@ enum RecordCodec {
     static func decode(
         _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil, decimalsAsText: Bool = false
     ) throws -> (values: [Value], rowVersion: UInt64) {
+        try decode(bytes, entity.name, entity.attributes, key: key, decimalsAsText: decimalsAsText)
+    }
+
+    /// ``decode(_:entity:key:decimalsAsText:)`` for a managed object's shared entity (see below).
+    @inline(__always)
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, _ entity: EntityBox, key: UInt64?
+    ) throws -> (values: [Value], rowVersion: UInt64) {
+        try decode(bytes, entity.entity.name, entity.entity.attributes, key: key)
+    }
+
+    /// ``decode(_:entity:key:decimalsAsText:)`` given the entity's name and attributes: a managed object passes
+    /// them from its shared entity, where passing the `Entity` itself copied it (retaining and releasing each of
+    /// its strings and arrays) on every record an object decoded.
+    @inline(__always)
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, _ entityName: String, _ attributes: [Attribute], key: UInt64?,
+        decimalsAsText: Bool = false
+    ) throws -> (values: [Value], rowVersion: UInt64) {
         var values: [Value] = []
-        values.reserveCapacity(entity.attributes.count)
-        let rowVersion = try forEachField(bytes, entity, key: key) { i, type, reader, attributes in
+        values.reserveCapacity(attributes.count)
+        let rowVersion = try forEachField(bytes, entityName, attributes, key: key) { i, type, reader, attributes in
             guard let type else { return values.append(.null) }
             if decimalsAsText && type == .decimal {
                 let raw = try reader.bytes(try reader.length("'\(attributes[i].name)'"), "'\(attributes[i].name)'")
@@ -191,7 +210,8 @@ enum RecordCodec {
         } else {
             values = [Value](repeating: .null, count: entity.attributes.count)
         }
-        _ = try forEachField(bytes, entity, key: key, inSchemaOrder: false) { i, type, reader, attributes in
+        _ = try forEachField(bytes, entity.name, entity.attributes, key: key, inSchemaOrder: false) {
+            i, type, reader, attributes in
             guard let type else { return }
             if needed[i] {
                 values[i] = try reader.value(of: type, attributes[i].name)
@@ -216,13 +236,14 @@ enum RecordCodec {
     /// others: a format 2 record holds its fixed-size fields first, so only those before it are stepped over (their
     /// tags checked). Nil for a variable-size attribute or a record in schema order (format 1): decode the record.
     /// For a record already checked (``validate(_:entity:key:)``), as an object keeps one: this reads no further.
+    /// Takes the entity's name and attributes rather than the `Entity` (see ``decode(_:_:_:key:decimalsAsText:)``).
     static func fixedSizeValue(
-        at index: Int, _ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64?
+        at index: Int, _ bytes: UnsafeRawBufferPointer, _ entityName: String, _ attributes: [Attribute], key: UInt64?
     ) throws -> Value? {
-        try entity.attributes.withUnsafeBufferPointer { attributes in
+        try attributes.withUnsafeBufferPointer { attributes in
             guard !isVariableSize(attributes[index].type) else { return nil }
-            var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
-            let (_, bitmap, inSchemaOrder) = try readHeader(&reader, entity)
+            var reader = ByteReader(bytes: bytes, entity: entityName, key: key)
+            let (_, bitmap, inSchemaOrder) = try readHeader(&reader, attributeCount: attributes.count)
             guard !inSchemaOrder else { return nil }
             for i in attributes.indices where !isVariableSize(attributes[i].type) {
                 if bitmap[i / 8] & (1 << UInt8(i % 8)) != 0 {
@@ -242,7 +263,8 @@ enum RecordCodec {
     /// that passes decodes without error.
     /// - Returns: The row version.
     static func validate(_ bytes: UnsafeRawBufferPointer, entity: Entity, key: UInt64? = nil) throws -> UInt64 {
-        try forEachField(bytes, entity, key: key, inSchemaOrder: false) { i, type, reader, attributes in
+        try forEachField(bytes, entity.name, entity.attributes, key: key, inSchemaOrder: false) {
+            i, type, reader, attributes in
             switch type {
             case nil: return
             case .string?:
@@ -315,17 +337,18 @@ enum RecordCodec {
     /// - Returns: The row version.
     @inline(__always)
     private static func forEachField(
-        _ bytes: UnsafeRawBufferPointer, _ entity: Entity, key: UInt64?, inSchemaOrder: Bool = true,
+        _ bytes: UnsafeRawBufferPointer, _ entityName: String, _ attributes: [Attribute], key: UInt64?,
+        inSchemaOrder: Bool = true,
         _ visit:
             (
                 _ index: Int, _ type: AttributeType?, _ reader: inout ByteReader,
                 _ attributes: UnsafeBufferPointer<Attribute>
             ) throws -> Void
     ) throws -> UInt64 {
-        var reader = ByteReader(bytes: bytes, entity: entity.name, key: key)
-        let (rowVersion, bitmap, storedInSchemaOrder) = try readHeader(&reader, entity)
+        var reader = ByteReader(bytes: bytes, entity: entityName, key: key)
+        let (rowVersion, bitmap, storedInSchemaOrder) = try readHeader(&reader, attributeCount: attributes.count)
         // Through a borrowed buffer: iterating the array would copy every Attribute (and retain its name).
-        try entity.attributes.withUnsafeBufferPointer { attributes in
+        try attributes.withUnsafeBufferPointer { attributes in
             if !storedInSchemaOrder && !inSchemaOrder {
                 // Format 2 in the record's order: the fixed-size attributes, then the variable-size ones.
                 for pass in 0..<2 {
@@ -400,15 +423,15 @@ enum RecordCodec {
     /// Reads a record's header: the format version (checked), the row version, the attribute count (checked against
     /// the entity) and the null bitmap.
     private static func readHeader(
-        _ reader: inout ByteReader, _ entity: Entity
+        _ reader: inout ByteReader, attributeCount: Int
     ) throws -> (rowVersion: UInt64, bitmap: UnsafeRawBufferPointer, inSchemaOrder: Bool) {
         let version = try readVersion(&reader)
         let rowVersion = try reader.varint("row version")
         let count = try reader.varint("attribute count")
-        guard count == UInt64(entity.attributes.count) else {
-            throw reader.corrupt("the record holds \(count) attributes, the entity has \(entity.attributes.count)")
+        guard count == UInt64(attributeCount) else {
+            throw reader.corrupt("the record holds \(count) attributes, the entity has \(attributeCount)")
         }
-        let bitmap = try reader.bytes((entity.attributes.count + 7) / 8, "null bitmap")
+        let bitmap = try reader.bytes((attributeCount + 7) / 8, "null bitmap")
         return (rowVersion, bitmap, version == formatInSchemaOrder)
     }
 
