@@ -18,6 +18,19 @@ func relationshipSchema() throws -> Schema {
     }
 }
 
+/// The folder as a typed model (the same entity as `relationshipSchema()`'s).
+final class Folder: Model {
+    @Stored var name: String
+    @ToMany(inverse: "folder", deleteRule: .cascade) var notes: [Note]
+}
+
+/// The note as a typed model.
+final class Note: Model {
+    @Stored var title: String
+    @Stored var score: Int64
+    @ToOne(inverse: "notes") var folder: Folder?
+}
+
 /// The title of note `i`, about 40 bytes.
 func noteTitle(_ i: Int) -> String {
     "Note number \(i) of a folder, forty bytes".padding(toLength: 40, withPad: "x", startingAt: 0)
@@ -97,6 +110,27 @@ func s11OneFolder(_ report: Report, _ n: Int) throws {
         let check = ObjectContext(store: store)
         guard try check.fetch(FetchRequest(entity: "Folder"))[0].objectIDs(forKey: "notes").count == n
         else { throw BenchFailure("S11: the folder does not hold its \(n) notes") }
+
+        // The same through typed models, each note appended to the folder's array as SwiftData users write it.
+        let typedPath = temporaryDirectory("s11f-typed\(repetition)")
+        paths.append(typedPath)
+        start = now()
+        let typedStore = try PersistentStore.open(
+            path: typedPath, schema: relationshipSchema(), options: .init(mapSize: 1 << 30))
+        let context = ObjectContext(store: typedStore)
+        let folder = try context.insert(Folder.self)
+        folder.name = "Folder 0"
+        for i in 0..<n {
+            let note = try context.insert(Note.self)
+            note.title = titles[i]
+            note.score = Int64(i)
+            folder.notes.append(note)
+        }
+        try context.save()
+        report.record(name, "EntityStore typed models", "s/op", (now() - start) / Double(n))
+        let typedCheck = ObjectContext(store: typedStore)
+        guard try typedCheck.fetch(FetchRequest(entity: "Folder"))[0].objectIDs(forKey: "notes").count == n
+        else { throw BenchFailure("S11: the typed folder does not hold its \(n) notes") }
 
         start = now()
         _ = insertLinkedNotes(sqlitePath, folders: 1, perFolder: n, titles: titles)

@@ -98,7 +98,13 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     @exclusivity(unchecked) var rowVersion: UInt64 = 0
     /// Current relationship targets, by relationship name, loaded one relationship at a time. (`Dictionary()`, not
     /// `[:]`: the literal ran the dictionary-literal initializer, with its array of pairs, for every object made.)
-    @exclusivity(unchecked) var related: [String: Set<ObjectID>] = Dictionary()
+    @exclusivity(unchecked) var related: [String: Set<ObjectID>] = Dictionary() {
+        // Changed in place or replaced: either way counted, without a copy (the observer does not read oldValue).
+        didSet { relatedVersion &+= 1 }
+    }
+    /// Moves with every change to ``related``: what a typed to-many read last returned (see
+    /// ``ObjectContext/lastToMany``) is current while it has not moved.
+    @exclusivity(unchecked) var relatedVersion: UInt32 = 0
     /// Relationship targets as stored, for the relationships loaded so far.
     @exclusivity(unchecked) var committedRelated: [String: Set<ObjectID>] = Dictionary()
 

@@ -88,6 +88,9 @@ public final class ObjectContext {
     /// looks them up without a lock).
     @exclusivity(unchecked) var lastInsertedModel: ObjectIdentifier?
     @exclusivity(unchecked) var lastInsertedPerObject: [(key: String, index: Int)] = []
+    /// The models a typed to-many read returned last, while they are current (see `ToMany`): appending to a typed
+    /// to-many in a loop (`folder.notes.append(note)`) read and wrapped every object of it again for each append.
+    @exclusivity(unchecked) var lastToMany: LastToMany?
     /// Failures of typed-model setters (which cannot throw), thrown by the next save.
     @exclusivity(unchecked) var accessorFailures: [EntityStoreError] = []
     /// How a save resolves conflicts with changes saved elsewhere since the objects were read.
@@ -327,6 +330,7 @@ public final class ObjectContext {
         if !dirty.isEmpty { rollback() }
         accessorFailures = []
         detachRegisteredObjects()
+        lastToMany = nil
         registered = ObjectRegistry()
         faultBatches = [:]
         dirty.removeAll()

@@ -23,6 +23,9 @@ struct ObjectRegistry {
 
     /// Up to this many objects, an ID is found by a scan.
     private static let scanned = 16
+    /// How many times an object left the registry (removed, or replaced by another under its ID): what the context
+    /// keeps about registered objects (the last typed to-many read) is stale once this moves.
+    private(set) var departures: UInt64 = 0
 
     init() {}
 
@@ -43,7 +46,12 @@ struct ObjectRegistry {
         mutating get { place(of: id).map { objects[$0] } }
         set {
             if let newValue {
-                if let place = place(of: id) { objects[place] = newValue } else { append(registered: newValue) }
+                if let place = place(of: id) {
+                    if objects[place] !== newValue { departures &+= 1 }
+                    objects[place] = newValue
+                } else {
+                    append(registered: newValue)
+                }
             } else if let place = place(of: id) {
                 remove(at: place)
             }
@@ -142,6 +150,7 @@ struct ObjectRegistry {
     /// Removes the object at `place`, moving the last object into its place; `unmapped` when the table no longer
     /// maps its ID to it.
     private mutating func remove(at place: Int, unmapped: Bool = false) {
+        departures &+= 1
         if usesTable {
             if !unmapped { places[objects[place].objectID] = nil }
             indexed -= 1

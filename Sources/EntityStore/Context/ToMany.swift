@@ -9,6 +9,13 @@ import Foundation
 /// ```
 /// Assigning an array adds the objects it has and the relationship did not, and removes the ones it no longer has;
 /// inverses are kept consistent. The key is the property's name unless given.
+///
+/// Reading the property again while the relationship is unchanged returns the same array, without reading the
+/// relationship or wrapping its objects again, and an assignment that only appends to what the last read returned
+/// (`author.books.append(dune)`, `+=`) adds just the appended objects. The append itself still copies the array
+/// (it is a value, and the read's answer is kept), a cost that grows with the relationship: to link many objects
+/// to one, set each one's to-one inverse (`dune.author = author`) or call ``ModelType/add(_:to:)``, whose cost
+/// does not grow.
 @propertyWrapper
 public struct ToMany<Destination: Model>: ModelProperty {
     /// The key given explicitly, if any; the property's name otherwise.
@@ -55,7 +62,12 @@ public struct ToMany<Destination: Model>: ModelProperty {
             ModelObservation.access(owner, storageKeyPath)
             do {
                 guard let context = owner.context else { return [] }
-                return try owner.managedObject.objects(forKey: key).map { try context.model(Destination.self, for: $0) }
+                if let models = context.lastToMany(of: owner.managedObject, key, Destination.self) { return models }
+                let models = try owner.managedObject.objects(forKey: key).map {
+                    try context.model(Destination.self, for: $0)
+                }
+                context.keepToMany(models, of: owner.managedObject, key)
+                return models
             } catch {
                 owner.report(error, "reading", key: key, write: false)
                 return []
@@ -65,6 +77,7 @@ public struct ToMany<Destination: Model>: ModelProperty {
             let key = ModelKeys.key(of: owner, storageKeyPath)
             ModelObservation.mutation(owner, storageKeyPath) {
                 do {
+                    if try appendsOnly(owner.managedObject, key, newValue) { return }
                     let current = Set(try owner.managedObject.objectIDs(forKey: key))
                     let wanted = Set(newValue.map(\.objectID))
                     for target in newValue where !current.contains(target.objectID) {
@@ -79,6 +92,34 @@ public struct ToMany<Destination: Model>: ModelProperty {
                 }
             }
         }
+    }
+
+    /// Applies `newValue` when it is what the last read returned with objects after it (an `append`): only those
+    /// are added, where comparing the whole array with the relationship hashed every ID for each append. Returns
+    /// false, having changed nothing, for any other array.
+    private static func appendsOnly(_ owner: ManagedObject, _ key: String, _ newValue: [Destination]) throws -> Bool {
+        guard let context = owner.context, let read = context.lastToMany(of: owner, key, Destination.self),
+            newValue.count > read.count
+        else { return false }
+        // The same objects in the same places: their references compared as bytes (this generic code runs
+        // unspecialized, where iterating the two arrays looked up type metadata for every element).
+        let samePrefix =
+            read.isEmpty
+            || read.withUnsafeBytes { old in
+                newValue.withUnsafeBytes { new in memcmp(old.baseAddress!, new.baseAddress!, old.count) == 0 }
+            }
+        guard samePrefix else { return false }
+        // Kept as the next read's answer when the added objects come after the others in ID order (new objects
+        // do), each once: the order the read gives. Otherwise the next read reads the relationship again.
+        var inOrder = true
+        var last = read.last?.objectID
+        for added in newValue[read.count...] {
+            if let previous = last, !(previous < added.objectID) { inOrder = false }
+            last = added.objectID
+            try owner.add(added.managedObject, toKey: key)
+        }
+        if inOrder { context.keepToMany(newValue, of: owner, key) } else { context.lastToMany = nil }
+        return true
     }
 
     @usableFromInline
@@ -124,5 +165,49 @@ extension ModelKeys {
                 entity: M.entityName)
         }
         return path[0]
+    }
+}
+
+/// What a typed to-many read returned last (``ObjectContext/lastToMany``): current while the owner's relationships
+/// have not changed (``ManagedObject/relatedVersion``) and no object has left the context's registry (a target's
+/// delete saved, a reset).
+final class LastToMany {
+    let owner: ManagedObject
+    let key: String
+    let version: UInt32
+    let departures: UInt64
+    /// The models, as a `ModelList` of the property's destination class.
+    let models: AnyObject
+
+    init(owner: ManagedObject, key: String, version: UInt32, departures: UInt64, models: AnyObject) {
+        self.owner = owner
+        self.key = key
+        self.version = version
+        self.departures = departures
+        self.models = models
+    }
+}
+
+/// An array of models of one class, behind a reference whose class cast is one comparison (casting an array of
+/// models, or an `Any` holding one, can check every element).
+final class ModelList<M: Model> {
+    let models: [M]
+    init(_ models: [M]) { self.models = models }
+}
+
+extension ObjectContext {
+    /// What the last typed read of `owner`'s to-many `key` returned, if it is still what a read would return.
+    func lastToMany<M: Model>(of owner: ManagedObject, _ key: String, _ type: M.Type) -> [M]? {
+        guard let last = lastToMany, last.owner === owner, last.version == owner.relatedVersion,
+            last.departures == registered.departures, last.key == key, let list = last.models as? ModelList<M>
+        else { return nil }
+        return list.models
+    }
+
+    /// Keeps `models` as what a read of `owner`'s to-many `key` returns now.
+    func keepToMany<M: Model>(_ models: [M], of owner: ManagedObject, _ key: String) {
+        lastToMany = LastToMany(
+            owner: owner, key: key, version: owner.relatedVersion, departures: registered.departures,
+            models: ModelList(models))
     }
 }

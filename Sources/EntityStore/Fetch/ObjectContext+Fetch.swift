@@ -524,6 +524,8 @@ extension ObjectContext {
         // one of the right size (specialized here); `reserveCapacity` runs unspecialized in the standard library and
         // looks up the table's type metadata every call (~1,000 instructions), worth it only for many hits.
         if registered.isEmpty && candidates.count > 1 {
+            // A new registry counts departures from zero: nothing kept against the old count stays.
+            lastToMany = nil
             registered = ObjectRegistry(minimumCapacity: candidates.count)
         } else if candidates.count > 64 {
             registered.reserveCapacity(registered.count + candidates.count)
