@@ -76,6 +76,31 @@ import Testing
         #expect(alpha.tickets.map(\.objectID) == [one.objectID, two.objectID, three.objectID])
     }
 
+    @Test func anArrayAReadReturnedIsTheAppsOwn() throws {
+        let alpha = try project()
+        let one = try ticket("one")
+        let two = try ticket("two")
+        alpha.tickets.append(one)
+        // The read after an append hands over the array the append assigned: changing it changes nothing stored.
+        var mine = alpha.tickets
+        mine.append(two)
+        #expect(alpha.tickets.map(\.objectID) == [one.objectID])
+        #expect(two.project == nil)
+        mine[0] = two
+        mine.removeLast()
+        #expect(alpha.tickets.map(\.objectID) == [one.objectID])
+        // Assigned, it is compared with the relationship as any array is.
+        alpha.tickets = mine
+        #expect(alpha.tickets.map(\.objectID) == [two.objectID])
+        #expect(one.project == nil)
+        var kept = alpha.tickets
+        alpha.tickets.append(one)
+        #expect(alpha.tickets.map(\.objectID) == [one.objectID, two.objectID])
+        kept.removeAll()
+        #expect(alpha.tickets.count == 2)
+        #expect(try stored(alpha) == [one.objectID, two.objectID])
+    }
+
     @Test func anObjectAppendedOutOfIDOrderIsReadInIDOrder() throws {
         let alpha = try project()
         let older = try ticket("older")

@@ -10,12 +10,12 @@ import Foundation
 /// Assigning an array adds the objects it has and the relationship did not, and removes the ones it no longer has;
 /// inverses are kept consistent. The key is the property's name unless given.
 ///
-/// Reading the property again while the relationship is unchanged returns the same array, without reading the
-/// relationship or wrapping its objects again, and an assignment that only appends to what the last read returned
-/// (`author.books.append(dune)`, `+=`) adds just the appended objects. The append itself still copies the array
-/// (it is a value, and the read's answer is kept), a cost that grows with the relationship: to link many objects
-/// to one, set each one's to-one inverse (`dune.author = author`) or call ``ModelType/add(_:to:)``, whose cost
-/// does not grow.
+/// Reading the property again while the relationship is unchanged answers without reading the relationship or
+/// wrapping its objects again, and an assignment that only appends to what the last read returned
+/// (`author.books.append(dune)`, `+=`) adds just the appended objects. The array is still compared with the
+/// relationship's objects on each assignment (their references, about a nanosecond each), a cost that grows
+/// with the relationship: to link many thousands of objects to one, set each one's to-one inverse
+/// (`dune.author = author`) or call ``ModelType/add(_:to:)``, whose cost does not grow.
 @propertyWrapper
 public struct ToMany<Destination: Model>: ModelProperty {
     /// The key given explicitly, if any; the property's name otherwise.
@@ -62,11 +62,11 @@ public struct ToMany<Destination: Model>: ModelProperty {
             ModelObservation.access(owner, storageKeyPath)
             do {
                 guard let context = owner.context else { return [] }
-                if let models = context.lastToMany(of: owner.managedObject, key, Destination.self) { return models }
+                if let list = context.lastToMany(of: owner.managedObject, key, Destination.self) { return list.take() }
                 let models = try owner.managedObject.objects(forKey: key).map {
                     try context.model(Destination.self, for: $0)
                 }
-                context.keepToMany(models, of: owner.managedObject, key)
+                context.keepToMany(ModelList(models), of: owner.managedObject, key)
                 return models
             } catch {
                 owner.report(error, "reading", key: key, write: false)
@@ -94,31 +94,41 @@ public struct ToMany<Destination: Model>: ModelProperty {
         }
     }
 
-    /// Applies `newValue` when it is what the last read returned with objects after it (an `append`): only those
-    /// are added, where comparing the whole array with the relationship hashed every ID for each append. Returns
-    /// false, having changed nothing, for any other array.
+    /// Applies `newValue` when it is the relationship's objects in the order a read gives them with objects after
+    /// them (an `append` to what a read returned): only those are added, where comparing the whole array with the
+    /// relationship hashed every ID for each append. Returns false, having changed nothing, for any other array.
     private static func appendsOnly(_ owner: ManagedObject, _ key: String, _ newValue: [Destination]) throws -> Bool {
-        guard let context = owner.context, let read = context.lastToMany(of: owner, key, Destination.self),
-            newValue.count > read.count
+        guard let context = owner.context, let list = context.lastToMany(of: owner, key, Destination.self),
+            newValue.count > list.members.count
         else { return false }
-        // The same objects in the same places: their references compared as bytes (this generic code runs
-        // unspecialized, where iterating the two arrays looked up type metadata for every element).
+        // The same objects in the same places: their references compared as bytes, against the list's own copy
+        // (which keeps them alive, so that no other object can have taken one's address). This generic code runs
+        // unspecialized, where iterating the two arrays looked up type metadata for every element.
+        // (No local copy of `members`: it would share its buffer, and the append to it below would copy it.)
+        let count = list.members.count
         let samePrefix =
-            read.isEmpty
-            || read.withUnsafeBytes { old in
+            count == 0
+            || list.members.withUnsafeBytes { old in
                 newValue.withUnsafeBytes { new in memcmp(old.baseAddress!, new.baseAddress!, old.count) == 0 }
             }
         guard samePrefix else { return false }
         // Kept as the next read's answer when the added objects come after the others in ID order (new objects
         // do), each once: the order the read gives. Otherwise the next read reads the relationship again.
         var inOrder = true
-        var last = read.last?.objectID
-        for added in newValue[read.count...] {
-            if let previous = last, !(previous < added.objectID) { inOrder = false }
-            last = added.objectID
-            try owner.add(added.managedObject, toKey: key)
+        var last = list.members.last?.objectID
+        let added = newValue[count...]
+        for object in added {
+            if let previous = last, !(previous < object.objectID) { inOrder = false }
+            last = object.objectID
+            try owner.add(object.managedObject, toKey: key)
         }
-        if inOrder { context.keepToMany(newValue, of: owner, key) } else { context.lastToMany = nil }
+        guard inOrder else {
+            context.lastToMany = nil
+            return true
+        }
+        list.members.append(contentsOf: added)
+        list.assigned = newValue
+        context.keepToMany(list, of: owner, key)
         return true
     }
 
@@ -188,26 +198,40 @@ final class LastToMany {
     }
 }
 
-/// An array of models of one class, behind a reference whose class cast is one comparison (casting an array of
-/// models, or an `Any` holding one, can check every element).
+/// The models of a to-many, of one class, behind a reference whose class cast is one comparison (casting an array
+/// of models, or an `Any` holding one, can check every element).
+///
+/// `members` is the list's own array, never handed out: what an assignment is compared with. `assigned` is the
+/// array the last assignment gave, handed to the next read and let go of then, so that the app's copy is the only
+/// reference to it and an `append` to it grows it in place (a read answered with an array the list also held was
+/// copied by every append).
 final class ModelList<M: Model> {
-    let models: [M]
-    init(_ models: [M]) { self.models = models }
+    var members: [M]
+    var assigned: [M]?
+
+    init(_ models: [M]) { members = models }
+
+    /// The models, in the order a read gives them.
+    func take() -> [M] {
+        guard let assigned else { return members }
+        self.assigned = nil
+        return assigned
+    }
 }
 
 extension ObjectContext {
-    /// What the last typed read of `owner`'s to-many `key` returned, if it is still what a read would return.
-    func lastToMany<M: Model>(of owner: ManagedObject, _ key: String, _ type: M.Type) -> [M]? {
+    /// The models of `owner`'s to-many `key` as the last typed read or append left them, if they are still what a
+    /// read would return.
+    func lastToMany<M: Model>(of owner: ManagedObject, _ key: String, _ type: M.Type) -> ModelList<M>? {
         guard let last = lastToMany, last.owner === owner, last.version == owner.relatedVersion,
-            last.departures == registered.departures, last.key == key, let list = last.models as? ModelList<M>
+            last.departures == registered.departures, last.key == key
         else { return nil }
-        return list.models
+        return last.models as? ModelList<M>
     }
 
-    /// Keeps `models` as what a read of `owner`'s to-many `key` returns now.
-    func keepToMany<M: Model>(_ models: [M], of owner: ManagedObject, _ key: String) {
+    /// Keeps `list` as what a read of `owner`'s to-many `key` returns now.
+    func keepToMany<M: Model>(_ list: ModelList<M>, of owner: ManagedObject, _ key: String) {
         lastToMany = LastToMany(
-            owner: owner, key: key, version: owner.relatedVersion, departures: registered.departures,
-            models: ModelList(models))
+            owner: owner, key: key, version: owner.relatedVersion, departures: registered.departures, models: list)
     }
 }
