@@ -142,6 +142,40 @@ import Testing
         #expect(try stored(alpha) == [tickets[0].objectID])
     }
 
+    @Test func takingObjectsOutOfWhatAReadReturnedUnlinksJustThose() throws {
+        let alpha = try project()
+        var tickets = try (0..<6).map { try ticket("t\($0)") }
+        for ticket in tickets { alpha.tickets.append(ticket) }
+        func check(_ step: String) throws {
+            #expect(alpha.tickets.map(\.objectID) == tickets.map(\.objectID), "\(step)")
+            #expect(try stored(alpha) == tickets.map(\.objectID), "\(step)")
+        }
+        let first = alpha.tickets.removeFirst()
+        tickets.removeFirst()
+        try check("removeFirst")
+        #expect(first.project == nil)
+        let last = alpha.tickets.removeLast()
+        tickets.removeLast()
+        try check("removeLast")
+        #expect(last.project == nil)
+        alpha.tickets.remove(at: 1)
+        let middle = tickets.remove(at: 1)
+        try check("remove(at:)")
+        #expect(middle.project == nil)
+        // Taken out and put back in another order: a plain assignment.
+        alpha.tickets = [tickets[2], tickets[0]]
+        tickets = [tickets[0], tickets[2]]
+        try check("reordered")
+        // Undone: the object is back, in its place.
+        try context.undoLastChange()
+        #expect(alpha.tickets.count == 3)
+        #expect(try stored(alpha) == alpha.tickets.map(\.objectID))
+        alpha.tickets.removeAll()
+        #expect(alpha.tickets.isEmpty)
+        #expect(try stored(alpha).isEmpty)
+        #expect(first.project == nil && middle.project == nil)
+    }
+
     @Test func undoAndRedoOfAnAppendAreReadNext() throws {
         let alpha = try project()
         let one = try ticket("one")

@@ -12,7 +12,8 @@ import Foundation
 ///
 /// Reading the property again while the relationship is unchanged answers without reading the relationship or
 /// wrapping its objects again, and an assignment that only appends to what the last read returned
-/// (`author.books.append(dune)`, `+=`) adds just the appended objects. The array is still compared with the
+/// (`author.books.append(dune)`, `+=`) adds just the appended objects, one that only takes objects out of it
+/// (`remove(at:)`, `removeAll(where:)`) removes just those. The array is still compared with the
 /// relationship's objects on each assignment (their references, about a nanosecond each), a cost that grows
 /// with the relationship: to link many thousands of objects to one, set each one's to-one inverse
 /// (`dune.author = author`) or call ``ModelType/add(_:to:)``, whose cost does not grow.
@@ -77,7 +78,7 @@ public struct ToMany<Destination: Model>: ModelProperty {
             let key = ModelKeys.key(of: owner, storageKeyPath)
             ModelObservation.mutation(owner, storageKeyPath) {
                 do {
-                    if try appendsOnly(owner.managedObject, key, newValue) { return }
+                    if try appliesAsEdit(owner.managedObject, key, newValue) { return }
                     let current = Set(try owner.managedObject.objectIDs(forKey: key))
                     let wanted = Set(newValue.map(\.objectID))
                     for target in newValue where !current.contains(target.objectID) {
@@ -94,13 +95,24 @@ public struct ToMany<Destination: Model>: ModelProperty {
         }
     }
 
-    /// Applies `newValue` when it is the relationship's objects in the order a read gives them with objects after
-    /// them (an `append` to what a read returned): only those are added, where comparing the whole array with the
-    /// relationship hashed every ID for each append. Returns false, having changed nothing, for any other array.
-    private static func appendsOnly(_ owner: ManagedObject, _ key: String, _ newValue: [Destination]) throws -> Bool {
-        guard let context = owner.context, let list = context.lastToMany(of: owner, key, Destination.self),
-            newValue.count > list.members.count
-        else { return false }
+    /// Applies `newValue` when it is the relationship's objects, in the order a read gives them, with objects
+    /// appended (`append`, `+=`) or with some taken out (`remove(at:)`, `removeAll(where:)`): only those objects are
+    /// linked or unlinked, where comparing the whole array with the relationship sorted and hashed every ID for
+    /// each change. Returns false, having changed nothing, for any other array.
+    private static func appliesAsEdit(_ owner: ManagedObject, _ key: String, _ newValue: [Destination]) throws -> Bool {
+        guard let context = owner.context, let list = context.lastToMany(of: owner, key, Destination.self) else {
+            return false
+        }
+        if newValue.count > list.members.count { return try appends(newValue, to: list, owner, key, context) }
+        if newValue.count < list.members.count { return try removes(newValue, from: list, owner, key, context) }
+        return false
+    }
+
+    /// ``appliesAsEdit(_:_:_:)`` for an array longer than the relationship.
+    private static func appends(
+        _ newValue: [Destination], to list: ModelList<Destination>, _ owner: ManagedObject, _ key: String,
+        _ context: ObjectContext
+    ) throws -> Bool {
         // The same objects in the same places: their references compared as bytes, against the list's own copy
         // (which keeps them alive, so that no other object can have taken one's address). This generic code runs
         // unspecialized, where iterating the two arrays looked up type metadata for every element.
@@ -127,6 +139,45 @@ public struct ToMany<Destination: Model>: ModelProperty {
             return true
         }
         list.members.append(contentsOf: added)
+        list.assigned = newValue
+        context.keepToMany(list, of: owner, key)
+        return true
+    }
+
+    /// ``appliesAsEdit(_:_:_:)`` for an array shorter than the relationship: applied when it is the members with
+    /// some left out, the others in their order (each reference the next kept member's, compared as a word).
+    private static func removes(
+        _ newValue: [Destination], from list: ModelList<Destination>, _ owner: ManagedObject, _ key: String,
+        _ context: ObjectContext
+    ) throws -> Bool {
+        var dropped: [Int] = []
+        let isSubsequence = list.members.withUnsafeBytes { old in
+            newValue.withUnsafeBytes { new in
+                let word = MemoryLayout<UInt>.stride
+                let oldCount = old.count / word
+                let newCount = new.count / word
+                var kept = 0
+                for place in 0..<oldCount {
+                    let member = old.load(fromByteOffset: place * word, as: UInt.self)
+                    if kept < newCount && new.load(fromByteOffset: kept * word, as: UInt.self) == member {
+                        kept += 1
+                    } else {
+                        dropped.append(place)
+                    }
+                }
+                return kept == newCount
+            }
+        }
+        guard isSubsequence else { return false }
+        let objects = dropped.map { list.members[$0] }
+        do {
+            for object in objects { try owner.remove(object.managedObject, fromKey: key) }
+        } catch {
+            // Some may be unlinked: the next read reads the relationship.
+            context.lastToMany = nil
+            throw error
+        }
+        for place in dropped.reversed() { list.members.remove(at: place) }
         list.assigned = newValue
         context.keepToMany(list, of: owner, key)
         return true
