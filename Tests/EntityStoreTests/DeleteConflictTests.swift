@@ -214,4 +214,49 @@ import Testing
         #expect(!myBook.isDeleted)
         #expect(try store.checkIntegrity().findings.isEmpty)
     }
+
+    /// A save that drops a delete the store kept and then fails leaves the context as it was before the save: the
+    /// delete still there, and every view with pending changes still matching the context. The retry is refused
+    /// because the kept tag holds the name a new tag of this context takes over.
+    @Test func aSaveRefusedAfterDroppingAKeptDeleteLeavesTheDelete() throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        let setup = ObjectContext(store: store)
+        let tag = try setup.insert("Tag")
+        try tag.setValue("fable", forKey: "name")
+        try setup.save()
+
+        let mine = ObjectContext(store: store)
+        mine.mergePolicy = .storeWins
+        let request = FetchRequest(entity: "Tag", sortKeys: [SortKey("name")])
+        let controller = FetchedResultsController(fetchRequest: request, context: mine)
+        try controller.performFetch()
+        let myTag = try mine.existingObject(with: tag.objectID)
+        let theirs = ObjectContext(store: store)
+        try theirs.existingObject(with: tag.objectID).setValue("fairy tale", forKey: "name")
+        try theirs.save()
+
+        try mine.delete(myTag)
+        let replacement = try mine.insert("Tag")
+        try replacement.setValue("fairy tale", forKey: "name")
+        mine.processPendingChanges()
+        #expect(controller.sections.flatMap(\.objectIDs) == [replacement.objectID])
+        let error = entityStoreError { try mine.save() }
+        #expect(error?.code == .validationFailed)
+        #expect(error?.message.contains("must be unique") == true)
+
+        #expect(myTag.isDeleted, "the delete the failed save had dropped is back")
+        #expect(mine.deletedObjects.map(\.objectID) == [tag.objectID])
+        #expect(mine.insertedObjects.map(\.objectID) == [replacement.objectID])
+        mine.processPendingChanges()
+        #expect(controller.sections.flatMap(\.objectIDs) == (try mine.fetch(request)).map(\.objectID))
+        #expect(controller.sections.flatMap(\.objectIDs) == [replacement.objectID])
+        // Renamed, the new tag no longer clashes: the save drops the kept delete and writes the rest.
+        try replacement.setValue("parable", forKey: "name")
+        try mine.save()
+        let check = ObjectContext(store: store)
+        #expect(try check.fetch(request).map { try $0["name"] } == ["fairy tale", "parable"])
+        #expect(controller.sections.flatMap(\.objectIDs) == (try check.fetch(request)).map(\.objectID))
+    }
 }

@@ -66,6 +66,14 @@ extension ObjectContext {
         }
         // Objects whose delete the store's version overrode (store wins): the delete rules leave them alone.
         var keptByStore = Set<ObjectID>()
+        // The state before the save of every object an attempt changed: each attempt's own changes are undone
+        // before the next, but not the kept deletes' (the next attempt starts from them), so a save that then
+        // fails restores these, its kept deletes included (it left the user's delete dropped, and the views with
+        // pending changes no longer matching the context).
+        var beforeSave: [ObjectID: ObjectState?] = [:]
+        func remember(_ states: [ObjectID: ObjectState?]) {
+            for (id, state) in states where beforeSave.index(forKey: id) == nil { beforeSave[id] = state }
+        }
         while true {
             saveSnapshot = [:]
             let record: ChangeRecord
@@ -86,9 +94,12 @@ extension ObjectContext {
                 restore(saveSnapshot ?? [:])
                 keptByStore.formUnion(kept.ids)
                 for id in kept.ids { keepStoredVersion(of: id) }
+                // (After the keeps, which record the states they change in the snapshot too.)
+                remember(saveSnapshot ?? [:])
                 continue
             } catch {
-                restore(saveSnapshot ?? [:])
+                remember(saveSnapshot ?? [:])
+                restore(beforeSave)
                 pending.removeAll()
                 throw error
             }
