@@ -101,6 +101,26 @@ import Testing
         #expect(try stored(alpha) == [one.objectID, two.objectID])
     }
 
+    @Test func anAppendThatIsRefusedChangesNothingAndTheSaveReportsIt() throws {
+        let alpha = try project()
+        let one = try ticket("one")
+        alpha.tickets.append(one)
+        // A ticket of another context cannot be linked: the setter cannot throw, the next save does.
+        let elsewhere = ObjectContext(store: temporary.store)
+        let foreign = try elsewhere.insert(Ticket.self)
+        foreign.title = "foreign"
+        alpha.tickets.append(foreign)
+        #expect(alpha.tickets.map(\.objectID) == [one.objectID])
+        #expect(try stored(alpha) == [one.objectID])
+        #expect(throws: EntityStoreError.self) { try context.save() }
+        // The read after it is still the relationship's, and appends go on.
+        let two = try ticket("two")
+        alpha.tickets.append(two)
+        #expect(alpha.tickets.map(\.objectID) == [one.objectID, two.objectID])
+        try context.save()
+        #expect(try stored(alpha) == [one.objectID, two.objectID])
+    }
+
     @Test func anObjectAppendedOutOfIDOrderIsReadInIDOrder() throws {
         let alpha = try project()
         let older = try ticket("older")

@@ -29,10 +29,14 @@ struct ObjectRegistry {
 
     init() {}
 
-    init(minimumCapacity: Int) {
-        objects.reserveCapacity(minimumCapacity)
-        if minimumCapacity > Self.scanned {
-            places = Dictionary(minimumCapacity: minimumCapacity)
+    /// Makes room in an empty registry for `capacity` objects at once: a table of the right size, made here
+    /// (specialized) rather than grown. The count of ``departures`` goes on, so nothing kept against it turns
+    /// current again.
+    mutating func makeRoom(whileEmptyFor capacity: Int) {
+        precondition(objects.isEmpty, "room is made in an empty registry")
+        objects.reserveCapacity(capacity)
+        if capacity > Self.scanned {
+            places = Dictionary(minimumCapacity: capacity)
             usesTable = true
         }
     }

@@ -520,13 +520,11 @@ extension ObjectContext {
         // Candidates are of the request's entity, or of its sub-entities: resolved once per run of one entity.
         var entity = try store.storage(for: request.entity).entityBox
         var entityName = entity.entity.name
-        // Room for the hits, made without growing the table hit by hit. A fresh context's empty table is replaced by
-        // one of the right size (specialized here); `reserveCapacity` runs unspecialized in the standard library and
+        // Room for the hits, made without growing the table hit by hit. An empty registry (a fresh context's) makes
+        // a table of the right size (specialized); `reserveCapacity` runs unspecialized in the standard library and
         // looks up the table's type metadata every call (~1,000 instructions), worth it only for many hits.
         if registered.isEmpty && candidates.count > 1 {
-            // A new registry counts departures from zero: nothing kept against the old count stays.
-            lastToMany = nil
-            registered = ObjectRegistry(minimumCapacity: candidates.count)
+            registered.makeRoom(whileEmptyFor: candidates.count)
         } else if candidates.count > 64 {
             registered.reserveCapacity(registered.count + candidates.count)
         }
