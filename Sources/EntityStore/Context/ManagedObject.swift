@@ -96,9 +96,8 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     }
     /// The row version the values were read at (optimistic locking).
     @exclusivity(unchecked) var rowVersion: UInt64 = 0
-    /// Current relationship targets, by relationship name, loaded one relationship at a time. (`Dictionary()`, not
-    /// `[:]`: the literal ran the dictionary-literal initializer, with its array of pairs, for every object made.)
-    @exclusivity(unchecked) var related: [String: Set<ObjectID>] = Dictionary() {
+    /// Current relationship targets, by relationship name, loaded one relationship at a time.
+    @exclusivity(unchecked) var related = RelationshipTargets() {
         // Changed in place or replaced: either way counted, without a copy (the observer does not read oldValue).
         didSet { relatedVersion &+= 1 }
     }
@@ -106,7 +105,7 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     /// ``ObjectContext/lastToMany``) is current while it has not moved.
     @exclusivity(unchecked) var relatedVersion: UInt32 = 0
     /// Relationship targets as stored, for the relationships loaded so far.
-    @exclusivity(unchecked) var committedRelated: [String: Set<ObjectID>] = Dictionary()
+    @exclusivity(unchecked) var committedRelated = RelationshipTargets()
 
     /// Whether the object was inserted and not yet saved.
     @exclusivity(unchecked) public internal(set) var isInserted = false

@@ -576,8 +576,8 @@ final class ObjectState {
     let values: [Value]?
     let committed: [Value]?
     let rowVersion: UInt64
-    let related: [String: Set<ObjectID>]
-    let committedRelated: [String: Set<ObjectID>]
+    let related: RelationshipTargets
+    let committedRelated: RelationshipTargets
     let isInserted: Bool
     let isDeleted: Bool
     var transients: [Value] = []
@@ -587,14 +587,14 @@ final class ObjectState {
     func with(values: [Value]) -> ObjectState { with(values: values, committed: committed) }
 
     /// This state with other relationship targets.
-    func with(related: [String: Set<ObjectID>]) -> ObjectState {
+    func with(related: RelationshipTargets) -> ObjectState {
         with(values: values, committed: committed, related: related)
     }
 
     /// This state with the parts given replaced (its transients and flags kept).
     private func with(
-        values: [Value]?, committed: [Value]?, rowVersion: UInt64? = nil, related: [String: Set<ObjectID>]? = nil,
-        committedRelated: [String: Set<ObjectID>]? = nil
+        values: [Value]?, committed: [Value]?, rowVersion: UInt64? = nil, related: RelationshipTargets? = nil,
+        committedRelated: RelationshipTargets? = nil
     ) -> ObjectState {
         let state = ObjectState(
             object: object, values: values, committed: committed, rowVersion: rowVersion ?? self.rowVersion,
@@ -607,7 +607,7 @@ final class ObjectState {
 
     init(
         object: ManagedObject, values: [Value]?, committed: [Value]?, rowVersion: UInt64,
-        related: [String: Set<ObjectID>], committedRelated: [String: Set<ObjectID>], isInserted: Bool, isDeleted: Bool
+        related: RelationshipTargets, committedRelated: RelationshipTargets, isInserted: Bool, isDeleted: Bool
     ) {
         self.object = object
         self.values = values
@@ -657,7 +657,7 @@ final class ObjectState {
         } else if values != nil, committed != nil {
             values = object.committed
         }
-        var related: [String: Set<ObjectID>] = [:]
+        var related: RelationshipTargets = [:]
         for (name, targets) in self.related {
             guard let before = committedRelated[name], before != targets else {
                 // Unchanged here: what is stored now, loaded when next read if not loaded yet.

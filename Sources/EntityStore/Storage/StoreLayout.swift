@@ -112,7 +112,7 @@ final class EntityBox: Sendable {
     let generatedDefaults: [(index: Int, generated: GeneratedDefault)]
     /// Each relationship, holding nothing: a new object's relationships, shared until it links (built per insert,
     /// the names were hashed twice and the tables grown for every new object).
-    let emptyRelationships: [String: Set<ObjectID>]
+    let emptyRelationships: RelationshipTargets
 
     init(_ entity: Entity) {
         self.entity = entity
@@ -124,7 +124,7 @@ final class EntityBox: Sendable {
         generatedDefaults = entity.attributes.indices.compactMap { index in
             entity.attributes[index].generatedDefault.map { (index, $0) }
         }
-        emptyRelationships = Dictionary(entity.relationships.map { ($0.name, []) }, uniquingKeysWith: { a, _ in a })
+        emptyRelationships = RelationshipTargets(entity.relationships.map(\.name), each: [])
     }
 
     /// A new object's values: the defaults, and those made for it.
