@@ -248,6 +248,30 @@ import Testing
         }
     }
 
+    /// A new object given nil for a required value is refused as an updated one is, though a later object of the
+    /// batch (the same person, by a unique value) gives the value: each object is checked as given, as a row of SQL
+    /// is. One that leaves the value out takes it from the later object. (Found by the property test's seed 703.)
+    @Test func aNewObjectGivenNilForARequiredValueIsRefusedThoughALaterObjectGivesIt() throws {
+        try withStore(schema: try Self.schema()) { store, _ throws in
+            let error = entityStoreError {
+                _ = try store.batchInsert(
+                    into: "Person",
+                    objects: [["email": "a@x", "name": .null, "visits": 5], ["email": "a@x", "name": "Ann"]],
+                    onConflict: .update)
+            }
+            #expect(error?.code == .validationFailed)
+            #expect(error?.failures.map(\.message) == ["object 0: name is required"])
+            #expect(try store.history(since: 0).isEmpty)
+            #expect(try Self.people(store).isEmpty)
+            // Left out, the name comes from the later object.
+            let ids = try store.batchInsert(
+                into: "Person", objects: [["email": "a@x", "visits": 5], ["email": "A@X", "name": "Ann"]],
+                onConflict: .update)
+            #expect(ids.count == 2 && ids[0] == ids[1])
+            #expect(try Self.people(store)["Ann"]?["visits"] == 5)
+        }
+    }
+
     @Test func rowsOfValuesUpsertLikeDictionaries() throws {
         try withStore(schema: try Self.schema()) { store, _ throws in
             let (ann, bob, _) = try Self.seed(store)

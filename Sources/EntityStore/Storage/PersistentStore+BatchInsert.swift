@@ -21,8 +21,9 @@ extension PersistentStore {
     /// with the values it gives, and the others keep theirs; `.ignore` skips it instead. Only the values an object
     /// gives match: its defaults and generated values do not. An object whose values belong to two objects is
     /// refused (under `.ignore`, skipped), and a stored holder must be of `entityName` or one of its
-    /// sub-entities. Required values are checked on each object as it ends: a new object needs them, an updated
-    /// one has them. The history entry holds an update per changed object (with its old and new values); an
+    /// sub-entities. Required values are checked on each object as it ends: a new object needs them (one it
+    /// leaves out may come from a later object of the batch that updates it), an updated one has them; a required
+    /// value given as nil is refused, whatever later objects give. The history entry holds an update per changed object (with its old and new values); an
     /// object that changes nothing writes nothing.
     ///
     /// - Parameters:

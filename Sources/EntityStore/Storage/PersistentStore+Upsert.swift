@@ -211,7 +211,12 @@ extension PersistentStore {
                 continue
             }
             guard let (index, target) = matched.first else {
-                // New. Its unique values the caller did not give (defaults) must be free too.
+                // New. A required value given as nil is refused, as it is for an object the batch updates (a later
+                // object of the batch does not make it right: each object is checked as given).
+                for i in requiredInOrder where given.contains(i) && values[i].isNull && !mistyped.contains(i) {
+                    failures.append(Self.missing(entity.attributes[i].name, of: entity, position: position))
+                }
+                // Its unique values the caller did not give (defaults) must be free too.
                 let n = plan.newRows.count
                 for i in unique where !values[i].isNull && !mistyped.contains(i) {
                     if !given.contains(i), let holder = try holders(of: values[i], at: i).first {
@@ -272,10 +277,12 @@ extension PersistentStore {
             case .stored(let id): plan.stored[id.primaryKey]!.current = updated
             }
         }
-        // New objects: every required value, once the batch's later objects have given theirs.
+        // New objects: every required value the caller left out, once the batch's later objects have given theirs
+        // (those given as nil are listed already).
         for (n, values) in plan.newRows.enumerated() where requiredInOrder.contains(where: { values[$0].isNull }) {
             let position = plan.newOrigins[n]
-            Self.checkRequired(values, entity, position: position, except: input.mistyped[position], &failures)
+            let listed = input.mistyped[position].union(input.given[position].filter { rows[position][$0].isNull })
+            Self.checkRequired(values, entity, position: position, except: listed, &failures)
         }
         return plan
     }
