@@ -81,6 +81,58 @@ import Testing
         }
     }
 
+    /// A context that merges automatically, with unsaved changes to a book, meets two saves in one batch: one
+    /// updated the book, the next deleted it. Merging the update finds no book left to reload; the delete that
+    /// follows takes the book out. Nothing failed: the context's next save saves the rest (it threw "does not exist
+    /// in the store", once, and the half-done reload left the book without values). Merged by hand in order from the
+    /// history, the update leaves the book as it was until its delete is merged. (Found by seed 706 of
+    /// `RacingContextsIntegrityTests`.)
+    @Test func anUpdateMergedAfterTheObjectsDeleteWasSavedWaitsForTheDelete() throws {
+        try withStore { store, _ in
+            let setup = ObjectContext(store: store)
+            let book = try setup.insert("Book")
+            try book.setValue("Momo", forKey: "title")
+            try book.setValue(100, forKey: "pages")
+            let other = try setup.insert("Book")
+            try other.setValue("Kim", forKey: "title")
+            try setup.save()
+            let start = try store.lastTransaction()
+
+            for automatic in [true, false] {
+                let screen = ObjectContext(store: store)
+                screen.automaticallyMergesChangesFromStore = automatic
+                let mine = try screen.existingObject(with: automatic ? book.objectID : other.objectID)
+                try mine.setValue(200, forKey: "pages")
+                let tag = try screen.insert("Tag")
+                try tag.setValue(automatic ? "kept" : "kept too", forKey: "name")
+                let editor = ObjectContext(store: store)
+                try editor.existingObject(with: mine.objectID).setValue("Momo 2", forKey: "title")
+                try editor.save()
+                let remover = ObjectContext(store: store)
+                try remover.delete(try remover.existingObject(with: mine.objectID))
+                try remover.save()
+
+                if automatic {
+                    try screen.save()
+                } else {
+                    let records = try store.history(since: start).suffix(2)
+                    screen.merge(try #require(records.first))
+                    // Still there, as it was, until the delete is merged.
+                    #expect(mine.context === screen && !mine.isDeleted)
+                    #expect(try mine["pages"] == 200)
+                    #expect(try screen.fetch(FetchRequest(entity: "Tag")).count == 2)
+                    screen.merge(try #require(records.last))
+                    try screen.save()
+                }
+                #expect(mine.context == nil && mine.isDeleted)
+                #expect(!screen.hasChanges)
+                let names = try ObjectContext(store: store).fetch(FetchRequest(entity: "Tag")).map { try $0["name"] }
+                #expect(names.contains(.string(automatic ? "kept" : "kept too")))
+                #expect(try store.checkIntegrity().findings.isEmpty)
+            }
+        }
+    }
+
     func conflict(_ policy: MergePolicy) throws -> (ManagedObject, ObjectContext, PersistentStore, TemporaryStore) {
         let temporary = try TemporaryStore()
         let store = temporary.store

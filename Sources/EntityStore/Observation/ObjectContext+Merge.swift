@@ -74,6 +74,13 @@ extension ObjectContext {
                     let before = ObjectState(object)
                     do {
                         try reload(object, mergeChanges: true)
+                    } catch let error as EntityStoreError where error.code == .objectNotFound {
+                        // Deleted by a later save, whose record comes after this one (in the same batch of merged
+                        // records, or next): left as it was, unsaved changes and all, for that record's delete to
+                        // take out of the context as it takes any deleted object. Reported as a failure, it made
+                        // the next save throw though nothing had failed, and the half-done reload had left the
+                        // object without values.
+                        before.apply(to: object)
                     } catch {
                         // merge() cannot throw: the next fetch or save does.
                         inbox.receive(.failure(EntityStoreError.wrapping(error, "merging \(id)")))
