@@ -143,6 +143,8 @@ func s11OneFolder(_ report: Report, _ n: Int) throws {
 ///   save (SQLite: one transaction of prepared inserts);
 /// - reading the notes of a folder at random and each note's title and score, a fresh context every 100 folders
 ///   (SQLite: `SELECT ... FROM notes WHERE folder_id = ?`);
+/// - fetching a folder's notes by predicate, `folder == %@` sorted by title, and each note's title and score (SQLite:
+///   `SELECT ... WHERE folder_id = ? ORDER BY title`);
 /// - deleting a folder and, by the cascade, its notes, each a durable save (SQLite: the two deletes in one
 ///   transaction).
 func s11(_ report: Report, folders: Int, perFolder: Int) throws {
@@ -150,7 +152,9 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
     let insertName = "S11 insert \(folders) folders of \(perFolder) notes, linked, one save"
     let walkName = "S11 read a folder's \(perFolder) notes at random, of \(n)"
     let deleteName = "S11 delete a folder and its \(perFolder) notes (cascade), durable"
+    let fetchName = "S11 fetch folder == %@ sorted by title, \(perFolder) of \(n)"
     let walks = 2_000
+    let fetches = 200
     var generator = SystemRandomNumberGenerator()
     let picks = (0..<walks).map { _ in Int.random(in: 0..<folders, using: &generator) }
     let profile = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"]
@@ -209,6 +213,45 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
         report.record(walkName, "SQLite", "s/op", (now() - start) / Double(walks))
         guard esSum == sqliteSum else {
             throw BenchFailure("S11: EntityStore read \(esSum) where SQLite read \(sqliteSum)")
+        }
+        consume(esSum)
+
+        // Fetch: a folder's notes by predicate, sorted by title (the list a master-detail screen's controller
+        // shows), each note's title and score.
+        let fetchPicks = picks.prefix(fetches)
+        esSum = 0
+        start = now()
+        if profile == "fetch" { entitystore_profile_toggle() }
+        for (i, pick) in fetchPicks.enumerated() {
+            if i % 100 == 0 { context = ObjectContext(store: store) }
+            let request = FetchRequest(
+                entity: "Note", predicate: try FetchPredicate("folder == %@", folderIDs[pick]),
+                sortKeys: [SortKey("title")])
+            for note in try context.fetch(request) {
+                guard case .string(let title) = try note.value(forKey: "title"),
+                    case .int(let score) = try note.value(forKey: "score")
+                else { throw BenchFailure("S11: a note without its title or score") }
+                esSum &+= title.utf8.count &+ Int(score)
+            }
+        }
+        if profile == "fetch" { entitystore_profile_toggle() }
+        report.record(fetchName, "EntityStore", "s/op", (now() - start) / Double(fetchPicks.count))
+
+        start = now()
+        sqliteSum = 0
+        let ordered = sqlite.prepare("SELECT title, score FROM notes WHERE folder_id = ? ORDER BY title")
+        for pick in fetchPicks {
+            sqlite3_bind_int64(ordered, 1, Int64(pick + 1))
+            while sqlite3_step(ordered) == SQLITE_ROW {
+                let title = String(cString: sqlite3_column_text(ordered, 0))
+                sqliteSum &+= title.utf8.count &+ Int(sqlite3_column_int64(ordered, 1))
+            }
+            sqlite3_reset(ordered)
+        }
+        sqlite3_finalize(ordered)
+        report.record(fetchName, "SQLite", "s/op", (now() - start) / Double(fetchPicks.count))
+        guard esSum == sqliteSum else {
+            throw BenchFailure("S11: EntityStore fetched \(esSum) where SQLite selected \(sqliteSum)")
         }
         consume(esSum)
 

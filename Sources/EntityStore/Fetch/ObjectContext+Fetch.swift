@@ -198,6 +198,12 @@ extension ObjectContext {
             || !(plan.access == .fullScan || isIndexOrder(plan.access) || plan.rangeInSortOrder)
         let objectsOnly: Bool = if case .objects = shape { true } else { false }
         let valuePaths = objectsOnly && !sortsAfter && !keepsSortValues ? [] : sortPaths
+        // The record's own attribute each value path reads, where it reads one (most sort keys): taken from the
+        // decoded record as it is, where reaching it through the path copied the path's terminal and made an
+        // array of the one value, for every row.
+        let ownPositions: [Int?] = valuePaths.map { path in
+            if path.steps.isEmpty, case .attribute(let index, _) = path.terminal { index } else { nil }
+        }
         // The predicate runs on each stored row unless the index ranges are exactly its rows.
         let filter = plan.filters ? predicate : nil
         // Simple comparisons of scalars are first tested on the encoded record.
@@ -248,8 +254,9 @@ extension ObjectContext {
                             bytes, entity: entity, needed: needed, into: &scan.scratch, key: id.primaryKey)
                         let subject = RecordSubject(id: id, entity: entity, values: scan.scratch, reader: reader)
                         if let filter, try !filter.evaluate(subject) { return }
-                        sortValues = try valuePaths.map {
-                            try CompiledPredicate.values(of: $0, subject).first ?? .null
+                        sortValues = try valuePaths.indices.map { k in
+                            if let position = ownPositions[k] { return scan.scratch[position] }
+                            return try CompiledPredicate.values(of: valuePaths[k], subject).first ?? .null
                         }
                         if let sink {
                             // Aggregated as read: no candidate is kept.
@@ -302,6 +309,13 @@ extension ObjectContext {
                     }
                 case .objectIDs:
                     for pk in plan.primaryKeys {
+                        guard let bytes = try txn.get(pk, in: storage.records) else { continue }
+                        try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
+                    }
+                case .inverse:
+                    // A key held that is not this entity's record (a sibling sub-entity's, or an object deleted
+                    // under a `noAction` rule) reads nothing.
+                    for pk in try inverseKeys(plan.inverse!, txn) {
                         guard let bytes = try txn.get(pk, in: storage.records) else { continue }
                         try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
                     }
@@ -477,6 +491,37 @@ extension ObjectContext {
                 }
             }
         }
+    }
+
+    /// The primary keys the inverse relationship of `access` holds for its objects, ascending, each once: the
+    /// candidates of `relationship == %@` (see ``QueryPlanner/inverseChoice(_:_:_:)``). An object of another kind
+    /// than the relationship's destination (which compiling the predicate refuses) would hold none: no fetched
+    /// object can point at it, whatever relationship of the same name its entity has.
+    private func inverseKeys(_ access: QueryPlanner.InverseAccess, _ txn: ReadTransaction) throws -> [UInt64] {
+        var keys: [UInt64] = []
+        for id in access.objects where store.schema.isKind(id.entityName, of: access.destination) {
+            let holder = try store.storage(for: id.entityName)
+            guard let database = holder.relationships[access.name] else { continue }
+            try txn.withCursor(on: database) { cursor in
+                try withUnsafeBytes(of: id.primaryKey.bigEndian) { key in
+                    var entry = try cursor.seek(exactly: key)
+                    while let (_, value) = entry {
+                        keys.append(try IndexKey.primaryKey(from: value))
+                        entry = try cursor.nextDuplicate()
+                    }
+                }
+            }
+        }
+        // One object's targets come sorted (the database keeps them in key order); several objects' are merged.
+        if access.objects.count > 1 {
+            keys.sort()
+            var last: UInt64?
+            keys.removeAll { key in
+                defer { last = key }
+                return key == last
+            }
+        }
+        return keys
     }
 
     private func isIndexOrder(_ access: QueryPlan.Access) -> Bool {

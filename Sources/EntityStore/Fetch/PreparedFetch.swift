@@ -40,7 +40,7 @@ final class PreparedFetch: @unchecked Sendable {
         }
         recordFilter = request.predicate.flatMap { RecordFilter($0, entity: entity) }
         filterAttributes = predicate.map { $0.ownAttributes.sorted() } ?? []
-        index = request.predicate.flatMap { QueryPlanner.bestIndex($0, entity, storage) }
+        index = request.predicate.flatMap { QueryPlanner.bestIndex($0, entity, storage, store.schema) }
     }
 
     private init(
@@ -65,7 +65,7 @@ final class PreparedFetch: @unchecked Sendable {
         let entity = storage.entity
         // Whether an index serves is the shape's; its ranges, and whether they are exact (an IN list with a value
         // twice has fewer ranges), are the constants'.
-        let index = index == nil ? nil : QueryPlanner.bestIndex(new, entity, storage)
+        let index = index == nil ? nil : QueryPlanner.bestIndex(new, entity, storage, store.schema)
         return PreparedFetch(
             storage: storage, predicate: rebound, sortPaths: sortPaths,
             // Only a fetch whose index does not answer the predicate exactly filters records.

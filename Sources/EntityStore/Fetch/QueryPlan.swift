@@ -16,6 +16,10 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
         case indexOrder(attribute: String, descending: Bool)
         /// The records of the objects `SELF == %@` or `SELF IN %@` names, read by their IDs.
         case objectIDs(count: Int)
+        /// The objects `relationship == %@` or `relationship IN %@` (a to-one) asks for, read from the inverse
+        /// relationship of the `count` objects named: the store keeps every link in both directions, so a folder's
+        /// notes are the ones its `notes` holds, where a scan read every note's `folder`.
+        case inverse(relationship: String, inverse: String, count: Int)
     }
 
     /// The entity.
@@ -35,6 +39,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
 
     var ranges: [KeyRange] = []
     var indexPosition: Int?
+    /// For `.inverse`: the inverse relationship's name and the objects whose targets are read.
+    var inverse: QueryPlanner.InverseAccess?
     /// For `.objectIDs`: the primary keys read, ascending.
     var primaryKeys: [UInt64] = []
     /// The one index range yields the rows in the requested order (sorted by the range's attribute only): they
@@ -57,6 +63,10 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
             parts.append("index \(entity).\(attribute) in \(descending ? "descending" : "ascending") order")
         case .objectIDs(let count):
             parts.append("\(count) \(entity) object\(count == 1 ? "" : "s") read by ID")
+        case .inverse(let relationship, let inverse, let count):
+            parts.append(
+                "the \(entity) objects \(inverse) holds, of \(count) object\(count == 1 ? "" : "s") (the inverse of"
+                    + " \(relationship))" + (filters ? "" : " (exactly the matches)"))
         }
         if filters { parts.append("filter each record with the predicate") }
         parts.append(sortsInMemory ? "sort in memory" : "no sort needed")
@@ -78,6 +88,13 @@ enum QueryPlanner {
         if let keys = index?.primaryKeys {
             plan.access = .objectIDs(count: keys.count)
             plan.primaryKeys = keys
+            return plan
+        }
+        if let choice = index, let inverse = choice.inverse {
+            plan.access = .inverse(
+                relationship: inverse.relationship, inverse: inverse.name, count: inverse.objects.count)
+            plan.inverse = inverse
+            plan.filters = !choice.exact
             return plan
         }
         if let choice = index {
@@ -132,10 +149,26 @@ enum QueryPlanner {
         /// For `SELF == %@` or `SELF IN %@`: the primary keys of the entity's objects named, ascending (the ranges
         /// and position are unused).
         var primaryKeys: [UInt64]?
+        /// For `relationship == %@` or `relationship IN %@`: the inverse relationship to read (the ranges and
+        /// position are unused).
+        var inverse: InverseAccess?
+    }
+
+    /// A to-one relationship compared with objects, served by its inverse (``QueryPlan/Access/inverse``).
+    struct InverseAccess {
+        /// The compared relationship, of the fetched entity.
+        var relationship: String
+        /// Its destination, and the inverse relationship there, whose targets are the candidates.
+        var destination: String
+        var name: String
+        /// The objects compared with (each of the destination's kind, or it holds nothing).
+        var objects: [ObjectID]
     }
 
     /// The best index-served conjunct of the predicate's top-level AND.
-    static func bestIndex(_ predicate: FetchPredicate, _ entity: Entity, _ storage: EntityStorage) -> Choice? {
+    static func bestIndex(
+        _ predicate: FetchPredicate, _ entity: Entity, _ storage: EntityStorage, _ schema: Schema
+    ) -> Choice? {
         let conjuncts: [FetchPredicate]
         if case .and(let parts) = predicate { conjuncts = parts } else { conjuncts = [predicate] }
         var best: Choice?
@@ -152,6 +185,10 @@ enum QueryPlanner {
                 return Choice(
                     position: -1, ranges: [], score: .max, description: "\(keys.count) objects by ID",
                     primaryKeys: keys)
+            }
+            if let choice = inverseChoice(conjunct, entity, schema) {
+                if choice.score > (best?.score ?? 0) { best = choice }
+                continue
             }
             guard case .comparison(let c) = conjunct, c.quantifier == nil, c.keyPath.count == 1,
                 let position = entity.attributeIndex(c.keyPath[0]), storage.indexes[position] != nil
@@ -173,6 +210,40 @@ enum QueryPlanner {
         // Exact only when the ranges serve every conjunct.
         if best?.conjuncts != conjuncts.count { best?.exact = false }
         return best
+    }
+
+    /// `relationship == %@` or `relationship IN %@` of a to-one relationship with objects: served by the inverse
+    /// relationship, whose entries are the same links seen from the other side. Only where no delete leaves a link
+    /// on this side alone: a destination object deleted under the inverse's `noAction` rule takes its own entries
+    /// with it and leaves this side's, which a scan would still match.
+    static func inverseChoice(_ conjunct: FetchPredicate, _ entity: Entity, _ schema: Schema) -> Choice? {
+        // The operand first: a comparison of values (most of them) is not one.
+        guard case .comparison(let c) = conjunct else { return nil }
+        let objects: [ObjectID]
+        let score: Int
+        switch (c.op, c.operand) {
+        case (.equal, .object(let id)):
+            objects = [id]
+            score = 9
+        case (.in, .objects(let list)):
+            // Each once (a list may name one twice).
+            var seen = Set<ObjectID>()
+            objects = list.filter { seen.insert($0).inserted }
+            score = 7
+        default:
+            return nil
+        }
+        guard c.quantifier == nil, c.subquery == nil, c.keyPath.count == 1,
+            let relationship = entity.relationship(c.keyPath[0]), !relationship.isToMany, !relationship.inverse.isEmpty,
+            let inverse = schema.entity(relationship.destination)?.relationship(relationship.inverse),
+            inverse.deleteRule != .noAction
+        else { return nil }
+        return Choice(
+            position: -1, ranges: [], score: score,
+            description: "\(relationship.name) \(c.op.rawValue) \(objects.count) object(s)", exact: true,
+            inverse: InverseAccess(
+                relationship: relationship.name, destination: relationship.destination, name: inverse.name,
+                objects: objects))
     }
 
     static func choice(_ c: FetchPredicate.Comparison, _ attribute: Attribute) -> Choice? {

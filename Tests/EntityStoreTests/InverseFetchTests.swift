@@ -1,0 +1,273 @@
+import EntityStore
+import Foundation
+import TestSupport
+import Testing
+
+/// `relationship == %@` and `relationship IN %@` of a to-one, served by the inverse relationship (a folder's notes
+/// are the ones its `notes` holds) instead of a scan of every note: the plan, and the same answers as a scan gives
+/// (every object's own side of the link read, in the context or in the store) through random links, moves,
+/// deletes under each rule, batch deletes, sub-entities, unsaved changes and other contexts' saves.
+@Suite struct InverseFetchTests {
+    /// Folders (and shelves, a kind of folder) holding notes (and memos, a kind of note) three ways: `notes`
+    /// (nullify), `pinned` (noAction: a deleted folder leaves its notes' `pinnedIn`), `archive` (cascade; a deleted
+    /// note leaves its entry in `archive`, under the note side's noAction rule).
+    static func schema() throws -> Schema {
+        try Schema(version: 1) {
+            Entity("Folder") {
+                Attribute("name", .string)
+                Relationship("notes", to: "Note", inverse: "folder", toMany: true)
+                Relationship("pinned", to: "Note", inverse: "pinnedIn", toMany: true, deleteRule: .noAction)
+                Relationship("archive", to: "Note", inverse: "archivedIn", toMany: true, deleteRule: .cascade)
+            }
+            Entity("Shelf", inherits: "Folder") { Attribute("color", .string, optional: true) }
+            Entity("Note") {
+                Attribute("title", .string)
+                Attribute("score", .int64, default: 0)
+                Relationship("folder", to: "Folder", inverse: "notes")
+                Relationship("pinnedIn", to: "Folder", inverse: "pinned")
+                Relationship("archivedIn", to: "Folder", inverse: "archive", deleteRule: .noAction)
+            }
+            Entity("Memo", inherits: "Note") { Attribute("body", .string, optional: true) }
+        }
+    }
+
+    @Test func aToOneComparedWithAnObjectReadsTheInverse() throws {
+        let temporary = try TemporaryStore(schema: try Self.schema())
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let folder = try context.insert("Folder")
+        let other = try context.insert("Shelf")
+        try folder.setValue("f", forKey: "name")
+        try other.setValue("s", forKey: "name")
+        var notes: [ManagedObject] = []
+        for i in 0..<6 {
+            let note = try context.insert(i % 2 == 0 ? "Note" : "Memo")
+            try note.setValue(.string("n\(i)"), forKey: "title")
+            try note.setValue(.int(Int64(i)), forKey: "score")
+            try note.setObject(i < 4 ? folder : other, forKey: "folder")
+            notes.append(note)
+        }
+        try context.save()
+
+        var request = FetchRequest(
+            entity: "Note", predicate: try FetchPredicate("folder == %@", folder), sortKeys: [SortKey("title")])
+        let plan = try context.explain(request)
+        #expect(
+            plan.parts.map(\.access)
+                == Array(repeating: .inverse(relationship: "folder", inverse: "notes", count: 1), count: 2))
+        #expect(plan.parts.allSatisfy { !$0.filters })
+        #expect(try context.fetch(request).map(\.objectID) == notes.prefix(4).map(\.objectID))
+        // One kind of note only, another conjunct, a list of folders, a folder twice.
+        request.entity = "Memo"
+        #expect(try context.fetch(request).map(\.objectID) == [notes[1].objectID, notes[3].objectID])
+        #expect(try context.explain(request).access == .inverse(relationship: "folder", inverse: "notes", count: 1))
+        request.entity = "Note"
+        request.predicate = try FetchPredicate("folder == %@ AND score >= 2", folder)
+        #expect(try context.explain(request).parts.allSatisfy(\.filters))
+        #expect(try context.fetch(request).map(\.objectID) == [notes[2].objectID, notes[3].objectID])
+        request.predicate = try FetchPredicate(
+            "folder IN %@", PredicateArgument.objects([other.objectID, folder.objectID, other.objectID]))
+        #expect(try context.fetch(request).map(\.objectID) == notes.map(\.objectID))
+        #expect(try context.count(for: request) == 6)
+        #expect(
+            try context.explain(request).parts.first?.access
+                == .inverse(relationship: "folder", inverse: "notes", count: 2))
+        // An object of another kind than the destination is refused, after a fetch of the same shape too.
+        request.predicate = try FetchPredicate("folder == %@", notes[0])
+        #expect(throws: EntityStoreError.self) { try context.fetch(request) }
+        request.predicate = try FetchPredicate(
+            "folder IN %@", PredicateArgument.objects([folder.objectID, notes[0].objectID]))
+        #expect(throws: EntityStoreError.self) { try context.fetch(request) }
+        // The inverse's noAction rule can leave links on the notes' side alone: a scan answers.
+        request.predicate = try FetchPredicate("pinnedIn == %@", folder)
+        #expect(try context.explain(request).parts.allSatisfy { $0.access == .fullScan })
+        #expect(try context.explain(request).description.contains("full scan"))
+        #expect(
+            try context.explain(FetchRequest(entity: "Memo", predicate: try FetchPredicate("folder == %@", folder)))
+                .description.contains("the Memo objects notes holds, of 1 object (the inverse of folder)"))
+    }
+
+    @Test func typedComparisonsOfAToOneReadTheInverse() throws {
+        let temporary = try TemporaryStore(schema: try Fixtures.librarySchemaWithDerivations())
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let ende = try context.insert(TypedAuthor.self)
+        ende.name = "Ende"
+        let other = try context.insert(TypedAuthor.self)
+        other.name = "Le Guin"
+        for (title, author) in [("Momo", ende), ("Earthsea", other), ("Neverending", ende)] {
+            let book = try context.insert(TypedBook.self)
+            book.title = title
+            book.author = author
+        }
+        try context.save()
+        let request = ModelFetchRequest<TypedBook>(
+            where: \TypedBook.author == ende, sortedBy: [SortKey(\TypedBook.title)])
+        #expect(try context.fetch(request).map(\.title) == ["Momo", "Neverending"])
+        let plan = try context.explain(request.fetchRequest)
+        // A book or a comic (a sub-entity): each part reads the inverse.
+        #expect(plan.parts.map(\.entity) == ["Book", "Comic"])
+        #expect(plan.parts.allSatisfy { $0.access == .inverse(relationship: "author", inverse: "books", count: 1) })
+        #expect(try context.count(TypedBook.self, where: [ende, other].contains(\TypedBook.author)) == 3)
+    }
+
+    @Test func randomWorkloadsAnswerAsTheNotesThemselvesSay() throws {
+        for seed in [1, 2, 3] as [UInt64] { try randomWorkload(seed: seed) }
+    }
+
+    /// A workload from `seed`: after every step, each folder's notes by each relationship, fetched, equal the notes
+    /// whose own side names the folder, in the working context (its unsaved changes included, and not) and in a
+    /// fresh one.
+    func randomWorkload(seed: UInt64) throws {
+        let temporary = try TemporaryStore(schema: try Self.schema())
+        defer { temporary.remove() }
+        let store = temporary.store
+        let context = ObjectContext(store: store, name: "ui")
+        let other = ObjectContext(store: store, name: "other")
+        for each in [context, other] {
+            each.mergePolicy = .propertyLevel
+            each.automaticallyMergesChangesFromStore = true
+        }
+        var g = SeededGenerator(seed: seed)
+        var serial = 0
+        var folderIDs: [ObjectID] = []
+        var noteIDs: [ObjectID] = []
+        let relationships = ["folder", "pinnedIn", "archivedIn"]
+
+        /// The objects of `ids` the context has and has not deleted (another context's unsaved ones, and those
+        /// deleted elsewhere, it has not).
+        func live(_ ids: [ObjectID], in context: ObjectContext) throws -> [ManagedObject] {
+            try ids.compactMap { id in
+                do {
+                    let object = try context.existingObject(with: id)
+                    return object.isDeleted ? nil : object
+                } catch let error as EntityStoreError where error.code == .objectNotFound {
+                    return nil
+                }
+            }
+        }
+        /// A save that lost a race (an object deleted elsewhere, a link to one) is rolled back.
+        func save(_ context: ObjectContext) throws {
+            do {
+                try context.save()
+            } catch let error as EntityStoreError
+                where [.conflict, .validationFailed, .objectNotFound, .invalidObject].contains(error.code)
+            {
+                context.rollback()
+            }
+        }
+        func step(_ context: ObjectContext) throws {
+            switch Int.random(in: 0..<12, using: &g) {
+            case 0, 1:
+                let folder = try context.insert(Bool.random(using: &g) ? "Folder" : "Shelf")
+                serial += 1
+                try folder.setValue(.string("f\(serial)"), forKey: "name")
+                folderIDs.append(folder.objectID)
+            case 2, 3, 4:
+                let note = try context.insert(Bool.random(using: &g) ? "Note" : "Memo")
+                serial += 1
+                try note.setValue(.string("n\(serial)"), forKey: "title")
+                try note.setValue(.int(Int64.random(in: 0..<5, using: &g)), forKey: "score")
+                noteIDs.append(note.objectID)
+                for key in relationships where Bool.random(using: &g) {
+                    if let folder = try live(folderIDs, in: context).randomElement(using: &g) {
+                        try note.setObject(folder, forKey: key)
+                    }
+                }
+            case 5, 6:
+                // A link moved from either side, or cleared.
+                guard let note = try live(noteIDs, in: context).randomElement(using: &g) else { return }
+                let key = relationships.randomElement(using: &g)!
+                let folder = try live(folderIDs, in: context).randomElement(using: &g)
+                if let folder, Bool.random(using: &g) {
+                    let inverse = ["folder": "notes", "pinnedIn": "pinned", "archivedIn": "archive"][key]!
+                    try folder.add(note, toKey: inverse)
+                } else {
+                    try note.setObject(Bool.random(using: &g) ? folder : nil, forKey: key)
+                }
+            case 7:
+                if let note = try live(noteIDs, in: context).randomElement(using: &g) { try context.delete(note) }
+            case 8:
+                if let folder = try live(folderIDs, in: context).randomElement(using: &g) { try context.delete(folder) }
+            case 9:
+                context.rollback()
+            case 10:
+                if Bool.random(using: &g) {
+                    _ = try store.batchDelete("Folder", where: try FetchPredicate("name ENDSWITH '7'"))
+                } else {
+                    _ = try store.batchDelete("Note", where: try FetchPredicate("title ENDSWITH '3'"))
+                }
+            default:
+                try save(context)
+            }
+        }
+
+        func check(_ context: ObjectContext, pending: Bool, _ label: String) throws {
+            // What the notes say of their links: the context's own view with its unsaved changes, the store's
+            // (through a fresh context) without. The other context's saves merged first (a fetch would merge them
+            // in the middle of the comparison).
+            context.processPendingChanges()
+            var all = FetchRequest(entity: "Note")
+            all.includesPendingChanges = pending
+            // (Kept in a constant: the notes of a context no longer referenced are no longer registered.)
+            let reader = pending ? context : ObjectContext(store: store)
+            let notes = try reader.fetch(all)
+            func score(_ note: ManagedObject) throws -> Int64 {
+                guard case .int(let score) = try note.value(forKey: "score") else { return -1 }
+                return score
+            }
+            // Folders of both kinds, deleted ones included.
+            let compared = folderIDs
+            // `pinnedIn` is answered by a scan (its inverse's noAction rule), whose links to a deleted shelf read
+            // back from the store as the destination's kind (`Folder/p7` where the context still says `Shelf/p7`):
+            // the links compared are those the inverse serves.
+            for key in ["folder", "archivedIn"] {
+                for folder in compared {
+                    var request = FetchRequest(
+                        entity: "Note", predicate: try FetchPredicate("\(key) == %@", folder),
+                        sortKeys: [SortKey("title")])
+                    request.includesPendingChanges = pending
+                    let expected = try notes.filter { try $0.objectIDs(forKey: key).contains(folder) }
+                        .sorted { try $0.value(forKey: "title").description < $1.value(forKey: "title").description }
+                        .map(\.objectID)
+                    let fetched = try context.fetch(request).map(\.objectID)
+                    #expect(fetched == expected, "seed \(seed) \(label): \(key) == \(folder)")
+                    request.entity = "Memo"
+                    #expect(
+                        try context.fetch(request).map(\.objectID) == expected.filter { $0.entityName == "Memo" },
+                        "seed \(seed) \(label): Memo \(key) == \(folder)")
+                    request.entity = "Note"
+                    request.predicate = try FetchPredicate("\(key) == %@ AND score >= 2", folder)
+                    let high = try notes.filter { try $0.objectIDs(forKey: key).contains(folder) && score($0) >= 2 }
+                    #expect(
+                        try Set(context.fetch(request).map(\.objectID)) == Set(high.map(\.objectID)),
+                        "seed \(seed) \(label): \(key) == \(folder) AND score >= 2")
+                }
+                let some = Array(compared.shuffled(using: &g).prefix(3))
+                var request = FetchRequest(
+                    entity: "Note", predicate: try FetchPredicate("\(key) IN %@", PredicateArgument.objects(some)))
+                request.includesPendingChanges = pending
+                let expected = try notes.filter { !Set(try $0.objectIDs(forKey: key)).isDisjoint(with: some) }
+                #expect(
+                    try Set(context.fetch(request).map(\.objectID)) == Set(expected.map(\.objectID)),
+                    "seed \(seed) \(label): \(key) IN \(some)")
+            }
+        }
+
+        for round in 0..<150 {
+            try step(Int.random(in: 0..<4, using: &g) == 0 ? other : context)
+            if Int.random(in: 0..<4, using: &g) == 0 { try save(other) }
+
+            guard round % 3 == 0 else { continue }
+            try check(context, pending: true, "round \(round), unsaved changes")
+            try check(context, pending: false, "round \(round), saved state")
+            try check(ObjectContext(store: store), pending: true, "round \(round), fresh context")
+        }
+        // What the noAction rules leave is reported, and nothing else: links to deleted folders on the notes'
+        // `pinnedIn`, and deleted notes in the folders' `archive`.
+        let findings = try store.checkIntegrity().findings.filter {
+            !["Note.pinnedIn", "Memo.pinnedIn", "Folder.archive", "Shelf.archive"].contains($0.location)
+        }
+        #expect(findings.isEmpty, "seed \(seed): \(findings.prefix(5))")
+    }
+}
