@@ -10,7 +10,7 @@ import Testing
 @Suite struct InverseFetchTests {
     /// Folders (and shelves, a kind of folder) holding notes (and memos, a kind of note) three ways: `notes`
     /// (nullify), `pinned` (noAction: a deleted folder leaves its notes' `pinnedIn`), `archive` (cascade; a deleted
-    /// note leaves its entry in `archive`, under the note side's noAction rule).
+    /// note leaves its entry in `archive`, under the note side's noAction rule); labels on notes, many to many.
     static func schema() throws -> Schema {
         try Schema(version: 1) {
             Entity("Folder") {
@@ -26,8 +26,13 @@ import Testing
                 Relationship("folder", to: "Folder", inverse: "notes")
                 Relationship("pinnedIn", to: "Folder", inverse: "pinned")
                 Relationship("archivedIn", to: "Folder", inverse: "archive", deleteRule: .noAction)
+                Relationship("labels", to: "Label", inverse: "notes", toMany: true)
             }
             Entity("Memo", inherits: "Note") { Attribute("body", .string, optional: true) }
+            Entity("Label") {
+                Attribute("name", .string)
+                Relationship("notes", to: "Note", inverse: "labels", toMany: true)
+            }
         }
     }
 
@@ -78,6 +83,25 @@ import Testing
         request.predicate = try FetchPredicate(
             "folder IN %@", PredicateArgument.objects([folder.objectID, notes[0].objectID]))
         #expect(throws: EntityStoreError.self) { try context.fetch(request) }
+        // A to-many through ANY, however it is spelled.
+        let label = try context.insert("Label")
+        try label.setValue("l", forKey: "name")
+        for note in [notes[1], notes[4]] { try label.add(note, toKey: "notes") }
+        try context.save()
+        for format in ["ANY labels == %@", "labels CONTAINS %@", "%@ IN labels"] {
+            request.predicate = try FetchPredicate(format, label)
+            #expect(try context.fetch(request).map(\.objectID) == [notes[1].objectID, notes[4].objectID])
+            #expect(
+                try context.explain(request).parts.allSatisfy {
+                    $0.access == .inverse(relationship: "labels", inverse: "notes", count: 1) && !$0.filters
+                })
+        }
+        request.predicate = try FetchPredicate("ANY labels IN %@", PredicateArgument.objects([label.objectID]))
+        #expect(try context.count(for: request) == 2)
+        // NONE and ALL are not membership: a scan answers.
+        request.predicate = try FetchPredicate("NONE labels == %@", label)
+        #expect(try context.explain(request).parts.allSatisfy { $0.access == .fullScan })
+        #expect(try context.count(for: request) == 4)
         // The inverse's noAction rule can leave links on the notes' side alone: a scan answers.
         request.predicate = try FetchPredicate("pinnedIn == %@", folder)
         #expect(try context.explain(request).parts.allSatisfy { $0.access == .fullScan })
@@ -132,6 +156,7 @@ import Testing
         var serial = 0
         var folderIDs: [ObjectID] = []
         var noteIDs: [ObjectID] = []
+        var labelIDs: [ObjectID] = []
         let relationships = ["folder", "pinnedIn", "archivedIn"]
 
         /// The objects of `ids` the context has and has not deleted (another context's unsaved ones, and those
@@ -157,7 +182,25 @@ import Testing
             }
         }
         func step(_ context: ObjectContext) throws {
-            switch Int.random(in: 0..<12, using: &g) {
+            switch Int.random(in: 0..<15, using: &g) {
+            case 12:
+                let label = try context.insert("Label")
+                serial += 1
+                try label.setValue(.string("l\(serial)"), forKey: "name")
+                labelIDs.append(label.objectID)
+            case 13:
+                // A label put on or taken off, from either side.
+                guard let note = try live(noteIDs, in: context).randomElement(using: &g),
+                    let label = try live(labelIDs, in: context).randomElement(using: &g)
+                else { return }
+                let on = Bool.random(using: &g)
+                if Bool.random(using: &g) {
+                    try on ? note.add(label, toKey: "labels") : note.remove(label, fromKey: "labels")
+                } else {
+                    try on ? label.add(note, toKey: "notes") : label.remove(note, fromKey: "notes")
+                }
+            case 14:
+                if let label = try live(labelIDs, in: context).randomElement(using: &g) { try context.delete(label) }
             case 0, 1:
                 let folder = try context.insert(Bool.random(using: &g) ? "Folder" : "Shelf")
                 serial += 1
@@ -252,6 +295,26 @@ import Testing
                     try Set(context.fetch(request).map(\.objectID)) == Set(expected.map(\.objectID)),
                     "seed \(seed) \(label): \(key) IN \(some)")
             }
+            // Labels, deleted ones included: membership of a to-many, each way it is spelled.
+            for labelID in labelIDs {
+                let expected = try Set(
+                    notes.filter { try $0.objectIDs(forKey: "labels").contains(labelID) }.map(\.objectID))
+                for format in ["ANY labels == %@", "labels CONTAINS %@"] {
+                    var request = FetchRequest(entity: "Note", predicate: try FetchPredicate(format, labelID))
+                    request.includesPendingChanges = pending
+                    #expect(
+                        try Set(context.fetch(request).map(\.objectID)) == expected,
+                        "seed \(seed) \(label): \(format) \(labelID)")
+                }
+            }
+            let some = Array(labelIDs.shuffled(using: &g).prefix(3))
+            var request = FetchRequest(
+                entity: "Note", predicate: try FetchPredicate("ANY labels IN %@", PredicateArgument.objects(some)))
+            request.includesPendingChanges = pending
+            let expected = try notes.filter { !Set(try $0.objectIDs(forKey: "labels")).isDisjoint(with: some) }
+            #expect(
+                try Set(context.fetch(request).map(\.objectID)) == Set(expected.map(\.objectID)),
+                "seed \(seed) \(label): ANY labels IN \(some)")
         }
 
         for round in 0..<150 {

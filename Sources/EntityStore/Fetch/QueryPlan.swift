@@ -16,9 +16,10 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
         case indexOrder(attribute: String, descending: Bool)
         /// The records of the objects `SELF == %@` or `SELF IN %@` names, read by their IDs.
         case objectIDs(count: Int)
-        /// The objects `relationship == %@` or `relationship IN %@` (a to-one) asks for, read from the inverse
-        /// relationship of the `count` objects named: the store keeps every link in both directions, so a folder's
-        /// notes are the ones its `notes` holds, where a scan read every note's `folder`.
+        /// The objects `relationship == %@` or `relationship IN %@` (a to-one), or `ANY relationship == %@` or
+        /// `ANY relationship IN %@` (a to-many: `tags CONTAINS %@`) asks for, read from the inverse relationship of
+        /// the `count` objects named: the store keeps every link in both directions, so a folder's notes are the ones
+        /// its `notes` holds, where a scan read every note's `folder`.
         case inverse(relationship: String, inverse: String, count: Int)
     }
 
@@ -154,7 +155,7 @@ enum QueryPlanner {
         var inverse: InverseAccess?
     }
 
-    /// A to-one relationship compared with objects, served by its inverse (``QueryPlan/Access/inverse``).
+    /// A relationship compared with objects, served by its inverse (``QueryPlan/Access/inverse``).
     struct InverseAccess {
         /// The compared relationship, of the fetched entity.
         var relationship: String
@@ -212,8 +213,9 @@ enum QueryPlanner {
         return best
     }
 
-    /// `relationship == %@` or `relationship IN %@` of a to-one relationship with objects: served by the inverse
-    /// relationship, whose entries are the same links seen from the other side. Only where no delete leaves a link
+    /// `relationship == %@` or `relationship IN %@` of a to-one relationship with objects, or `ANY relationship ==
+    /// %@` (`relationship CONTAINS %@`) or `ANY relationship IN %@` of a to-many: served by the inverse relationship,
+    /// whose entries are the same links seen from the other side. Only where no delete leaves a link
     /// on this side alone: a destination object deleted under the inverse's `noAction` rule takes its own entries
     /// with it and leaves this side's, which a scan would still match.
     static func inverseChoice(_ conjunct: FetchPredicate, _ entity: Entity, _ schema: Schema) -> Choice? {
@@ -233,8 +235,9 @@ enum QueryPlanner {
         default:
             return nil
         }
-        guard c.quantifier == nil, c.subquery == nil, c.keyPath.count == 1,
-            let relationship = entity.relationship(c.keyPath[0]), !relationship.isToMany, !relationship.inverse.isEmpty,
+        // A to-one compared as it is; a to-many through ANY (`tags CONTAINS %@` and `%@ IN tags` read the same).
+        guard c.subquery == nil, c.keyPath.count == 1, let relationship = entity.relationship(c.keyPath[0]),
+            c.quantifier == (relationship.isToMany ? .any : nil), !relationship.inverse.isEmpty,
             let inverse = schema.entity(relationship.destination)?.relationship(relationship.inverse),
             inverse.deleteRule != .noAction
         else { return nil }
