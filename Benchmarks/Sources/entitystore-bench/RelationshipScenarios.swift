@@ -138,6 +138,34 @@ func s11OneFolder(_ report: Report, _ n: Int) throws {
     }
 }
 
+/// The sum of the notes' title lengths and scores (what each side of S11's reads computes from the rows it reads).
+func titlesAndScores(_ notes: [ManagedObject]) throws -> Int {
+    var sum = 0
+    for note in notes {
+        guard case .string(let title) = try note.value(forKey: "title"),
+            case .int(let score) = try note.value(forKey: "score")
+        else { throw BenchFailure("S11: a note without its title or score") }
+        sum &+= title.utf8.count &+ Int(score)
+    }
+    return sum
+}
+
+/// ``titlesAndScores(_:)`` of the rows `sql` selects (title, score) for each picked folder, bound as its key.
+func titlesAndScores(_ sqlite: SQLiteItems, _ sql: String, _ picks: some Sequence<Int>) -> Int {
+    var sum = 0
+    let statement = sqlite.prepare(sql)
+    for pick in picks {
+        sqlite3_bind_int64(statement, 1, Int64(pick + 1))
+        while sqlite3_step(statement) == SQLITE_ROW {
+            let title = String(cString: sqlite3_column_text(statement, 0))
+            sum &+= title.utf8.count &+ Int(sqlite3_column_int64(statement, 1))
+        }
+        sqlite3_reset(statement)
+    }
+    sqlite3_finalize(statement)
+    return sum
+}
+
 /// S11: relationships, which S1-S9 never write or walk, against SQLite's `notes.folder_id` column with an index:
 /// - inserting `folders` folders of `perFolder` notes each through a context, each note linked to its folder, one
 ///   save (SQLite: one transaction of prepared inserts);
@@ -188,28 +216,13 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
         for (i, pick) in picks.enumerated() {
             if i % 100 == 0 { context = ObjectContext(store: store) }
             let folder = try context.existingObject(with: folderIDs[pick])
-            for note in try folder.objects(forKey: "notes") {
-                guard case .string(let title) = try note.value(forKey: "title"),
-                    case .int(let score) = try note.value(forKey: "score")
-                else { throw BenchFailure("S11: a note without its title or score") }
-                esSum &+= title.utf8.count &+ Int(score)
-            }
+            esSum &+= try titlesAndScores(try folder.objects(forKey: "notes"))
         }
         if profile == "walk" { entitystore_profile_toggle() }
         report.record(walkName, "EntityStore", "s/op", (now() - start) / Double(walks))
 
         start = now()
-        var sqliteSum = 0
-        let select = sqlite.prepare("SELECT title, score FROM notes WHERE folder_id = ?")
-        for pick in picks {
-            sqlite3_bind_int64(select, 1, Int64(pick + 1))
-            while sqlite3_step(select) == SQLITE_ROW {
-                let title = String(cString: sqlite3_column_text(select, 0))
-                sqliteSum &+= title.utf8.count &+ Int(sqlite3_column_int64(select, 1))
-            }
-            sqlite3_reset(select)
-        }
-        sqlite3_finalize(select)
+        var sqliteSum = titlesAndScores(sqlite, "SELECT title, score FROM notes WHERE folder_id = ?", picks)
         report.record(walkName, "SQLite", "s/op", (now() - start) / Double(walks))
         guard esSum == sqliteSum else {
             throw BenchFailure("S11: EntityStore read \(esSum) where SQLite read \(sqliteSum)")
@@ -227,28 +240,14 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
             let request = FetchRequest(
                 entity: "Note", predicate: try FetchPredicate("folder == %@", folderIDs[pick]),
                 sortKeys: [SortKey("title")])
-            for note in try context.fetch(request) {
-                guard case .string(let title) = try note.value(forKey: "title"),
-                    case .int(let score) = try note.value(forKey: "score")
-                else { throw BenchFailure("S11: a note without its title or score") }
-                esSum &+= title.utf8.count &+ Int(score)
-            }
+            esSum &+= try titlesAndScores(try context.fetch(request))
         }
         if profile == "fetch" { entitystore_profile_toggle() }
         report.record(fetchName, "EntityStore", "s/op", (now() - start) / Double(fetchPicks.count))
 
         start = now()
-        sqliteSum = 0
-        let ordered = sqlite.prepare("SELECT title, score FROM notes WHERE folder_id = ? ORDER BY title")
-        for pick in fetchPicks {
-            sqlite3_bind_int64(ordered, 1, Int64(pick + 1))
-            while sqlite3_step(ordered) == SQLITE_ROW {
-                let title = String(cString: sqlite3_column_text(ordered, 0))
-                sqliteSum &+= title.utf8.count &+ Int(sqlite3_column_int64(ordered, 1))
-            }
-            sqlite3_reset(ordered)
-        }
-        sqlite3_finalize(ordered)
+        sqliteSum = titlesAndScores(
+            sqlite, "SELECT title, score FROM notes WHERE folder_id = ? ORDER BY title", fetchPicks)
         report.record(fetchName, "SQLite", "s/op", (now() - start) / Double(fetchPicks.count))
         guard esSum == sqliteSum else {
             throw BenchFailure("S11: EntityStore fetched \(esSum) where SQLite selected \(sqliteSum)")
