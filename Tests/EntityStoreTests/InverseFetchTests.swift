@@ -3,10 +3,10 @@ import Foundation
 import TestSupport
 import Testing
 
-/// `relationship == %@` and `relationship IN %@` of a to-one, served by the inverse relationship (a folder's notes
-/// are the ones its `notes` holds) instead of a scan of every note: the plan, and the same answers as a scan gives
-/// (every object's own side of the link read, in the context or in the store) through random links, moves,
-/// deletes under each rule, batch deletes, sub-entities, unsaved changes and other contexts' saves.
+/// `relationship == %@` and `relationship IN %@` of a to-one, and `ANY relationship == %@` of a to-many, served by
+/// the inverse relationship (a folder's notes are the ones its `notes` holds) instead of a scan of every note: the
+/// plan, and the answers the objects' own side of each link gives (in the context or in the store) through random
+/// links, moves, deletes under each rule, batch deletes, sub-entities, unsaved changes and other contexts' saves.
 @Suite struct InverseFetchTests {
     /// Folders (and shelves, a kind of folder) holding notes (and memos, a kind of note) three ways: `notes`
     /// (nullify), `pinned` (noAction: a deleted folder leaves its notes' `pinnedIn`), `archive` (cascade; a deleted
@@ -36,7 +36,7 @@ import Testing
         }
     }
 
-    @Test func aToOneComparedWithAnObjectReadsTheInverse() throws {
+    @Test func aRelationshipComparedWithObjectsReadsTheInverse() throws {
         let temporary = try TemporaryStore(schema: try Self.schema())
         defer { temporary.remove() }
         let context = ObjectContext(store: temporary.store)
