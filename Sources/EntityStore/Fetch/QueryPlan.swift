@@ -150,8 +150,8 @@ enum QueryPlanner {
         /// For `SELF == %@` or `SELF IN %@`: the primary keys of the entity's objects named, ascending (the ranges
         /// and position are unused).
         var primaryKeys: [UInt64]?
-        /// For `relationship == %@` or `relationship IN %@`: the inverse relationship to read (the ranges and
-        /// position are unused).
+        /// For a relationship compared with objects (``QueryPlanner/inverseChoice(_:_:_:)``): the inverse
+        /// relationship to read (the ranges and position are unused).
         var inverse: InverseAccess?
     }
 
@@ -215,9 +215,9 @@ enum QueryPlanner {
 
     /// `relationship == %@` or `relationship IN %@` of a to-one relationship with objects, or `ANY relationship ==
     /// %@` (`relationship CONTAINS %@`) or `ANY relationship IN %@` of a to-many: served by the inverse relationship,
-    /// whose entries are the same links seen from the other side. Only where no delete leaves a link
-    /// on this side alone: a destination object deleted under the inverse's `noAction` rule takes its own entries
-    /// with it and leaves this side's, which a scan would still match.
+    /// whose entries are the same links seen from the other side. Only where no delete leaves a link on this side
+    /// alone: a destination object deleted under the inverse's `noAction` rule takes its own entries with it and
+    /// leaves this side's, which a scan would still match.
     static func inverseChoice(_ conjunct: FetchPredicate, _ entity: Entity, _ schema: Schema) -> Choice? {
         // The operand first: a comparison of values (most of them) is not one.
         guard case .comparison(let c) = conjunct else { return nil }
