@@ -25,7 +25,6 @@ struct RelationshipTargets: Sequence, ExpressibleByDictionaryLiteral {
     }
 
     var isEmpty: Bool { entries.isEmpty }
-    var count: Int { entries.count }
     var keys: [String] { entries.map(\.key) }
     var values: [Set<ObjectID>] { entries.map { $0.value! } }
 

@@ -169,14 +169,9 @@ public struct ToMany<Destination: Model>: ModelProperty {
             }
         }
         guard isSubsequence else { return false }
-        let objects = dropped.map { list.members[$0] }
-        do {
-            for object in objects { try owner.remove(object.managedObject, fromKey: key) }
-        } catch {
-            // Some may be unlinked: the next read reads the relationship.
-            context.lastToMany = nil
-            throw error
-        }
+        // A removal that throws leaves the kept answer behind the owner's relationship version if an earlier one
+        // changed it (the next read reads the relationship), and current if none did.
+        for place in dropped { try owner.remove(list.members[place].managedObject, fromKey: key) }
         for place in dropped.reversed() { list.members.remove(at: place) }
         list.assigned = newValue
         context.keepToMany(list, of: owner, key)

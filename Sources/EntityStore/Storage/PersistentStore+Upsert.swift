@@ -172,6 +172,19 @@ extension PersistentStore {
             case .stored(let id): plan.stored[id.primaryKey]!.current
             }
         }
+        /// The required attributes the object at `position` gives as nil, each listed as a failure: refused for a
+        /// new object as for one the batch updates (a later object of the batch does not make it right: each object
+        /// is checked as given, as SQL checks a row).
+        @discardableResult func refusedNils(at position: Int) -> Set<Int> {
+            let values = rows[position]
+            let refused = input.given[position].filter {
+                required.contains($0) && values[$0].isNull && !input.mistyped[position].contains($0)
+            }
+            for i in refused {
+                failures.append(Self.missing(entity.attributes[i].name, of: entity, position: position))
+            }
+            return Set(refused)
+        }
         func claimKey(_ value: Value, _ i: Int) -> Value {
             ValueSemantics.uniquenessKey(value, caseInsensitive: caseInsensitive[i])
         }
@@ -211,11 +224,8 @@ extension PersistentStore {
                 continue
             }
             guard let (index, target) = matched.first else {
-                // New. A required value given as nil is refused, as it is for an object the batch updates (a later
-                // object of the batch does not make it right: each object is checked as given).
-                for i in requiredInOrder where given.contains(i) && values[i].isNull && !mistyped.contains(i) {
-                    failures.append(Self.missing(entity.attributes[i].name, of: entity, position: position))
-                }
+                // New.
+                refusedNils(at: position)
                 // Its unique values the caller did not give (defaults) must be free too.
                 let n = plan.newRows.count
                 for i in unique where !values[i].isNull && !mistyped.contains(i) {
@@ -257,11 +267,8 @@ extension PersistentStore {
                 plan.storedOrder.append(id)
             }
             var updated = current(target)
-            for i in given where !mistyped.contains(i) {
-                if required.contains(i) && values[i].isNull {
-                    failures.append(Self.missing(entity.attributes[i].name, of: entity, position: position))
-                    continue
-                }
+            let refused = refusedNils(at: position)
+            for i in given where !mistyped.contains(i) && !refused.contains(i) {
                 if !scopes[i].isEmpty {
                     // The value given up is free for later objects; the value taken is this target's.
                     if !updated[i].isNull {
