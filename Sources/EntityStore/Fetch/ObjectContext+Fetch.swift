@@ -319,6 +319,20 @@ extension ObjectContext {
                         guard let bytes = try txn.get(pk, in: storage.records) else { continue }
                         try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
                     }
+                case .join:
+                    // The destination's matching objects, as this fetch sees them (its snapshot, and its unsaved
+                    // changes if it includes them), then what their inverse holds, as for `.inverse`.
+                    let join = plan.join!
+                    var matching = FetchRequest(entity: join.destination, predicate: join.predicate)
+                    matching.includesPendingChanges = request.includesPendingChanges
+                    let objects = try run(matching, shape: .objectIDs, in: txn).map(\.id)
+                    let access = QueryPlanner.InverseAccess(
+                        relationship: join.relationship, destination: join.destination, name: join.inverse,
+                        objects: objects)
+                    for pk in try inverseKeys(access, txn) {
+                        guard let bytes = try txn.get(pk, in: storage.records) else { continue }
+                        try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
+                    }
                 case .indexOrder(_, let descending):
                     let index = storage.indexes[plan.indexPosition!]!
                     // Rows sorted afterwards: once the window is full, the rest of its last key's rows (ties, or

@@ -21,6 +21,11 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
         /// the `count` objects named: the store keeps every link in both directions, so a folder's notes are the ones
         /// its `notes` holds, where a scan read every note's `folder`.
         case inverse(relationship: String, inverse: String, count: Int)
+        /// The objects `relationship.attribute` compares (a to-one, or `ANY` of a to-many, with a comparison that
+        /// nil fails: `folder.name == %@`, `ANY tags.name BEGINSWITH %@`) asks for: the destination's objects that
+        /// match `predicate` fetched first (through its own plan: an index, or a scan of the destination), then the
+        /// objects their inverse relationship holds, where a scan read every object's relationship and its target.
+        case join(relationship: String, inverse: String, predicate: String)
     }
 
     /// The entity.
@@ -42,6 +47,8 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     var indexPosition: Int?
     /// For `.inverse`: the inverse relationship's name and the objects whose targets are read.
     var inverse: QueryPlanner.InverseAccess?
+    /// For `.join`: the relationship, its inverse and the destination's predicate.
+    var join: QueryPlanner.JoinAccess?
     /// For `.objectIDs`: the primary keys read, ascending.
     var primaryKeys: [UInt64] = []
     /// The one index range yields the rows in the requested order (sorted by the range's attribute only): they
@@ -68,6 +75,10 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
             parts.append(
                 "the \(entity) objects \(inverse) holds, of \(count) object\(count == 1 ? "" : "s") (the inverse of"
                     + " \(relationship))" + (filters ? "" : " (exactly the matches)"))
+        case .join(let relationship, let inverse, let predicate):
+            parts.append(
+                "the \(entity) objects \(inverse) holds, of the \(join?.destination ?? "") objects matching \(predicate)"
+                    + " (the inverse of \(relationship))" + (filters ? "" : " (exactly the matches)"))
         }
         if filters { parts.append("filter each record with the predicate") }
         parts.append(sortsInMemory ? "sort in memory" : "no sort needed")
@@ -89,6 +100,13 @@ enum QueryPlanner {
         if let keys = index?.primaryKeys {
             plan.access = .objectIDs(count: keys.count)
             plan.primaryKeys = keys
+            return plan
+        }
+        if let choice = index, let join = choice.join {
+            plan.access = .join(
+                relationship: join.relationship, inverse: join.inverse, predicate: join.predicate.description)
+            plan.join = join
+            plan.filters = !choice.exact
             return plan
         }
         if let choice = index, let inverse = choice.inverse {
@@ -153,6 +171,21 @@ enum QueryPlanner {
         /// For a relationship compared with objects (``QueryPlanner/inverseChoice(_:_:_:)``): the inverse
         /// relationship to read (the ranges and position are unused).
         var inverse: InverseAccess?
+        /// For a relationship's attribute compared with a value (``QueryPlanner/joinChoice(_:_:_:)``): the
+        /// destination's predicate and the inverse to read (the ranges and position are unused).
+        var join: JoinAccess?
+    }
+
+    /// A relationship's attribute compared with a value, served by a fetch of the destination and its inverse
+    /// (``QueryPlan/Access/join``).
+    struct JoinAccess {
+        /// The compared relationship, of the fetched entity.
+        var relationship: String
+        /// Its destination (with its sub-entities), and the inverse relationship there.
+        var destination: String
+        var inverse: String
+        /// The comparison, of the destination's attribute.
+        var predicate: FetchPredicate
     }
 
     /// A relationship compared with objects, served by its inverse (``QueryPlan/Access/inverse``).
@@ -187,7 +220,7 @@ enum QueryPlanner {
                     position: -1, ranges: [], score: .max, description: "\(keys.count) objects by ID",
                     primaryKeys: keys)
             }
-            if let choice = inverseChoice(conjunct, entity, schema) {
+            if let choice = inverseChoice(conjunct, entity, schema) ?? joinChoice(conjunct, entity, schema) {
                 if choice.score > (best?.score ?? 0) { best = choice }
                 continue
             }
@@ -247,6 +280,40 @@ enum QueryPlanner {
             inverse: InverseAccess(
                 relationship: relationship.name, destination: relationship.destination, name: inverse.name,
                 objects: objects))
+    }
+
+    /// `relationship.attribute` compared with a value, of a to-one, or through `ANY` of a to-many: served by the
+    /// destination's objects that match the comparison (fetched through their own plan) and the objects their
+    /// inverse holds. An object whose relationship holds nothing reads the attribute as nil, so only a comparison
+    /// that nil fails is served (not `!=`, not `== nil`, not an `IN` list with nil). The objects a fetch of the
+    /// destination returns are the ones whose attribute a scan would read through the relationship (the same
+    /// snapshot, the same unsaved changes), so the answer is exact. Unlike ``inverseChoice(_:_:_:)``, a `noAction`
+    /// rule does no harm: the link a deleted destination object leaves on this side reaches nothing, whose
+    /// attribute reads as nil, and a deleted object is not among the destination's matches.
+    static func joinChoice(_ conjunct: FetchPredicate, _ entity: Entity, _ schema: Schema) -> Choice? {
+        guard case .comparison(let c) = conjunct, c.subquery == nil, c.keyPath.count == 2 else { return nil }
+        switch (c.op, c.operand) {
+        case (.notEqual, _): return nil
+        case (_, .value(let value)) where !value.isNull: break
+        case (.in, .list(let values)) where !values.contains(where: \.isNull): break
+        case (.between, .list(let values)) where values.count == 2 && !values.contains(where: \.isNull): break
+        default: return nil
+        }
+        guard let relationship = entity.relationship(c.keyPath[0]),
+            c.quantifier == (relationship.isToMany ? .any : nil), !relationship.inverse.isEmpty,
+            let destination = schema.entity(relationship.destination),
+            destination.attributeIndex(c.keyPath[1]) != nil,
+            let inverse = destination.relationship(relationship.inverse)
+        else { return nil }
+        var nested = c
+        nested.keyPath = [c.keyPath[1]]
+        nested.quantifier = nil
+        return Choice(
+            position: -1, ranges: [], score: 4,
+            description: "\(relationship.name).\(c.keyPath[1]) \(c.op.rawValue) \(c.operand)", exact: true,
+            join: JoinAccess(
+                relationship: relationship.name, destination: destination.name, inverse: inverse.name,
+                predicate: .comparison(nested)))
     }
 
     static func choice(_ c: FetchPredicate.Comparison, _ attribute: Attribute) -> Choice? {
