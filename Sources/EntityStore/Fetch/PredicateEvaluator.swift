@@ -120,8 +120,9 @@ final class CompiledPredicate {
         /// booleans): a hash lookup instead of a comparison per element (a sync pull looks up hundreds of global
         /// IDs at once). Exact equality of these types is `Value`'s equality, so the answer is the same.
         case member(Int, Set<Value>)
-        /// A relationship (or `SELF`) `IN` a list of objects, the list as a set.
-        case objects(ResolvedKeyPath, FetchPredicate.Comparison, Set<ObjectID>)
+        /// A relationship (or `SELF`) `IN` a list of objects, the list as a set of primary keys (see
+        /// ``sameObject(_:_:)``).
+        case objects(ResolvedKeyPath, FetchPredicate.Comparison, Set<UInt64>)
         case and([Node])
         case or([Node])
         case not(Node)
@@ -162,7 +163,7 @@ final class CompiledPredicate {
             return .member(index, Set(values))
         case (.objects(let path, let old, _), .comparison(let new)) where old.hasSameShape(as: new):
             guard case .objects(let ids) = new.operand else { return nil }
-            return .objects(path, new, Set(ids))
+            return .objects(path, new, Set(ids.lazy.map(\.primaryKey)))
         case (.and(let nodes), .and(let parts)):
             return rebind(nodes, to: parts).map { .and($0) }
         case (.or(let nodes), .or(let parts)):
@@ -270,7 +271,7 @@ final class CompiledPredicate {
             }
             try checkTypes(path, c, entity, schema)
             if let member = membership(path, c) { return member }
-            if case .objects(let ids) = c.operand { return .objects(path, c, Set(ids)) }
+            if case .objects(let ids) = c.operand { return .objects(path, c, Set(ids.lazy.map(\.primaryKey))) }
             return .comparison(path, c, other)
         }
     }
@@ -429,10 +430,10 @@ final class CompiledPredicate {
         case .objects(let path, let c, let set):
             let ids = try CompiledPredicate.ids(of: path, subject)
             switch c.quantifier {
-            case nil: return ids.first.map(set.contains) ?? false
-            case .any?: return ids.contains(where: set.contains)
-            case .all?: return ids.allSatisfy(set.contains)
-            case .none?: return !ids.contains(where: set.contains)
+            case nil: return ids.first.map { set.contains($0.primaryKey) } ?? false
+            case .any?: return ids.contains { set.contains($0.primaryKey) }
+            case .all?: return ids.allSatisfy { set.contains($0.primaryKey) }
+            case .none?: return !ids.contains { set.contains($0.primaryKey) }
             }
         case .comparison(let path, let c, let other):
             let right: FetchPredicate.Operand
@@ -449,7 +450,7 @@ final class CompiledPredicate {
             case .relationship, .object:
                 let ids = try CompiledPredicate.ids(of: path, subject)
                 let target: ObjectID? = if case .object(let id) = right { id } else { nil }
-                func test(_ id: ObjectID?) -> Bool { (id == target) == (c.op == .equal) }
+                func test(_ id: ObjectID?) -> Bool { Self.sameObject(id, target) == (c.op == .equal) }
                 switch c.quantifier {
                 case nil: return test(ids.first)
                 case .any?: return ids.contains { test($0) }
@@ -472,6 +473,15 @@ final class CompiledPredicate {
                 return true
             }
         }
+    }
+
+    /// Whether a relationship's target (or the subject itself) is the object compared with, or both are nil. The
+    /// primary keys decide: the objects compared with are checked to be of the key path's kinds, which are one
+    /// hierarchy, whose objects share one sequence of keys. A link to an object deleted under a `noAction` rule
+    /// reads back from the store as the destination's kind (`Folder/p7`: the store keeps the key alone), where a
+    /// context that held the object still says `Shelf/p7`: both are the same link, and match alike.
+    static func sameObject(_ id: ObjectID?, _ other: ObjectID?) -> Bool {
+        id?.primaryKey == other?.primaryKey
     }
 
     /// The values a key path reaches from a subject: one (or none) for a to-one path, many for a to-many path.
