@@ -122,6 +122,34 @@ import Testing
         #expect(try ObjectContext(store: temporary.store).fetch(request).map(\.objectID) == ids([2]))
     }
 
+    @Test func typedComparisonsThroughAToOneAreJoins() throws {
+        let temporary = try TemporaryStore(schema: try Fixtures.librarySchemaWithDerivations())
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let ende = try context.insert(TypedAuthor.self)
+        ende.name = "Ende"
+        let other = try context.insert(TypedAuthor.self)
+        other.name = "Le Guin"
+        for (title, author) in [("Momo", ende), ("Earthsea", other), ("Neverending", ende), ("Lone", nil)] {
+            let book = try context.insert(TypedBook.self)
+            book.title = title
+            book.author = author
+        }
+        try context.save()
+        let request = ModelFetchRequest<TypedBook>(
+            where: \TypedBook.author?.name == "Ende", sortedBy: [SortKey(\TypedBook.title)])
+        #expect(try context.fetch(request).map(\.title) == ["Momo", "Neverending"])
+        let plan = try context.explain(request.fetchRequest)
+        #expect(plan.parts.map(\.entity) == ["Book", "Comic"])
+        #expect(
+            plan.parts.allSatisfy {
+                $0.access == .join(relationship: "author", inverse: "books", predicate: "name == \"Ende\"")
+            })
+        // Unsaved: a rename is seen.
+        other.name = "Ende"
+        #expect(try context.fetch(request).map(\.title) == ["Earthsea", "Momo", "Neverending"])
+    }
+
     @Test func randomWorkloadsAnswerAsTheNotesLinksAndTheirFoldersSay() throws {
         for seed in [1, 2, 3] as [UInt64] { try randomWorkload(seed: seed) }
     }
