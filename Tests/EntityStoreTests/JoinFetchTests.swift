@@ -89,6 +89,22 @@ import Testing
                 $0.access == .join(relationship: "labels", inverse: "notes", predicate: "name == \"b\"") && !$0.filters
             })
         #expect(try context.fetch(request).map(\.objectID) == ids([1, 4]))
+        // Longer paths: the destination's fetch joins again, or compares through ANY.
+        request.predicate = try FetchPredicate("ANY labels.notes.title == 'n4'")
+        #expect(
+            try context.explain(request).parts.first?.access
+                == .join(relationship: "labels", inverse: "notes", predicate: "ANY notes.title == \"n4\""))
+        #expect(try context.fetch(request).map(\.objectID) == ids([1, 4]))
+        request.predicate = try FetchPredicate("ANY folder.notes.title == 'n5'")
+        #expect(try context.fetch(request).map(\.objectID) == [])
+        var labels = FetchRequest(entity: "Label", predicate: try FetchPredicate("ANY notes.folder.name == 'ab'"))
+        #expect(
+            try context.explain(labels).access
+                == .join(relationship: "notes", inverse: "labels", predicate: "folder.name == \"ab\""))
+        // n4 is on the shelf, renamed "a"; n1's folder was deleted.
+        #expect(try context.fetch(labels).isEmpty)
+        labels.predicate = try FetchPredicate("ANY notes.folder.name == 'a'")
+        #expect(try context.fetch(labels).map(\.objectID) == [label.objectID])
         // What a note without a folder matches is left to a scan: `!=`, nil, a list with nil; so are ALL and NONE.
         for format in [
             "folder.name != 'a'", "folder.name == nil", "folder.name IN {'a', nil}", "ALL labels.name == 'b'",
@@ -299,6 +315,38 @@ import Testing
                     try fetched("\(any)\(key).name == 'b' AND score >= 2") == high,
                     "seed \(seed) \(label): \(key).name == b AND score >= 2")
             }
+            // Longer paths: through a to-one then a to-many, a to-many then a to-one, two to-manys.
+            func seen(_ ids: [ObjectID]) throws -> [ManagedObject] { try live(ids, in: reader) }
+            func scores(_ note: ManagedObject) throws -> [Int64] {
+                if case .int(let score) = try note.value(forKey: "score") { [score] } else { [] }
+            }
+            let neighbours = try Set(
+                notes.filter { note in
+                    try seen(note.objectIDs(forKey: "folder")).contains { folder in
+                        try seen(folder.objectIDs(forKey: "notes")).contains { try scores($0) == [3] }
+                    }
+                }.map(\.objectID))
+            #expect(
+                try fetched("ANY folder.notes.score == 3") == neighbours, "seed \(seed) \(label): folder.notes.score")
+            let labelled = try Set(
+                notes.filter { note in
+                    try seen(note.objectIDs(forKey: "labels")).contains { label in
+                        try seen(label.objectIDs(forKey: "notes")).contains { try scores($0) == [4] }
+                    }
+                }.map(\.objectID))
+            #expect(
+                try fetched("ANY labels.notes.score == 4") == labelled, "seed \(seed) \(label): labels.notes.score")
+            var labels = FetchRequest(entity: "Label", predicate: try FetchPredicate("ANY notes.folder.name == 'a'"))
+            labels.includesPendingChanges = pending
+            var allLabels = FetchRequest(entity: "Label")
+            allLabels.includesPendingChanges = pending
+            let expectedLabels = try Set(
+                reader.fetch(allLabels).filter { label in
+                    try seen(label.objectIDs(forKey: "notes")).contains { try targetNames($0, "folder") == ["a"] }
+                }.map(\.objectID))
+            #expect(
+                try Set(context.fetch(labels).map(\.objectID)) == expectedLabels,
+                "seed \(seed) \(label): labels' notes.folder.name")
             // Sorted, and one kind of note.
             var request = FetchRequest(
                 entity: "Memo", predicate: try FetchPredicate("folder.name == 'a'"), sortKeys: [SortKey("title")])

@@ -282,16 +282,17 @@ enum QueryPlanner {
                 objects: objects))
     }
 
-    /// `relationship.attribute` compared with a value, of a to-one, or through `ANY` of a to-many: served by the
-    /// destination's objects that match the comparison (fetched through their own plan) and the objects their
-    /// inverse holds. An object whose relationship holds nothing reads the attribute as nil, so only a comparison
-    /// that nil fails is served (not `!=`, not `== nil`, not an `IN` list with nil). The objects a fetch of the
-    /// destination returns are the ones whose attribute a scan would read through the relationship (the same
-    /// snapshot, the same unsaved changes), so the answer is exact. Unlike ``inverseChoice(_:_:_:)``, a `noAction`
-    /// rule does no harm: the link a deleted destination object leaves on this side reaches nothing, whose
-    /// attribute reads as nil, and a deleted object is not among the destination's matches.
+    /// `relationship.attribute` (or a longer path, `folder.owner.name`) compared with a value, of a to-one, or
+    /// through `ANY` where the path passes through a to-many: served by the destination's objects that match the
+    /// rest of the path's comparison (fetched through their own plan) and the objects their inverse holds. An object
+    /// whose relationship holds nothing reads the attribute as nil, so only a comparison that nil fails is served
+    /// (not `!=`, not `== nil`, not an `IN` list with nil). The objects a fetch of the destination returns are the
+    /// ones whose attribute a scan would read through the relationship (the same snapshot, the same unsaved
+    /// changes), so the answer is exact. Unlike ``inverseChoice(_:_:_:)``, a `noAction` rule does no harm: the
+    /// link a deleted destination object leaves on this side reaches nothing, whose attribute reads as nil, and a
+    /// deleted object is not among the destination's matches.
     static func joinChoice(_ conjunct: FetchPredicate, _ entity: Entity, _ schema: Schema) -> Choice? {
-        guard case .comparison(let c) = conjunct, c.subquery == nil, c.keyPath.count == 2 else { return nil }
+        guard case .comparison(let c) = conjunct, c.subquery == nil, c.keyPath.count >= 2 else { return nil }
         switch (c.op, c.operand) {
         case (.notEqual, _): return nil
         case (_, .value(let value)) where !value.isNull: break
@@ -299,18 +300,31 @@ enum QueryPlanner {
         case (.between, .list(let values)) where values.count == 2 && !values.contains(where: \.isNull): break
         default: return nil
         }
-        guard let relationship = entity.relationship(c.keyPath[0]),
-            c.quantifier == (relationship.isToMany ? .any : nil), !relationship.inverse.isEmpty,
+        guard let relationship = entity.relationship(c.keyPath[0]), !relationship.inverse.isEmpty,
             let destination = schema.entity(relationship.destination),
-            destination.attributeIndex(c.keyPath[1]) != nil,
             let inverse = destination.relationship(relationship.inverse)
         else { return nil }
+        // The rest of the path, from the destination: relationships, then one of their attributes
+        // (`folder.owner.name`). The destination's fetch compares it as this one would, through ANY where it
+        // passes through a to-many.
+        var current = destination
+        var restIsToMany = false
+        for step in c.keyPath.dropFirst().dropLast() {
+            guard let next = current.relationship(step), let entity = schema.entity(next.destination) else {
+                return nil
+            }
+            restIsToMany = restIsToMany || next.isToMany
+            current = entity
+        }
+        guard current.attributeIndex(c.keyPath[c.keyPath.count - 1]) != nil,
+            c.quantifier == (relationship.isToMany || restIsToMany ? .any : nil)
+        else { return nil }
         var nested = c
-        nested.keyPath = [c.keyPath[1]]
-        nested.quantifier = nil
+        nested.keyPath = Array(c.keyPath.dropFirst())
+        nested.quantifier = restIsToMany ? .any : nil
         return Choice(
             position: -1, ranges: [], score: 4,
-            description: "\(relationship.name).\(c.keyPath[1]) \(c.op.rawValue) \(c.operand)", exact: true,
+            description: "\(c.keyPath.joined(separator: ".")) \(c.op.rawValue) \(c.operand)", exact: true,
             join: JoinAccess(
                 relationship: relationship.name, destination: destination.name, inverse: inverse.name,
                 predicate: .comparison(nested)))
