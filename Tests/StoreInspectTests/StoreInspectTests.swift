@@ -134,10 +134,15 @@ import Testing
         let general = try inspect(["--help"])
         #expect(general.status == 0)
         #expect(general.stdout.contains("OVERVIEW:") && general.stdout.contains("SUBCOMMANDS:"))
-        for command in [
-            "info", "schema", "stats", "entities", "ls", "count", "get", "check", "history", "watch", "export",
-            "backup",
-        ] {
+        let commands = [
+            "info", "schema", "stats", "entities", "readers", "sync-status", "ls", "count", "get", "check", "history",
+            "watch", "export", "import", "backup",
+        ]
+        // Each subcommand's name whole in the list, then a space: `sync-status` was cut to `sync-statu`.
+        let listed = general.stdout.components(separatedBy: "SUBCOMMANDS:\n").last!.split(separator: "\n")
+            .prefix { $0.hasPrefix("  ") }.map { $0.split(separator: " ").first.map(String.init) ?? "" }
+        #expect(listed == commands)
+        for command in commands {
             let help = try inspect([command, "-h"])
             #expect(help.status == 0)
             #expect(help.stdout.contains("USAGE: store-inspect \(command) STORE"), "\(command)")

@@ -184,8 +184,10 @@ enum Commands {
             SUBCOMMANDS:
 
             """
+        // Each name whole, the overviews in one column after the longest (`padding` cuts a longer name short).
+        let width = specs.map(\.name.count).max()! + 2
         for spec in specs {
-            text += "  " + spec.name.padding(toLength: 10, withPad: " ", startingAt: 0) + spec.overview + "\n"
+            text += "  " + spec.name.padding(toLength: width, withPad: " ", startingAt: 0) + spec.overview + "\n"
         }
         text += "\nEXIT CODES: 0 ok, 1 findings, 64 usage, 65 corrupt data, 66 store missing or unreadable,\n"
         text += "  69 store format newer than this tool, 74 I/O error.\n"
