@@ -151,6 +151,44 @@ import Testing
         #expect(try context.fetch(request).map(\.objectID) == [note.objectID])
     }
 
+    /// A context merging the delete of a shelf under `pinned`'s noAction rule keeps the link a note it has unsaved
+    /// changes on holds in the store (the store keeps it too), and takes out only a link it made and has not saved
+    /// (which would name nothing): after a rollback the note says what the store says, and fetches agree.
+    @Test func aMergedDeleteUnderNoActionKeepsTheStoredLinkOfAChangedObject() throws {
+        let temporary = try TemporaryStore(schema: try Self.schema())
+        defer { temporary.remove() }
+        let store = temporary.store
+        let context = ObjectContext(store: store)
+        let other = ObjectContext(store: store)
+        let shelf = try context.insert("Shelf")
+        try shelf.setValue("s", forKey: "name")
+        let pinned = try context.insert("Note")
+        try pinned.setValue("pinned", forKey: "title")
+        try pinned.setObject(shelf, forKey: "pinnedIn")
+        let filed = try context.insert("Note")
+        try filed.setValue("filed", forKey: "title")
+        try filed.setObject(shelf, forKey: "folder")
+        let unsaved = try context.insert("Note")
+        try unsaved.setValue("unsaved", forKey: "title")
+        try context.save()
+        // Unsaved changes on both notes: a title, a new link to the shelf.
+        try pinned.setValue("pinned, renamed", forKey: "title")
+        try unsaved.setObject(shelf, forKey: "pinnedIn")
+        try other.delete(try other.existingObject(with: shelf.objectID))
+        try other.save()
+        context.merge(try #require(try store.history().last))
+        // The stored link stays; the unsaved one, and the nullified `folder`, are gone.
+        #expect(try pinned.objectIDs(forKey: "pinnedIn").map(\.primaryKey) == [shelf.objectID.primaryKey])
+        #expect(try unsaved.objectIDs(forKey: "pinnedIn").isEmpty)
+        #expect(try filed.objectIDs(forKey: "folder").isEmpty)
+        context.rollback()
+        #expect(try pinned.objectIDs(forKey: "pinnedIn").map(\.primaryKey) == [shelf.objectID.primaryKey])
+        let request = FetchRequest(entity: "Note", predicate: try FetchPredicate("pinnedIn == %@", shelf.objectID))
+        for reader in [context, ObjectContext(store: store)] {
+            #expect(try reader.fetch(request).map(\.objectID) == [pinned.objectID])
+        }
+    }
+
     @Test func typedComparisonsOfAToOneReadTheInverse() throws {
         let temporary = try TemporaryStore(schema: try Fixtures.librarySchemaWithDerivations())
         defer { temporary.remove() }

@@ -122,13 +122,26 @@ extension ObjectContext {
     /// context made to one of them (or kept while the store nullified it) would be a reference to nothing. The
     /// objects changed are reported at the next processing point, like any change. (The store's delete rules
     /// already changed the saved relationships; the merge refreshed the objects that had them.)
+    ///
+    /// Where the deleted object's side of the link has the `noAction` rule, the store keeps this side's link (a
+    /// reference to nothing, which the integrity check reports, as in Core Data): only the links this context
+    /// made are taken out, and the stored ones stay, as they are in the store and in every other context. (Taken
+    /// out here too, an object whose changes were then undone or saved said it held nothing where the store, and a
+    /// fetch through it, still had the link.)
     private func unlinkUnsaved(from deleted: Set<ObjectID>) {
         for object in dirty where !object.related.isEmpty {
             for (name, targets) in object.related where !targets.isDisjoint(with: deleted) {
+                let stored = object.committedRelated[name]
+                let keptByStore =
+                    object.entity.relationship(name).flatMap { relationship in
+                        store.schema.entity(relationship.destination)?.relationship(relationship.inverse)
+                    }?.deleteRule == .noAction
+                let gone = keptByStore ? deleted.subtracting(stored ?? []) : deleted
+                guard !targets.isDisjoint(with: gone) else { continue }
                 recordPending(object)
                 object.announceChange()
-                object.related[name] = targets.subtracting(deleted)
-                if let stored = object.committedRelated[name] {
+                object.related[name] = targets.subtracting(gone)
+                if !keptByStore, let stored {
                     object.committedRelated[name] = stored.subtracting(deleted)
                 }
             }
