@@ -36,6 +36,41 @@ import Testing
         }
     }
 
+    /// Two contexts that merge each other's saves, property by property.
+    static func mergingContexts(_ store: PersistentStore) -> (ObjectContext, ObjectContext) {
+        let context = ObjectContext(store: store, name: "ui")
+        let other = ObjectContext(store: store, name: "other")
+        for each in [context, other] {
+            each.mergePolicy = .propertyLevel
+            each.automaticallyMergesChangesFromStore = true
+        }
+        return (context, other)
+    }
+
+    /// The objects of `ids` the context has and has not deleted (another context's unsaved ones, and those deleted
+    /// elsewhere, it has not).
+    static func live(_ ids: [ObjectID], in context: ObjectContext) throws -> [ManagedObject] {
+        try ids.compactMap { id in
+            do {
+                let object = try context.existingObject(with: id)
+                return object.isDeleted ? nil : object
+            } catch let error as EntityStoreError where error.code == .objectNotFound {
+                return nil
+            }
+        }
+    }
+
+    /// Saves; a save that lost a race (an object deleted elsewhere, a link to one) is rolled back.
+    static func saveOrRollBack(_ context: ObjectContext) throws {
+        do {
+            try context.save()
+        } catch let error as EntityStoreError
+            where [.conflict, .validationFailed, .objectNotFound, .invalidObject].contains(error.code)
+        {
+            context.rollback()
+        }
+    }
+
     @Test func aRelationshipComparedWithObjectsReadsTheInverse() throws {
         let temporary = try TemporaryStore(schema: try Self.schema())
         defer { temporary.remove() }
@@ -224,12 +259,7 @@ import Testing
         let temporary = try TemporaryStore(schema: try Self.schema())
         defer { temporary.remove() }
         let store = temporary.store
-        let context = ObjectContext(store: store, name: "ui")
-        let other = ObjectContext(store: store, name: "other")
-        for each in [context, other] {
-            each.mergePolicy = .propertyLevel
-            each.automaticallyMergesChangesFromStore = true
-        }
+        let (context, other) = Self.mergingContexts(store)
         var g = SeededGenerator(seed: seed)
         var serial = 0
         var folderIDs: [ObjectID] = []
@@ -237,28 +267,6 @@ import Testing
         var labelIDs: [ObjectID] = []
         let relationships = ["folder", "pinnedIn", "archivedIn"]
 
-        /// The objects of `ids` the context has and has not deleted (another context's unsaved ones, and those
-        /// deleted elsewhere, it has not).
-        func live(_ ids: [ObjectID], in context: ObjectContext) throws -> [ManagedObject] {
-            try ids.compactMap { id in
-                do {
-                    let object = try context.existingObject(with: id)
-                    return object.isDeleted ? nil : object
-                } catch let error as EntityStoreError where error.code == .objectNotFound {
-                    return nil
-                }
-            }
-        }
-        /// A save that lost a race (an object deleted elsewhere, a link to one) is rolled back.
-        func save(_ context: ObjectContext) throws {
-            do {
-                try context.save()
-            } catch let error as EntityStoreError
-                where [.conflict, .validationFailed, .objectNotFound, .invalidObject].contains(error.code)
-            {
-                context.rollback()
-            }
-        }
         func step(_ context: ObjectContext) throws {
             switch Int.random(in: 0..<15, using: &g) {
             case 12:
@@ -268,8 +276,8 @@ import Testing
                 labelIDs.append(label.objectID)
             case 13:
                 // A label put on or taken off, from either side.
-                guard let note = try live(noteIDs, in: context).randomElement(using: &g),
-                    let label = try live(labelIDs, in: context).randomElement(using: &g)
+                guard let note = try Self.live(noteIDs, in: context).randomElement(using: &g),
+                    let label = try Self.live(labelIDs, in: context).randomElement(using: &g)
                 else { return }
                 let on = Bool.random(using: &g)
                 if Bool.random(using: &g) {
@@ -278,7 +286,9 @@ import Testing
                     try on ? label.add(note, toKey: "notes") : label.remove(note, fromKey: "notes")
                 }
             case 14:
-                if let label = try live(labelIDs, in: context).randomElement(using: &g) { try context.delete(label) }
+                if let label = try Self.live(labelIDs, in: context).randomElement(using: &g) {
+                    try context.delete(label)
+                }
             case 0, 1:
                 let folder = try context.insert(Bool.random(using: &g) ? "Folder" : "Shelf")
                 serial += 1
@@ -291,15 +301,15 @@ import Testing
                 try note.setValue(.int(Int64.random(in: 0..<5, using: &g)), forKey: "score")
                 noteIDs.append(note.objectID)
                 for key in relationships where Bool.random(using: &g) {
-                    if let folder = try live(folderIDs, in: context).randomElement(using: &g) {
+                    if let folder = try Self.live(folderIDs, in: context).randomElement(using: &g) {
                         try note.setObject(folder, forKey: key)
                     }
                 }
             case 5, 6:
                 // A link moved from either side, or cleared.
-                guard let note = try live(noteIDs, in: context).randomElement(using: &g) else { return }
+                guard let note = try Self.live(noteIDs, in: context).randomElement(using: &g) else { return }
                 let key = relationships.randomElement(using: &g)!
-                let folder = try live(folderIDs, in: context).randomElement(using: &g)
+                let folder = try Self.live(folderIDs, in: context).randomElement(using: &g)
                 if let folder, Bool.random(using: &g) {
                     let inverse = ["folder": "notes", "pinnedIn": "pinned", "archivedIn": "archive"][key]!
                     try folder.add(note, toKey: inverse)
@@ -307,9 +317,11 @@ import Testing
                     try note.setObject(Bool.random(using: &g) ? folder : nil, forKey: key)
                 }
             case 7:
-                if let note = try live(noteIDs, in: context).randomElement(using: &g) { try context.delete(note) }
+                if let note = try Self.live(noteIDs, in: context).randomElement(using: &g) { try context.delete(note) }
             case 8:
-                if let folder = try live(folderIDs, in: context).randomElement(using: &g) { try context.delete(folder) }
+                if let folder = try Self.live(folderIDs, in: context).randomElement(using: &g) {
+                    try context.delete(folder)
+                }
             case 9:
                 context.rollback()
             case 10:
@@ -319,7 +331,7 @@ import Testing
                     _ = try store.batchDelete("Note", where: try FetchPredicate("title ENDSWITH '3'"))
                 }
             default:
-                try save(context)
+                try Self.saveOrRollBack(context)
             }
         }
 
@@ -400,7 +412,7 @@ import Testing
 
         for round in 0..<150 {
             try step(Int.random(in: 0..<4, using: &g) == 0 ? other : context)
-            if Int.random(in: 0..<4, using: &g) == 0 { try save(other) }
+            if Int.random(in: 0..<4, using: &g) == 0 { try Self.saveOrRollBack(other) }
 
             guard round % 3 == 0 else { continue }
             try check(context, pending: true, "round \(round), unsaved changes")

@@ -177,11 +177,9 @@ import Testing
         let temporary = try TemporaryStore(schema: try InverseFetchTests.schema())
         defer { temporary.remove() }
         let store = temporary.store
-        let context = ObjectContext(store: store, name: "ui")
-        let other = ObjectContext(store: store, name: "other")
-        for each in [context, other] {
-            each.mergePolicy = .propertyLevel
-            each.automaticallyMergesChangesFromStore = true
+        let (context, other) = InverseFetchTests.mergingContexts(store)
+        func live(_ ids: [ObjectID], in context: ObjectContext) throws -> [ManagedObject] {
+            try InverseFetchTests.live(ids, in: context)
         }
         var g = SeededGenerator(seed: seed)
         var serial = 0
@@ -191,25 +189,6 @@ import Testing
         let relationships = ["folder", "pinnedIn", "archivedIn"]
         let names = Self.names
 
-        func live(_ ids: [ObjectID], in context: ObjectContext) throws -> [ManagedObject] {
-            try ids.compactMap { id in
-                do {
-                    let object = try context.existingObject(with: id)
-                    return object.isDeleted ? nil : object
-                } catch let error as EntityStoreError where error.code == .objectNotFound {
-                    return nil
-                }
-            }
-        }
-        func save(_ context: ObjectContext) throws {
-            do {
-                try context.save()
-            } catch let error as EntityStoreError
-                where [.conflict, .validationFailed, .objectNotFound, .invalidObject].contains(error.code)
-            {
-                context.rollback()
-            }
-        }
         func name(_ g: inout SeededGenerator) -> Value { .string(names.randomElement(using: &g)!) }
         func step(_ context: ObjectContext) throws {
             switch Int.random(in: 0..<14, using: &g) {
@@ -263,7 +242,7 @@ import Testing
                 _ = try store.batchUpdate(
                     "Folder", where: try FetchPredicate("name == %@", from), set: ["name": name(&g)])
             default:
-                try save(context)
+                try InverseFetchTests.saveOrRollBack(context)
             }
         }
 
@@ -360,7 +339,7 @@ import Testing
 
         for round in 0..<150 {
             try step(Int.random(in: 0..<4, using: &g) == 0 ? other : context)
-            if Int.random(in: 0..<4, using: &g) == 0 { try save(other) }
+            if Int.random(in: 0..<4, using: &g) == 0 { try InverseFetchTests.saveOrRollBack(other) }
             guard round % 3 == 0 else { continue }
             try check(context, pending: true, "round \(round), unsaved changes")
             try check(context, pending: false, "round \(round), saved state")
