@@ -215,6 +215,27 @@ final class RecordFilter {
             }
             guard offset < count, base.load(fromByteOffset: offset, as: UInt8.self) == step.tag else { return nil }
             offset &+= 1
+            if first == end {
+                // A field stepped over on the way to a tested one: its bytes skipped, nothing decoded.
+                switch step.kind {
+                case .int:
+                    // A varint: up to its last byte (below 0x80), ten at most.
+                    let limit = min(count, offset &+ 10)
+                    while offset < limit, base.load(fromByteOffset: offset, as: UInt8.self) >= 0x80 { offset &+= 1 }
+                    guard offset < limit else { return nil }
+                    offset &+= 1
+                case .double: offset &+= 8
+                case .bool: offset &+= 1
+                case .uuid: offset &+= 16
+                case .bytes, .text:
+                    guard let length = Self.varint(base, count, &offset), length <= UInt64(count &- offset) else {
+                        return nil
+                    }
+                    offset &+= Int(length)
+                }
+                guard offset <= count else { return nil }
+                continue
+            }
             switch step.kind {
             case .int:
                 guard let raw = Self.varint(base, count, &offset) else { return nil }
