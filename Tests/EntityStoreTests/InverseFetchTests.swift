@@ -186,6 +186,36 @@ import Testing
         #expect(try context.fetch(request).map(\.objectID) == [note.objectID])
     }
 
+    /// An object is its primary key in its hierarchy: a shelf named by an ID of its superentity (`Folder/p1`, as a
+    /// dangling link reads back, or as made by hand) is the shelf, for the inverse a fetch reads, for a scan, for
+    /// `SELF`, and in memory alike.
+    @Test func aSubEntitysObjectNamedAsItsSuperentityIsTheSameObject() throws {
+        let temporary = try TemporaryStore(schema: try Self.schema())
+        defer { temporary.remove() }
+        let context = ObjectContext(store: temporary.store)
+        let shelf = try context.insert("Shelf")
+        try shelf.setValue("s", forKey: "name")
+        let note = try context.insert("Note")
+        try note.setValue("n", forKey: "title")
+        for key in ["folder", "pinnedIn"] { try note.setObject(shelf, forKey: key) }
+        let asFolder = ObjectID(entityName: "Folder", primaryKey: shelf.objectID.primaryKey)
+        for saved in [false, true] {
+            for format in ["folder == %@", "pinnedIn == %@", "folder IN %@"] {
+                let argument: PredicateArgument = format.contains("IN") ? .objects([asFolder]) : .object(asFolder)
+                let request = FetchRequest(
+                    entity: "Note", predicate: try FetchPredicate(format: format, arguments: [argument]))
+                #expect(try context.fetch(request).map(\.objectID) == [note.objectID], "\(format), saved: \(saved)")
+            }
+            let request = FetchRequest(entity: "Folder", predicate: try FetchPredicate("SELF == %@", asFolder))
+            #expect(try context.fetch(request).map(\.objectID) == [shelf.objectID], "saved: \(saved)")
+            if !saved { try context.save() }
+        }
+        let fresh = ObjectContext(store: temporary.store)
+        let request = FetchRequest(entity: "Note", predicate: try FetchPredicate("folder == %@", asFolder))
+        #expect(try fresh.explain(request).access == .inverse(relationship: "folder", inverse: "notes", count: 1))
+        #expect(try fresh.fetch(request).map(\.objectID) == [note.objectID])
+    }
+
     /// A context merging the delete of a shelf under `pinned`'s noAction rule keeps the link a note it has unsaved
     /// changes on holds in the store (the store keeps it too), and takes out only a link it made and has not saved
     /// (which would name nothing): after a rollback the note says what the store says, and fetches agree.

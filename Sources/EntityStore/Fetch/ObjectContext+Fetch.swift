@@ -513,15 +513,22 @@ extension ObjectContext {
     /// object can point at it, whatever relationship of the same name its entity has.
     private func inverseKeys(_ access: QueryPlanner.InverseAccess, _ txn: ReadTransaction) throws -> [UInt64] {
         var keys: [UInt64] = []
+        // An object is its primary key in its hierarchy (as predicates compare them): its entries are read in each
+        // kind of the destination that keeps the inverse, so that an ID naming a superentity (a dangling link read
+        // back, or one made by hand) finds the object's entries wherever its own kind keeps them. One kind holds the
+        // key at most.
+        let holders = try store.hierarchies.concrete(access.destination).compactMap { name in
+            try store.storage(for: name).relationships[access.name]
+        }
         for id in access.objects where store.schema.isKind(id.entityName, of: access.destination) {
-            let holder = try store.storage(for: id.entityName)
-            guard let database = holder.relationships[access.name] else { continue }
-            try txn.withCursor(on: database) { cursor in
-                try withUnsafeBytes(of: id.primaryKey.bigEndian) { key in
-                    var entry = try cursor.seek(exactly: key)
-                    while let (_, value) = entry {
-                        keys.append(try IndexKey.primaryKey(from: value))
-                        entry = try cursor.nextDuplicate()
+            for database in holders {
+                try txn.withCursor(on: database) { cursor in
+                    try withUnsafeBytes(of: id.primaryKey.bigEndian) { key in
+                        var entry = try cursor.seek(exactly: key)
+                        while let (_, value) = entry {
+                            keys.append(try IndexKey.primaryKey(from: value))
+                            entry = try cursor.nextDuplicate()
+                        }
                     }
                 }
             }

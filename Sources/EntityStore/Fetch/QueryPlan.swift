@@ -215,7 +215,9 @@ enum QueryPlanner {
                 case (.in, .objects(let list)): ids = list
                 default: continue
                 }
-                let keys = Set(ids.lazy.filter { $0.entityName == entity.name }.map(\.primaryKey)).sorted()
+                // By primary key, as predicates compare objects (the IDs are checked to be of the hierarchy): a key
+                // this entity does not hold reads nothing.
+                let keys = Set(ids.lazy.map(\.primaryKey)).sorted()
                 return Choice(
                     position: -1, ranges: [], score: .max, description: "\(keys.count) objects by ID",
                     primaryKeys: keys)

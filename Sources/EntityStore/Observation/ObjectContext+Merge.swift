@@ -136,7 +136,7 @@ extension ObjectContext {
                     object.entity.relationship(name).flatMap { relationship in
                         store.schema.entity(relationship.destination)?.relationship(relationship.inverse)
                     }?.deleteRule == .noAction
-                let gone = keptByStore ? deleted.subtracting(stored ?? []) : deleted
+                let gone = keptByStore ? targets.intersection(deleted).subtracting(stored ?? []) : deleted
                 guard !targets.isDisjoint(with: gone) else { continue }
                 recordPending(object)
                 object.announceChange()
