@@ -312,24 +312,20 @@ extension ObjectContext {
                         guard let bytes = try txn.get(pk, in: storage.records) else { continue }
                         try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
                     }
-                case .inverse:
-                    // A key held that is not this entity's record (a sibling sub-entity's, or an object deleted
-                    // under a `noAction` rule) reads nothing.
-                    for pk in try inverseKeys(plan.inverse!, txn) {
-                        guard let bytes = try txn.get(pk, in: storage.records) else { continue }
-                        try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
+                case .inverse, .join:
+                    // The objects named, or for a join the destination's matching objects as this fetch sees them
+                    // (its snapshot, and its unsaved changes if it includes them); then what their inverse holds. A
+                    // key held that is not this entity's record (a sibling sub-entity's, or an object deleted under
+                    // a `noAction` rule) reads nothing.
+                    var access = plan.inverse
+                    if let join = plan.join {
+                        var matching = FetchRequest(entity: join.destination, predicate: join.predicate)
+                        matching.includesPendingChanges = request.includesPendingChanges
+                        access = QueryPlanner.InverseAccess(
+                            relationship: join.relationship, destination: join.destination, name: join.inverse,
+                            objects: try run(matching, shape: .objectIDs, in: txn).map(\.id))
                     }
-                case .join:
-                    // The destination's matching objects, as this fetch sees them (its snapshot, and its unsaved
-                    // changes if it includes them), then what their inverse holds, as for `.inverse`.
-                    let join = plan.join!
-                    var matching = FetchRequest(entity: join.destination, predicate: join.predicate)
-                    matching.includesPendingChanges = request.includesPendingChanges
-                    let objects = try run(matching, shape: .objectIDs, in: txn).map(\.id)
-                    let access = QueryPlanner.InverseAccess(
-                        relationship: join.relationship, destination: join.destination, name: join.inverse,
-                        objects: objects)
-                    for pk in try inverseKeys(access, txn) {
+                    for pk in try inverseKeys(access!, txn) {
                         guard let bytes = try txn.get(pk, in: storage.records) else { continue }
                         try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
                     }
