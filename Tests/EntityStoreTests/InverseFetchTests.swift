@@ -60,6 +60,48 @@ import Testing
         }
     }
 
+    /// Runs a workload's 150 rounds: a step in the working context three times in four (else in the other one, which
+    /// saves one round in four), and every third round `check` of the working context with its unsaved changes and
+    /// without, and of a fresh context. `pick(n)` draws from the workload's generator.
+    static func drive(
+        _ store: PersistentStore, _ context: ObjectContext, _ other: ObjectContext, pick: (Int) -> Int,
+        step: (ObjectContext) throws -> Void, check: (ObjectContext, Bool, String) throws -> Void
+    ) throws {
+        for round in 0..<150 {
+            try step(pick(4) == 0 ? other : context)
+            if pick(4) == 0 { try saveOrRollBack(other) }
+            guard round % 3 == 0 else { continue }
+            try check(context, true, "round \(round), unsaved changes")
+            try check(context, false, "round \(round), saved state")
+            try check(ObjectContext(store: store), true, "round \(round), fresh context")
+        }
+    }
+
+    /// The notes a check compares, and the context that holds them (kept with them: the notes of a context no longer
+    /// referenced are no longer registered): the working context's own view with its unsaved changes, or the store's
+    /// through a fresh context. The other context's saves are merged first (a fetch would merge them in the middle of
+    /// the comparison).
+    static func notes(
+        _ context: ObjectContext, pending: Bool, _ store: PersistentStore
+    ) throws -> (reader: ObjectContext, notes: [ManagedObject]) {
+        context.processPendingChanges()
+        var all = FetchRequest(entity: "Note")
+        all.includesPendingChanges = pending
+        let reader = pending ? context : ObjectContext(store: store)
+        return (reader, try reader.fetch(all))
+    }
+
+    /// A store of this schema with a shelf named "s" and a note titled "n", not linked, inserted in a context.
+    static func shelfAndNote() throws -> (TemporaryStore, ObjectContext, shelf: ManagedObject, note: ManagedObject) {
+        let temporary = try TemporaryStore(schema: try schema())
+        let context = ObjectContext(store: temporary.store)
+        let shelf = try context.insert("Shelf")
+        try shelf.setValue("s", forKey: "name")
+        let note = try context.insert("Note")
+        try note.setValue("n", forKey: "title")
+        return (temporary, context, shelf, note)
+    }
+
     /// Saves; a save that lost a race (an object deleted elsewhere, a link to one) is rolled back.
     static func saveOrRollBack(_ context: ObjectContext) throws {
         do {
@@ -151,13 +193,8 @@ import Testing
     /// comparison with the shelf, either way it is named, finds the notes in every context, in memory and in the
     /// store alike.
     @Test func aLinkLeftByADeletedSubEntitysObjectMatchesInEveryContext() throws {
-        let temporary = try TemporaryStore(schema: try Self.schema())
+        let (temporary, context, shelf, note) = try Self.shelfAndNote()
         defer { temporary.remove() }
-        let context = ObjectContext(store: temporary.store)
-        let shelf = try context.insert("Shelf")
-        try shelf.setValue("s", forKey: "name")
-        let note = try context.insert("Note")
-        try note.setValue("n", forKey: "title")
         try note.setObject(shelf, forKey: "pinnedIn")
         try context.save()
         let shelfID = shelf.objectID
@@ -190,13 +227,8 @@ import Testing
     /// dangling link reads back, or as made by hand) is the shelf, for the inverse a fetch reads, for a scan, for
     /// `SELF`, and in memory alike.
     @Test func aSubEntitysObjectNamedAsItsSuperentityIsTheSameObject() throws {
-        let temporary = try TemporaryStore(schema: try Self.schema())
+        let (temporary, context, shelf, note) = try Self.shelfAndNote()
         defer { temporary.remove() }
-        let context = ObjectContext(store: temporary.store)
-        let shelf = try context.insert("Shelf")
-        try shelf.setValue("s", forKey: "name")
-        let note = try context.insert("Note")
-        try note.setValue("n", forKey: "title")
         for key in ["folder", "pinnedIn"] { try note.setObject(shelf, forKey: key) }
         let asFolder = ObjectID(entityName: "Folder", primaryKey: shelf.objectID.primaryKey)
         for saved in [false, true] {
@@ -366,15 +398,8 @@ import Testing
         }
 
         func check(_ context: ObjectContext, pending: Bool, _ label: String) throws {
-            // What the notes say of their links: the context's own view with its unsaved changes, the store's
-            // (through a fresh context) without. The other context's saves merged first (a fetch would merge them
-            // in the middle of the comparison).
-            context.processPendingChanges()
-            var all = FetchRequest(entity: "Note")
-            all.includesPendingChanges = pending
-            // (Kept in a constant: the notes of a context no longer referenced are no longer registered.)
-            let reader = pending ? context : ObjectContext(store: store)
-            let notes = try reader.fetch(all)
+            // What the notes say of their links.
+            let (reader, notes) = try Self.notes(context, pending: pending, store)
             func score(_ note: ManagedObject) throws -> Int64 {
                 guard case .int(let score) = try note.value(forKey: "score") else { return -1 }
                 return score
@@ -440,15 +465,9 @@ import Testing
                 "seed \(seed) \(label): ANY labels IN \(some)")
         }
 
-        for round in 0..<150 {
-            try step(Int.random(in: 0..<4, using: &g) == 0 ? other : context)
-            if Int.random(in: 0..<4, using: &g) == 0 { try Self.saveOrRollBack(other) }
-
-            guard round % 3 == 0 else { continue }
-            try check(context, pending: true, "round \(round), unsaved changes")
-            try check(context, pending: false, "round \(round), saved state")
-            try check(ObjectContext(store: store), pending: true, "round \(round), fresh context")
-        }
+        try Self.drive(
+            store, context, other, pick: { Int.random(in: 0..<$0, using: &g) }, step: step,
+            check: { try check($0, pending: $1, $2) })
         // What the noAction rules leave is reported, and nothing else: links to deleted folders on the notes'
         // `pinnedIn`, and deleted notes in the folders' `archive`.
         let findings = try store.checkIntegrity().findings.filter {

@@ -247,11 +247,7 @@ import Testing
         }
 
         func check(_ context: ObjectContext, pending: Bool, _ label: String) throws {
-            context.processPendingChanges()
-            var all = FetchRequest(entity: "Note")
-            all.includesPendingChanges = pending
-            let reader = pending ? context : ObjectContext(store: store)
-            let notes = try reader.fetch(all)
+            let (reader, notes) = try InverseFetchTests.notes(context, pending: pending, store)
             /// The names of the live objects a note's relationship holds, as the reader sees them.
             func targetNames(_ note: ManagedObject, _ key: String) throws -> [String] {
                 try live(note.objectIDs(forKey: key), in: reader).compactMap { target in
@@ -337,13 +333,8 @@ import Testing
                 "seed \(seed) \(label): Memo folder.name == a, sorted")
         }
 
-        for round in 0..<150 {
-            try step(Int.random(in: 0..<4, using: &g) == 0 ? other : context)
-            if Int.random(in: 0..<4, using: &g) == 0 { try InverseFetchTests.saveOrRollBack(other) }
-            guard round % 3 == 0 else { continue }
-            try check(context, pending: true, "round \(round), unsaved changes")
-            try check(context, pending: false, "round \(round), saved state")
-            try check(ObjectContext(store: store), pending: true, "round \(round), fresh context")
-        }
+        try InverseFetchTests.drive(
+            store, context, other, pick: { Int.random(in: 0..<$0, using: &g) }, step: step,
+            check: { try check($0, pending: $1, $2) })
     }
 }
