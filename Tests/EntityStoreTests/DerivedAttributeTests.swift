@@ -225,6 +225,45 @@ final class Shelf: Model {
         }
     }
 
+    /// A context that has not merged another's deletes saves changes to the other ends of the deleted objects'
+    /// relationships: a rename of a writer whose volume was deleted elsewhere (the volume's `writerName` reads
+    /// it), and a new volume of a writer deleted elsewhere (its `bookCount` reads the volumes). The objects deleted
+    /// elsewhere have nothing to derive: the rename is saved, the volume's link to the deleted writer is refused
+    /// as such, and the store stays whole (found by the racing contexts' seed 797, where the save threw
+    /// `objectNotFound` for the deleted volume).
+    @Test(arguments: [MergePolicy.error, .propertyLevel, .contextWins, .storeWins])
+    func objectsDeletedElsewhereAreNotDerivedAgain(policy: MergePolicy) throws {
+        try withStore(schema: try DerivedAttributeTests().schema()) { store, _ in
+            let (stale, writer, id) = try staleWriter(store, policy: policy)
+            let second = try stale.insert("Writer")
+            try second.setValue("x", forKey: "name")
+            try stale.save()
+            // The stale context sees w's volume (a fault it never loaded) and x.
+            #expect(try writer.objectIDs(forKey: "books").count == 0)
+            try stale.refresh(writer, mergeChanges: false)
+            let volumeID = try #require(try writer.objectIDs(forKey: "books").first)
+            let other = ObjectContext(store: store, name: "other")
+            try other.delete(try other.existingObject(with: volumeID))
+            try other.delete(try other.existingObject(with: second.objectID))
+            try other.save()
+
+            try writer.setValue("w2", forKey: "name")
+            try stale.save()
+            let check = ObjectContext(store: store)
+            #expect(try check.existingObject(with: id).value(forKey: "name") == "w2")
+            #expect(try check.existingObject(with: id).value(forKey: "bookCount") == .int(0))
+            try expectHealthy(store)
+
+            let volume = try stale.insert("Volume")
+            try volume.setValue("v3", forKey: "title")
+            try volume.setObject(second, forKey: "writer")
+            let error = entityStoreError { try stale.save() }
+            let description = error.map { "\($0)" } ?? ""
+            #expect(description.contains("links to \(second.objectID), which was deleted elsewhere"))
+            try expectHealthy(store)
+        }
+    }
+
     @Test func aBatchUpdateRecomputesWhatReadsItThroughARelationship() throws {
         try withStore(schema: try DerivedAttributeTests().schema()) { store, _ in
             let (_, _, id) = try staleWriter(store, policy: .error)

@@ -158,7 +158,8 @@ extension PersistentStore {
 
 extension ObjectContext {
     /// Computes the derived attributes of the objects a save stores: those that changed, and those whose derivations
-    /// read through a relationship from an object that changed (one relationship away).
+    /// read through a relationship from an object that changed (one relationship away) and that the store still
+    /// holds.
     func computeDerivedAttributes() throws {
         let derivations = try store.derivations()
         guard !derivations.isEmpty else { return }
@@ -167,6 +168,7 @@ extension ObjectContext {
             objects[object.objectID] = object
         }
         // Objects whose derivation reads through a relationship whose other end changed.
+        var reachedOnly = Set<ObjectID>()
         for (entityName, list) in derivations {
             for derivation in list {
                 guard let step = derivation.firstStep else { continue }
@@ -179,7 +181,10 @@ extension ObjectContext {
                     if !changed.isDeleted { owners.formUnion(try targets(of: changed, inverse)) }
                     for owner in owners where owner.entityName == entityName && objects[owner] == nil {
                         let object = try self.object(with: owner)
-                        if !object.isDeleted { objects[owner] = object }
+                        if !object.isDeleted {
+                            objects[owner] = object
+                            reachedOnly.insert(owner)
+                        }
                     }
                 }
             }
@@ -191,6 +196,13 @@ extension ObjectContext {
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: true)
                 for id in objects.keys.sorted() {
                     guard let object = objects[id], let list = derivations[id.entityName] else { continue }
+                    // One reached only through a relationship and deleted elsewhere since the context read it (a
+                    // delete it has not merged) has nothing left to derive: the save leaves it alone.
+                    if reachedOnly.contains(id),
+                        try txn.get(id.primaryKey, in: try lastStorage(for: id.entityName).records) == nil
+                    {
+                        continue
+                    }
                     let values = try object.loadedValues()
                     for derivation in list {
                         let value = try derivation.value(
