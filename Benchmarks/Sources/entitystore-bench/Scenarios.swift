@@ -431,8 +431,52 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
                 String(format: "%.2fx", lite / es))
         }
         if scenarios == ["S4"] { try s4NewValues(report, n, store, sqlite) }
+        if scenarios == ["S5"] { try s5OtherScripts(report, n / 10) }
         for path in [esPath, sqlitePath, rawPath] { try? FileManager.default.removeItem(atPath: path) }
     }
+}
+
+/// S5 on text in other scripts: items titled in Japanese, Russian and Korean (a third each), one title looked up
+/// by `title == %@` without an index (one hit). Such text is compared byte for byte on the record when every scalar
+/// of it is its own canonical form and composes with nothing before it (ideographs, kana, Hangul syllables,
+/// Cyrillic), as ASCII is.
+func s5OtherScripts(_ report: Report, _ n: Int) throws {
+    let scripts = ["商品番号 %d の説明テキスト", "Товар номер %d с описанием", "상품 번호 %d 설명 텍스트"]
+    let items = (0..<n).map { i in
+        var item = ItemData.make(i)
+        item.title = String(format: scripts[i % 3], i)
+        return item
+    }
+    let esPath = temporaryDirectory("s5-scripts-es")
+    let store = try entityStore(esPath, items)
+    let sqlitePath = temporaryDirectory("s5-scripts-sqlite")
+    let sqlite = SQLiteItems(path: sqlitePath + "/db.sqlite")
+    sqlite.insert(items)
+    let name = "S5 unindexed text equality, Japanese, Russian and Korean titles (1 hit), \(n)"
+    let title = items[n / 2].title
+    let request = FetchRequest(
+        entity: "Item", predicate: try FetchPredicate(format: "title == %@", arguments: [.value(.string(title))]))
+    let statement = sqlite.prepare("SELECT id, title, score, date, blob FROM items WHERE title = ?")
+    for _ in 0..<3 {
+        var start = now()
+        let profiled = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == "scripts"
+        if profiled { entitystore_profile_toggle() }
+        for _ in 0..<3 { consume(try ObjectContext(store: store).fetch(request).count) }
+        if profiled { entitystore_profile_toggle() }
+        report.record(name, "EntityStore", "s", (now() - start) / 3)
+        start = now()
+        for _ in 0..<3 {
+            sqlite3_bind_text(statement, 1, title, -1, sqlite.transient)
+            consume(sqlite.readRows(statement).count)
+        }
+        report.record(name, "SQLite", "s", (now() - start) / 3)
+    }
+    sqlite3_finalize(statement)
+    let es = report.median(name, "EntityStore")
+    let lite = report.median(name, "SQLite")
+    report.target(
+        "S5", "\(name): at least 1.25x faster than SQLite", es * 1.25 <= lite, String(format: "%.2fx", lite / es))
+    for path in [esPath, sqlitePath] { try? FileManager.default.removeItem(atPath: path) }
 }
 
 /// `count` repetitions as blocks of about a tenth of them (at least one each), for sides that alternate.

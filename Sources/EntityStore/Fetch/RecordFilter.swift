@@ -8,10 +8,11 @@ import Foundation
 /// Its answers for scalars are those of ``CompiledPredicate`` (the tests compare both on random records): nil
 /// matches only `!=`, doubles and dates are ordered as ``ValueSemantics`` orders them (one zero, NaN equal to NaN
 /// and after every number), booleans order false before true. A string is compared byte for byte with the
-/// constant's canonical form (NFC) when it is surely in that form itself (``isSurelyCanonical(_:)``: ASCII, Latin
-/// text of scalars below U+0300, typographic punctuation), so the answer is the evaluator's; any other string
-/// passes, and the evaluator decides (canonically equivalent text can be spelled in other bytes, and even ASCII
-/// has equivalents outside it: the Kelvin sign is `K`).
+/// constant's canonical form (NFC) when it is surely in that form itself (``isSurelyCanonical(_:from:)``: text of
+/// letters, digits, punctuation and symbols of most scripts without combining marks, or whose other scalars are
+/// all within the bytes it shares with the constant), so the answer is the evaluator's; any other string passes,
+/// and the evaluator decides (canonically equivalent text can be spelled in other bytes, and even ASCII has
+/// equivalents outside it: the Kelvin sign is `K`).
 final class RecordFilter {
     /// One test on one attribute's value, held as bits so that a record's value is compared without building a
     /// `Value`: int64 and bool constants (false 0, true 1) as `Int64`, doubles and dates as `Double`.
@@ -261,8 +262,19 @@ final class RecordFilter {
                 }
                 let text = UnsafeRawBufferPointer(start: base + offset, count: Int(length))
                 offset &+= Int(length)
+                // The bytes the text shares with its first constant are that constant's, in canonical form; the
+                // text is surely canonical when what follows them is (from the scalar they end in).
+                let test = tests[first]
+                let constant = test.op == .oneOf && test.high == 0 ? 0..<0 : textRanges[Int(test.low)]
+                let shared = sharedPrefix(text, constant)
                 // Text that may not be in its canonical form passes: the evaluator decides.
-                guard Self.isSurelyCanonical(text) else { continue }
+                guard Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant)) else { continue }
+                if end == first &+ 1, test.op == .equal || test.op == .notEqual {
+                    // One comparison: its answer is whether the text is the constant, byte for byte.
+                    let same = shared == text.count && shared == constant.count
+                    if same != (test.op == .equal) { return false }
+                    continue
+                }
                 for t in first..<end where !passes(text, tests[t]) { return false }
             }
         }
@@ -299,49 +311,162 @@ final class RecordFilter {
         return memcmp(base, textBytes.baseAddress! + range.lowerBound, range.count) == 0
     }
 
-    /// Whether text is surely in its canonical form (NFC), in which case its bytes are compared: well-formed UTF-8
-    /// of scalars none of which has a canonical decomposition into others or composes with what comes before or
-    /// after it. Those below U+0300 (ASCII, Latin-1, Latin Extended-A and B, IPA, the spacing modifiers: the
-    /// combining marks start at U+0300), and the general punctuation and currency signs U+2002...U+20CF (dashes,
-    /// typographic quotes, the ellipsis, the bullet, the euro: U+2000 and U+2001 are the block's two canonical
-    /// singletons, and the combining marks for symbols start at U+20D0). ASCII is checked eight bytes at a time;
-    /// any other text is left to the evaluator, as is UTF-8 that is not well-formed (whose damage the evaluator's
-    /// decode reports). The tests check every scalar of these ranges against Foundation's normalization.
+    /// How many bytes `text` starts with that are the constant's at `range`: compared eight at a time, without a
+    /// call per record.
     @inline(__always)
-    static func isSurelyCanonical(_ text: UnsafeRawBufferPointer) -> Bool {
-        guard let base = text.baseAddress else { return true }
+    private func sharedPrefix(_ text: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int {
+        let length = min(text.count, range.count)
+        guard length > 0, let a = text.baseAddress, let bytes = textBytes.baseAddress else { return 0 }
+        let b = bytes + range.lowerBound
         var i = 0
+        while i &+ 8 <= length {
+            let difference =
+                UInt64(littleEndian: a.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                ^ UInt64(littleEndian: b.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            if difference != 0 { return i &+ difference.trailingZeroBitCount &>> 3 }
+            i &+= 8
+        }
+        while i < length, a.load(fromByteOffset: i, as: UInt8.self) == b.load(fromByteOffset: i, as: UInt8.self) {
+            i &+= 1
+        }
+        return i
+    }
+
+    /// Where the scalar that holds byte `shared` starts: the text's first `shared` bytes are the constant's at
+    /// `range`, so a continuation byte at `shared` in either steps back into their common bytes.
+    @inline(__always)
+    private func scalarStart(_ shared: Int, _ text: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int {
+        var i = shared
+        while i > 0 {
+            let inText = i < text.count && text.load(fromByteOffset: i, as: UInt8.self) & 0xC0 == 0x80
+            let inConstant =
+                i < range.count && textBytes.load(fromByteOffset: range.lowerBound &+ i, as: UInt8.self) & 0xC0 == 0x80
+            guard inText || inConstant else { break }
+            i &-= 1
+        }
+        return i
+    }
+
+    /// Whether text is surely in its canonical form (NFC), in which case its bytes are compared: well-formed UTF-8
+    /// of scalars each of which is its own canonical form, has no combining class and composes with nothing before
+    /// it (Unicode's NFC quick check answers yes for it, and it never moves or joins what comes before it). Those
+    /// are ``canonicalRanges``: ASCII, Latin, Greek, Cyrillic, Armenian, Hebrew and Arabic letters, the scripts of
+    /// India and South-East Asia but their vowel signs that compose, CJK ideographs, kana and Hangul syllables,
+    /// punctuation, symbols and the full-width forms, without the combining marks, the Hangul vowels and final
+    /// consonants (which compose with what comes before them), the scalars whose canonical form is another, and
+    /// unassigned ones (which a later Unicode may make marks). ASCII is checked eight bytes at a time; text with
+    /// any other scalar is left to the evaluator, as is UTF-8 that is not well-formed (whose damage the
+    /// evaluator's decode reports). The tests check every scalar taken against the standard library's and
+    /// Foundation's Unicode data.
+    ///
+    /// With `start`, the text's first `start` bytes (ending at a scalar boundary) are known to be the start of a
+    /// string in canonical form, and only the rest is checked: a prefix of text in canonical form is in that form
+    /// (a scalar composes only with what follows it, and what blocks it lies between them), and the scalars taken
+    /// here neither compose with what comes before them nor have a combining class, so appending them keeps it.
+    @inline(__always)
+    static func isSurelyCanonical(_ text: UnsafeRawBufferPointer, from start: Int = 0) -> Bool {
+        guard let base = text.baseAddress else { return true }
         let count = text.count
-        while i < count {
-            if i &+ 8 <= count,
-                base.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
-            {
+        // ASCII, the usual text, first: every byte's high bit gathered without a branch per word (the last eight
+        // bytes read overlap the words before them).
+        var high: UInt64 = 0
+        if count &- start >= 8 {
+            high = base.loadUnaligned(fromByteOffset: count &- 8, as: UInt64.self)
+            var i = start
+            while i &+ 8 <= count {
+                high |= base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
                 i &+= 8
-                continue
             }
-            let byte = base.load(fromByteOffset: i, as: UInt8.self)
+        } else {
+            for i in start..<count { high |= UInt64(base.load(fromByteOffset: i, as: UInt8.self)) }
+        }
+        if high & 0x8080_8080_8080_8080 == 0 { return true }
+        return hasOnlyCanonicalScalars(text, from: start)
+    }
+
+    /// The scalar walk of ``isSurelyCanonical(_:from:)`` for text that is not all ASCII.
+    static func hasOnlyCanonicalScalars(_ text: UnsafeRawBufferPointer, from start: Int) -> Bool {
+        guard let base = text.baseAddress else { return true }
+        let count = text.count
+        let bits = canonicalBits
+        var i = start
+        while i < count {
+            let byte = UInt32(base.load(fromByteOffset: i, as: UInt8.self))
             if byte < 0x80 {
-                i &+= 1
+                // ASCII: eight bytes a step where they all are.
+                if i &+ 8 <= count,
+                    base.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
+                {
+                    i &+= 8
+                } else {
+                    i &+= 1
+                }
                 continue
             }
-            // U+0080...U+02FF: a lead byte 0xC2...0xCB and one continuation byte.
-            if byte >= 0xC2, byte <= 0xCB, i &+ 1 < count,
-                base.load(fromByteOffset: i &+ 1, as: UInt8.self) & 0xC0 == 0x80
-            {
+            let scalar: UInt32
+            if byte >= 0xE0 {
+                // Three bytes: U+0800...U+FFFF (surrogates are in no range); four: beyond the Basic Multilingual
+                // Plane, not taken.
+                guard byte <= 0xEF, i &+ 2 < count else { return false }
+                let second = UInt32(base.load(fromByteOffset: i &+ 1, as: UInt8.self))
+                let third = UInt32(base.load(fromByteOffset: i &+ 2, as: UInt8.self))
+                guard second & 0xC0 == 0x80, third & 0xC0 == 0x80 else { return false }
+                scalar = (byte & 0x0F) << 12 | (second & 0x3F) << 6 | third & 0x3F
+                guard scalar >= 0x800 else { return false }
+                i &+= 3
+            } else {
+                // Two bytes: U+0080...U+07FF.
+                guard byte >= 0xC2, i &+ 1 < count else { return false }
+                let second = UInt32(base.load(fromByteOffset: i &+ 1, as: UInt8.self))
+                guard second & 0xC0 == 0x80 else { return false }
+                scalar = (byte & 0x1F) << 6 | second & 0x3F
                 i &+= 2
-                continue
             }
-            // U+2002...U+20CF: 0xE2, then 0x80 0x82...0x83 0x8F.
-            guard byte == 0xE2, i &+ 2 < count else { return false }
-            let second = base.load(fromByteOffset: i &+ 1, as: UInt8.self)
-            let third = base.load(fromByteOffset: i &+ 2, as: UInt8.self)
-            guard third & 0xC0 == 0x80, second >= 0x80, second <= 0x83, second != 0x80 || third >= 0x82,
-                second != 0x83 || third <= 0x8F
-            else { return false }
-            i &+= 3
+            guard bits[Int(scalar &>> 6)] & (1 &<< UInt64(scalar & 63)) != 0 else { return false }
         }
         return true
     }
+
+    /// ``canonicalRanges`` as one bit per scalar of the Basic Multilingual Plane (8 KB, made once): a scalar is
+    /// looked up with one load instead of a search.
+    nonisolated(unsafe) static let canonicalBits: UnsafePointer<UInt64> = {
+        let bits = UnsafeMutablePointer<UInt64>.allocate(capacity: 0x10000 / 64)
+        bits.initialize(repeating: 0, count: 0x10000 / 64)
+        for range in canonicalRanges {
+            for scalar in range { bits[Int(scalar >> 6)] |= 1 << UInt64(scalar & 63) }
+        }
+        return UnsafePointer(bits)
+    }()
+
+    /// The scalars beyond ASCII whose text ``isSurelyCanonical(_:from:)`` takes, in order: the runs of at least 16
+    /// assigned scalars of the Basic Multilingual Plane with no combining class whose NFC quick check is yes, from
+    /// Unicode 14's data (the tests check each against this platform's).
+    static let canonicalRanges: [ClosedRange<UInt32>] = [
+        0x0080...0x02FF, 0x038E...0x03A1, 0x03A3...0x0482, 0x0488...0x052F, 0x0531...0x0556, 0x0559...0x058A,
+        0x05D0...0x05EA, 0x0600...0x060F, 0x061B...0x064A, 0x0660...0x066F, 0x0671...0x06D5, 0x06EE...0x070D,
+        0x0712...0x072F, 0x074D...0x07B1, 0x07C0...0x07EA, 0x07FE...0x0815, 0x0840...0x0858, 0x0870...0x088E,
+        0x08A0...0x08C9, 0x0900...0x093B, 0x093D...0x094C, 0x0960...0x0983, 0x0993...0x09A8, 0x09E6...0x09FD,
+        0x0A13...0x0A28, 0x0A66...0x0A76, 0x0A93...0x0AA8, 0x0B13...0x0B28, 0x0B66...0x0B77, 0x0BE6...0x0BFA,
+        0x0C12...0x0C28, 0x0C2A...0x0C39, 0x0C77...0x0C8C, 0x0C92...0x0CA8, 0x0D12...0x0D3A, 0x0D66...0x0D7F,
+        0x0D85...0x0D96, 0x0D9A...0x0DB1, 0x0E01...0x0E37, 0x0E4C...0x0E5B, 0x0E8C...0x0EA3, 0x0EA7...0x0EB7,
+        0x0F00...0x0F17, 0x0F1A...0x0F34, 0x1000...0x102D, 0x103B...0x108C, 0x108E...0x10C5, 0x10D0...0x1160,
+        0x1176...0x11A7, 0x11C3...0x1248, 0x1260...0x1288, 0x1290...0x12B0, 0x12D8...0x1310, 0x1318...0x135A,
+        0x1360...0x137C, 0x1380...0x1399, 0x13A0...0x13F5, 0x1400...0x169C, 0x16A0...0x16F8, 0x1700...0x1713,
+        0x171F...0x1733, 0x1740...0x1753, 0x1780...0x17D1, 0x1800...0x1819, 0x1820...0x1878, 0x1880...0x18A8,
+        0x18B0...0x18F5, 0x1900...0x191E, 0x1944...0x196D, 0x1980...0x19AB, 0x19B0...0x19C9, 0x19DE...0x1A16,
+        0x1A1E...0x1A5E, 0x1A61...0x1A74, 0x1B00...0x1B33, 0x1B50...0x1B6A, 0x1B80...0x1BA9, 0x1BAC...0x1BE5,
+        0x1BFC...0x1C36, 0x1C4D...0x1C88, 0x1C90...0x1CBA, 0x1D00...0x1DBF, 0x1E00...0x1F15, 0x1F20...0x1F45,
+        0x1F5F...0x1F70, 0x1F80...0x1FB4, 0x2002...0x2064, 0x2074...0x208E, 0x20A0...0x20C0, 0x2100...0x2125,
+        0x212C...0x218B, 0x2190...0x2328, 0x232B...0x2426, 0x2460...0x2ADB, 0x2ADD...0x2B73, 0x2B76...0x2B95,
+        0x2B97...0x2CEE, 0x2CF9...0x2D25, 0x2D30...0x2D67, 0x2D80...0x2D96, 0x2E00...0x2E5D, 0x2E80...0x2E99,
+        0x2E9B...0x2EF3, 0x2F00...0x2FD5, 0x3000...0x3029, 0x3030...0x303F, 0x3041...0x3096, 0x309B...0x30FF,
+        0x3105...0x312F, 0x3131...0x318E, 0x3190...0x31E3, 0x31F0...0x321E, 0x3220...0xA48C, 0xA490...0xA4C6,
+        0xA4D0...0xA62B, 0xA640...0xA66E, 0xA67E...0xA69D, 0xA6A0...0xA6EF, 0xA700...0xA7CA, 0xA7F2...0xA805,
+        0xA807...0xA82B, 0xA840...0xA877, 0xA880...0xA8C3, 0xA8F2...0xA92A, 0xA92E...0xA952, 0xA95F...0xA97C,
+        0xA980...0xA9B2, 0xA9DE...0xA9FE, 0xAA00...0xAA36, 0xAA5C...0xAAAF, 0xAADB...0xAAF5, 0xAB30...0xAB6B,
+        0xAB70...0xABEC, 0xAC00...0xD7A3, 0xD7B0...0xD7C6, 0xD7CB...0xD7FB, 0xFB4F...0xFBC2, 0xFBD3...0xFD8F,
+        0xFD92...0xFDC7, 0xFDF0...0xFE19, 0xFE30...0xFE52, 0xFE54...0xFE66, 0xFE76...0xFEFC, 0xFF01...0xFFBE,
+    ]
 
     /// Whether an integer (or a boolean as 0 and 1) passes `test`.
     @inline(__always)
