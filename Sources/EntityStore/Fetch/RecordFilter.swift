@@ -220,7 +220,17 @@ final class RecordFilter {
                 // A field stepped over on the way to a tested one: its bytes skipped, nothing decoded.
                 switch step.kind {
                 case .int:
-                    // A varint: up to its last byte (below 0x80), ten at most.
+                    // A varint: up to its last byte (below 0x80), ten at most; found among the next eight bytes
+                    // without a branch per byte when the record holds eight more.
+                    if count &- offset >= 8 {
+                        let last =
+                            ~base.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian
+                            & 0x8080_8080_8080_8080
+                        if last != 0 {
+                            offset &+= last.trailingZeroBitCount &>> 3 &+ 1
+                            continue
+                        }
+                    }
                     let limit = min(count, offset &+ 10)
                     while offset < limit, base.load(fromByteOffset: offset, as: UInt8.self) >= 0x80 { offset &+= 1 }
                     guard offset < limit else { return nil }
@@ -267,14 +277,23 @@ final class RecordFilter {
                 let test = tests[first]
                 let constant = test.op == .oneOf && test.high == 0 ? 0..<0 : textRanges[Int(test.low)]
                 let shared = sharedPrefix(text, constant)
-                // Text that may not be in its canonical form passes: the evaluator decides.
-                guard Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant)) else { continue }
                 if end == first &+ 1, test.op == .equal || test.op == .notEqual {
-                    // One comparison: its answer is whether the text is the constant, byte for byte.
+                    // One comparison: whether the text is the constant. The same bytes are; where both hold an
+                    // ASCII character at the first difference (or end there), their canonical decompositions
+                    // differ there too (ASCII has no decomposition and no combining class, so nothing after it
+                    // moves before it), whatever follows. Otherwise the bytes decide only when the text is surely
+                    // in its canonical form; other text passes, and the evaluator decides.
                     let same = shared == text.count && shared == constant.count
+                    if !same, !isASCIIOrEnd(text, shared) || !isASCIIOrEnd(constant, shared),
+                        !Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant))
+                    {
+                        continue
+                    }
                     if same != (test.op == .equal) { return false }
                     continue
                 }
+                // Text that may not be in its canonical form passes: the evaluator decides.
+                guard Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant)) else { continue }
                 for t in first..<end where !passes(text, tests[t]) { return false }
             }
         }
@@ -330,6 +349,18 @@ final class RecordFilter {
             i &+= 1
         }
         return i
+    }
+
+    /// Whether the text has an ASCII character at byte `offset`, or ends there.
+    @inline(__always)
+    private func isASCIIOrEnd(_ text: UnsafeRawBufferPointer, _ offset: Int) -> Bool {
+        offset >= text.count || text.load(fromByteOffset: offset, as: UInt8.self) < 0x80
+    }
+
+    /// Whether the constant at `range` has an ASCII character at byte `offset` of it, or ends there.
+    @inline(__always)
+    private func isASCIIOrEnd(_ range: Range<Int>, _ offset: Int) -> Bool {
+        offset >= range.count || textBytes.load(fromByteOffset: range.lowerBound &+ offset, as: UInt8.self) < 0x80
     }
 
     /// Where the scalar that holds byte `shared` starts: the text's first `shared` bytes are the constant's at
