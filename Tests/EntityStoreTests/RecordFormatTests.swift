@@ -409,8 +409,8 @@ import Testing
     }
 
     /// Text that shares its first bytes with the constant is decided by its bytes when the rest of it is surely
-    /// canonical, whatever those first bytes hold (they are the constant's, in canonical form), and by `==` and
-    /// `!=` whatever follows when both differ at an ASCII character (or one ends there): random texts made of
+    /// canonical, whatever those first bytes hold (they are the constant's, in canonical form), and by `==`, `!=` and
+    /// `BEGINSWITH` whatever follows when both differ at an ASCII character (or one ends there): random texts made of
     /// ASCII, Latin letters, combining marks, Hangul jamo and syllables, kana and their voicing mark, ideographs
     /// (one a compatibility ideograph), Devanagari and its nukta, the Kelvin sign and typographic punctuation, each
     /// against constants made from another text's prefix or changed copy. The filter never

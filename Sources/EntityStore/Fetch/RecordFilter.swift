@@ -277,19 +277,25 @@ final class RecordFilter {
                 let test = tests[first]
                 let constant = test.op == .oneOf && test.high == 0 ? 0..<0 : textRanges[Int(test.low)]
                 let shared = sharedPrefix(text, constant)
-                if end == first &+ 1, test.op == .equal || test.op == .notEqual {
-                    // One comparison: whether the text is the constant. The same bytes are; where both hold an
-                    // ASCII character at the first difference (or end there), their canonical decompositions
-                    // differ there too (ASCII has no decomposition and no combining class, so nothing after it
-                    // moves before it), whatever follows. Otherwise the bytes decide only when the text is surely
-                    // in its canonical form; other text passes, and the evaluator decides.
-                    let same = shared == text.count && shared == constant.count
-                    if !same, !isASCIIOrEnd(text, shared) || !isASCIIOrEnd(constant, shared),
+                if end == first &+ 1, test.op == .equal || test.op == .notEqual || test.op == .prefix {
+                    // One comparison. Where both hold an ASCII character at the first difference (or end there),
+                    // the bytes decide whatever follows: ASCII has no decomposition, no combining class and
+                    // composes with nothing before it, so nothing after it moves before it or joins what comes
+                    // before it, and the texts' canonical forms differ there too. Otherwise the bytes decide only
+                    // when the text is surely in its canonical form; other text passes, and the evaluator decides.
+                    if !isASCIIOrEnd(text, shared) || !isASCIIOrEnd(constant, shared),
                         !Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant))
                     {
                         continue
                     }
-                    if same != (test.op == .equal) { return false }
+                    let same = shared == text.count && shared == constant.count
+                    let passes =
+                        switch test.op {
+                        case .prefix: shared == constant.count
+                        case .equal: same
+                        default: !same
+                        }
+                    if !passes { return false }
                     continue
                 }
                 // Text that may not be in its canonical form passes: the evaluator decides.
