@@ -423,7 +423,8 @@ import Testing
             "a", "b", "K", "e", "ab", " ", "\u{E9}", "\u{301}", "\u{327}", "\u{212A}", "\u{1100}", "\u{1161}",
             "\u{AC00}", "\u{11A8}", "\u{2026}", "\u{201C}", "\u{2000}", "\u{F1}", "n\u{303}", "\u{1E61}", "\u{323}",
             "\u{3B1}", "\u{3B1}\u{301}", "\u{E0}", "\u{304B}", "\u{3099}", "\u{304C}", "\u{65E5}", "\u{672C}",
-            "\u{F900}", "\u{93C}", "\u{915}",
+            "\u{F900}", "\u{93C}", "\u{915}", "\u{41C}", "\u{43E}", "\u{443}", "\u{439}", "\u{438}\u{306}",
+            "\u{C0C1}", "\u{1109}\u{1161}\u{11BC}", "\u{6771}",
         ]
         var g = SeededGenerator(seed: 77)
         func randomText() -> String {
@@ -543,6 +544,50 @@ import Testing
             [0xED, 0xA0, 0x80], [0xF0, 0x9F, 0x98, 0x80],
         ] as [[UInt8]] {
             #expect(!bytes.withUnsafeBytes { RecordFilter.isSurelyCanonical($0) }, "\(bytes)")
+        }
+    }
+
+    /// The scalars whose first difference decides a comparison whatever follows start their own canonical
+    /// decomposition and have no combining class, by this platform's Unicode data; a Hangul syllable's starts with
+    /// its leading consonant.
+    @Test func theRecordFilterKnowsWhichScalarsStartTheirDecomposition() {
+        func leading(_ text: String) -> UInt32? {
+            var text = text
+            return text.withUTF8 { RecordFilter.leadingStarter(UnsafeRawPointer($0.baseAddress!), $0.count, 0) }
+        }
+        let ranges = RecordFilter.plainRanges
+        #expect(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound + 1 < $1.lowerBound })
+        #expect(ranges.allSatisfy { $0.lowerBound >= 0x80 && $0.upperBound <= 0xFFFF })
+        var wrong: [String] = []
+        var plain = 0
+        for range in ranges {
+            for value in range {
+                let scalar = Unicode.Scalar(value)!
+                let text = String(Character(scalar))
+                let category = scalar.properties.generalCategory
+                if category == .unassigned || category == .privateUse || category == .surrogate
+                    || scalar.properties.canonicalCombiningClass != .notReordered
+                    || Array(text.decomposedStringWithCanonicalMapping.unicodeScalars) != [scalar]
+                    || leading(text) != value
+                {
+                    wrong.append("U+\(String(value, radix: 16))")
+                }
+                plain += 1
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(8))")
+        #expect(plain > 40_000)
+        for value in 0xAC00...0xD7A3 as ClosedRange<UInt32> {
+            let text = String(Character(Unicode.Scalar(value)!))
+            let first = text.decomposedStringWithCanonicalMapping.unicodeScalars.first!
+            if leading(text) != first.value || first.properties.canonicalCombiningClass != .notReordered {
+                wrong.append("U+\(String(value, radix: 16))")
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(8))")
+        #expect(leading("a") == 0x61 && leading("\u{6771}") == 0x6771 && leading("\u{C0C1}") == 0x1109)
+        for text in ["\u{E9}", "\u{301}", "\u{F900}", "\u{439}", "\u{304C}", "\u{1F600}"] {
+            #expect(leading(text) == nil, "\(text.unicodeScalars.map(\.value))")
         }
     }
 

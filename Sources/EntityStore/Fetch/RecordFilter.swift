@@ -278,12 +278,10 @@ final class RecordFilter {
                 let constant = test.op == .oneOf && test.high == 0 ? 0..<0 : textRanges[Int(test.low)]
                 let shared = sharedPrefix(text, constant)
                 if end == first &+ 1, test.op == .equal || test.op == .notEqual || test.op == .prefix {
-                    // One comparison. Where both hold an ASCII character at the first difference (or end there),
-                    // the bytes decide whatever follows: ASCII has no decomposition, no combining class and
-                    // composes with nothing before it, so nothing after it moves before it or joins what comes
-                    // before it, and the texts' canonical forms differ there too. Otherwise the bytes decide only
-                    // when the text is surely in its canonical form; other text passes, and the evaluator decides.
-                    if !isASCIIOrEnd(text, shared) || !isASCIIOrEnd(constant, shared),
+                    // One comparison: decided by the bytes where the first difference settles it whatever the
+                    // text's canonical form (``decidedByBytes(_:_:shared:prefix:)``), or where the text is surely
+                    // in its canonical form; other text passes, and the evaluator decides.
+                    if !decidedByBytes(text, constant, shared: shared, prefix: test.op == .prefix),
                         !Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant))
                     {
                         continue
@@ -357,16 +355,68 @@ final class RecordFilter {
         return i
     }
 
-    /// Whether the text has an ASCII character at byte `offset`, or ends there.
+    /// Whether one comparison of `text` with the constant at `range` (`==` and `!=`, or `BEGINSWITH` when
+    /// `prefix`), whose first `shared` bytes are the same, is answered by the bytes whatever the text's canonical
+    /// form. Equality is when one ends where they differ (the other's canonical decomposition is longer), or when
+    /// the scalars where they differ start their canonical decompositions with different starters: a starter has
+    /// no combining class, so nothing after it moves before it, and the decompositions differ there
+    /// (``leadingStarter(_:_:_:)``). The constant is a prefix when the text ends where it differs, or when they
+    /// differ as for equality before the constant's end; and when the text holds the constant and then an ASCII
+    /// character, which composes with nothing before it and blocks what follows it.
     @inline(__always)
-    private func isASCIIOrEnd(_ text: UnsafeRawBufferPointer, _ offset: Int) -> Bool {
-        offset >= text.count || text.load(fromByteOffset: offset, as: UInt8.self) < 0x80
+    private func decidedByBytes(
+        _ text: UnsafeRawBufferPointer, _ range: Range<Int>, shared: Int, prefix: Bool
+    ) -> Bool {
+        guard let textBase = text.baseAddress, let constants = textBytes.baseAddress else { return true }
+        if shared == text.count { return true }
+        if shared == range.count {
+            return !prefix || textBase.load(fromByteOffset: shared, as: UInt8.self) < 0x80
+        }
+        let constant = constants + range.lowerBound
+        if textBase.load(fromByteOffset: shared, as: UInt8.self) < 0x80,
+            constant.load(fromByteOffset: shared, as: UInt8.self) < 0x80
+        {
+            return true
+        }
+        let start = scalarStart(shared, text, range)
+        guard let mine = Self.leadingStarter(textBase, text.count, start),
+            let theirs = Self.leadingStarter(constant, range.count, start)
+        else { return false }
+        return mine != theirs
     }
 
-    /// Whether the constant at `range` has an ASCII character at byte `offset` of it, or ends there.
+    /// The first scalar of the canonical decomposition of the scalar at byte `offset` when that is a starter (no
+    /// combining class): the scalar itself for ASCII and ``plainRanges``, the leading consonant for a Hangul
+    /// syllable; `nil` for any other scalar, or bytes that are not a scalar of the Basic Multilingual Plane.
     @inline(__always)
-    private func isASCIIOrEnd(_ range: Range<Int>, _ offset: Int) -> Bool {
-        offset >= range.count || textBytes.load(fromByteOffset: range.lowerBound &+ offset, as: UInt8.self) < 0x80
+    static func leadingStarter(_ base: UnsafeRawPointer, _ count: Int, _ offset: Int) -> UInt32? {
+        guard let (scalar, _) = scalar(at: offset, base, count) else { return nil }
+        if scalar < 0x80 { return scalar }
+        if scalar >= 0xAC00, scalar <= 0xD7A3 { return 0x1100 &+ (scalar &- 0xAC00) / 588 }
+        return plainBits[Int(scalar &>> 6)] & (1 &<< UInt64(scalar & 63)) != 0 ? scalar : nil
+    }
+
+    /// The scalar of the Basic Multilingual Plane whose well-formed UTF-8 starts at byte `i`, and its length;
+    /// `nil` for anything else (a scalar beyond the plane included).
+    @inline(__always)
+    static func scalar(at i: Int, _ base: UnsafeRawPointer, _ count: Int) -> (value: UInt32, length: Int)? {
+        let byte = UInt32(base.load(fromByteOffset: i, as: UInt8.self))
+        if byte < 0x80 { return (byte, 1) }
+        if byte >= 0xE0 {
+            // Three bytes: U+0800...U+FFFF; four: beyond the plane.
+            guard byte <= 0xEF, i &+ 2 < count else { return nil }
+            let second = UInt32(base.load(fromByteOffset: i &+ 1, as: UInt8.self))
+            let third = UInt32(base.load(fromByteOffset: i &+ 2, as: UInt8.self))
+            guard second & 0xC0 == 0x80, third & 0xC0 == 0x80 else { return nil }
+            let scalar = (byte & 0x0F) << 12 | (second & 0x3F) << 6 | third & 0x3F
+            guard scalar >= 0x800, scalar & 0xF800 != 0xD800 else { return nil }
+            return (scalar, 3)
+        }
+        // Two bytes: U+0080...U+07FF.
+        guard byte >= 0xC2, i &+ 1 < count else { return nil }
+        let second = UInt32(base.load(fromByteOffset: i &+ 1, as: UInt8.self))
+        guard second & 0xC0 == 0x80 else { return nil }
+        return ((byte & 0x1F) << 6 | second & 0x3F, 2)
     }
 
     /// Where the scalar that holds byte `shared` starts: the text's first `shared` bytes are the constant's at
@@ -440,25 +490,8 @@ final class RecordFilter {
                 }
                 continue
             }
-            let scalar: UInt32
-            if byte >= 0xE0 {
-                // Three bytes: U+0800...U+FFFF (surrogates are in no range); four: beyond the Basic Multilingual
-                // Plane, not taken.
-                guard byte <= 0xEF, i &+ 2 < count else { return false }
-                let second = UInt32(base.load(fromByteOffset: i &+ 1, as: UInt8.self))
-                let third = UInt32(base.load(fromByteOffset: i &+ 2, as: UInt8.self))
-                guard second & 0xC0 == 0x80, third & 0xC0 == 0x80 else { return false }
-                scalar = (byte & 0x0F) << 12 | (second & 0x3F) << 6 | third & 0x3F
-                guard scalar >= 0x800 else { return false }
-                i &+= 3
-            } else {
-                // Two bytes: U+0080...U+07FF.
-                guard byte >= 0xC2, i &+ 1 < count else { return false }
-                let second = UInt32(base.load(fromByteOffset: i &+ 1, as: UInt8.self))
-                guard second & 0xC0 == 0x80 else { return false }
-                scalar = (byte & 0x1F) << 6 | second & 0x3F
-                i &+= 2
-            }
+            guard let (scalar, length) = scalar(at: i, base, count) else { return false }
+            i &+= length
             guard bits[Int(scalar &>> 6)] & (1 &<< UInt64(scalar & 63)) != 0 else { return false }
         }
         return true
@@ -466,14 +499,19 @@ final class RecordFilter {
 
     /// ``canonicalRanges`` as one bit per scalar of the Basic Multilingual Plane (8 KB, made once): a scalar is
     /// looked up with one load instead of a search.
-    nonisolated(unsafe) static let canonicalBits: UnsafePointer<UInt64> = {
+    nonisolated(unsafe) static let canonicalBits = bitmap(canonicalRanges)
+    /// ``plainRanges`` likewise.
+    nonisolated(unsafe) static let plainBits = bitmap(plainRanges)
+
+    /// One bit per scalar of the Basic Multilingual Plane, set for those in `ranges` (allocated for the process).
+    private static func bitmap(_ ranges: [ClosedRange<UInt32>]) -> UnsafePointer<UInt64> {
         let bits = UnsafeMutablePointer<UInt64>.allocate(capacity: 0x10000 / 64)
         bits.initialize(repeating: 0, count: 0x10000 / 64)
-        for range in canonicalRanges {
+        for range in ranges {
             for scalar in range { bits[Int(scalar >> 6)] |= 1 << UInt64(scalar & 63) }
         }
         return UnsafePointer(bits)
-    }()
+    }
 
     /// The scalars beyond ASCII whose text ``isSurelyCanonical(_:from:)`` takes, in order: the runs of at least 16
     /// assigned scalars of the Basic Multilingual Plane with no combining class whose NFC quick check is yes, from
@@ -581,4 +619,37 @@ final class RecordFilter {
         }
         return nil
     }
+
+    /// The scalars beyond ASCII that are their own canonical decomposition and have no combining class, in order:
+    /// the runs of at least 16 assigned scalars of the Basic Multilingual Plane without a canonical decomposition
+    /// mapping (Hangul syllables, decomposed by rule, are left to ``leadingStarter(_:_:_:)``), from Unicode 14's
+    /// data (the tests check each against this platform's).
+    static let plainRanges: [ClosedRange<UInt32>] = [
+        0x0080...0x00BF, 0x017F...0x019F, 0x01B1...0x01CC, 0x0234...0x02FF, 0x0391...0x03A1, 0x03B1...0x03C9,
+        0x03D5...0x03FF, 0x041A...0x0438, 0x043A...0x044F, 0x045F...0x0475, 0x0488...0x04C0, 0x04FA...0x052F,
+        0x0531...0x0556, 0x0559...0x058A, 0x05D0...0x05EA, 0x0600...0x060F, 0x0627...0x064A, 0x0660...0x066F,
+        0x0671...0x06BF, 0x06C3...0x06D2, 0x06EE...0x070D, 0x0712...0x072F, 0x074D...0x07B1, 0x07C0...0x07EA,
+        0x07FE...0x0815, 0x0840...0x0858, 0x0870...0x088E, 0x08A0...0x08C9, 0x0900...0x0928, 0x093D...0x094C,
+        0x0960...0x0983, 0x0993...0x09A8, 0x09E6...0x09FD, 0x0A13...0x0A28, 0x0A66...0x0A76, 0x0A93...0x0AA8,
+        0x0B13...0x0B28, 0x0B66...0x0B77, 0x0BE6...0x0BFA, 0x0C12...0x0C28, 0x0C2A...0x0C39, 0x0C77...0x0C8C,
+        0x0C92...0x0CA8, 0x0D12...0x0D3A, 0x0D54...0x0D63, 0x0D66...0x0D7F, 0x0D85...0x0D96, 0x0D9A...0x0DB1,
+        0x0E01...0x0E37, 0x0E4C...0x0E5B, 0x0E8C...0x0EA3, 0x0EA7...0x0EB7, 0x0F00...0x0F17, 0x0F1A...0x0F34,
+        0x1000...0x1025, 0x1027...0x1036, 0x103B...0x108C, 0x108E...0x10C5, 0x10D0...0x1248, 0x1260...0x1288,
+        0x1290...0x12B0, 0x12D8...0x1310, 0x1318...0x135A, 0x1360...0x137C, 0x1380...0x1399, 0x13A0...0x13F5,
+        0x1400...0x169C, 0x16A0...0x16F8, 0x1700...0x1713, 0x171F...0x1733, 0x1740...0x1753, 0x1780...0x17D1,
+        0x1800...0x1819, 0x1820...0x1878, 0x1880...0x18A8, 0x18B0...0x18F5, 0x1900...0x191E, 0x1944...0x196D,
+        0x1980...0x19AB, 0x19B0...0x19C9, 0x19DE...0x1A16, 0x1A1E...0x1A5E, 0x1A61...0x1A74, 0x1B13...0x1B33,
+        0x1B50...0x1B6A, 0x1B80...0x1BA9, 0x1BAC...0x1BE5, 0x1BFC...0x1C36, 0x1C4D...0x1C88, 0x1C90...0x1CBA,
+        0x1D00...0x1DBF, 0x2002...0x2064, 0x2074...0x208E, 0x20A0...0x20C0, 0x2100...0x2125, 0x212C...0x218B,
+        0x219C...0x21AD, 0x21AF...0x21CC, 0x21D0...0x2203, 0x220D...0x2223, 0x2227...0x2240, 0x224A...0x225F,
+        0x228A...0x22AB, 0x22B0...0x22DF, 0x22EE...0x2328, 0x232B...0x2426, 0x2460...0x2ADB, 0x2ADD...0x2B73,
+        0x2B76...0x2B95, 0x2B97...0x2CEE, 0x2CF9...0x2D25, 0x2D30...0x2D67, 0x2D80...0x2D96, 0x2E00...0x2E5D,
+        0x2E80...0x2E99, 0x2E9B...0x2EF3, 0x2F00...0x2FD5, 0x3000...0x3029, 0x3030...0x303F, 0x307E...0x3093,
+        0x30DE...0x30F3, 0x3105...0x312F, 0x3131...0x318E, 0x3190...0x31E3, 0x31F0...0x321E, 0x3220...0xA48C,
+        0xA490...0xA4C6, 0xA4D0...0xA62B, 0xA640...0xA66E, 0xA67E...0xA69D, 0xA6A0...0xA6EF, 0xA700...0xA7CA,
+        0xA7F2...0xA805, 0xA807...0xA82B, 0xA840...0xA877, 0xA880...0xA8C3, 0xA8F2...0xA92A, 0xA92E...0xA952,
+        0xA95F...0xA97C, 0xA980...0xA9B2, 0xA9DE...0xA9FE, 0xAA00...0xAA36, 0xAA5C...0xAAAF, 0xAADB...0xAAF5,
+        0xAB30...0xAB6B, 0xAB70...0xABEC, 0xD7B0...0xD7C6, 0xD7CB...0xD7FB, 0xFB4F...0xFBC2, 0xFBD3...0xFD8F,
+        0xFD92...0xFDC7, 0xFDF0...0xFE19, 0xFE30...0xFE52, 0xFE54...0xFE66, 0xFE76...0xFEFC, 0xFF01...0xFFBE,
+    ]
 }
