@@ -409,11 +409,12 @@ import Testing
     }
 
     /// Text that shares its first bytes with the constant is decided by its bytes when the rest of it is surely
-    /// canonical, whatever those first bytes hold (they are the constant's, in canonical form), and by `==`, `!=` and
-    /// `BEGINSWITH` whatever follows when both differ at an ASCII character (or one ends there): random texts made of
-    /// ASCII, Latin letters, combining marks, Hangul jamo and syllables, kana and their voicing mark, ideographs
-    /// (one a compatibility ideograph), Devanagari and its nukta, the Kelvin sign and typographic punctuation, each
-    /// against constants made from another text's prefix or changed copy. The filter never
+    /// canonical, whatever those first bytes hold (they are the constant's, in canonical form), and by `==`, `!=`,
+    /// `BEGINSWITH` and `IN` whatever follows when the scalars where it first differs from a constant start their
+    /// canonical decompositions with different starters (or one ends there). Random texts made of ASCII, Latin
+    /// letters, Cyrillic (decomposed too), combining marks, Hangul jamo and syllables, kana and their voicing mark,
+    /// ideographs (one a compatibility ideograph), Devanagari and its nukta, the Kelvin sign and typographic
+    /// punctuation, each against constants made from another text's prefix or changed copy: the filter never
     /// refuses text the evaluator accepts, agrees with it on every text whose scalars are all surely canonical,
     /// and decides many texts that hold other scalars before their first difference.
     @Test func theRecordFilterDecidesTextByTheBytesAfterTheConstantsOwn() throws {
@@ -444,16 +445,22 @@ import Testing
                 String(prefix), String(prefix) + randomText(), stored + pieces.randomElement(using: &g)!, randomText(),
             ].randomElement(using: &g)!
             let values: [Value] = [.int(1), .string(stored)]
-            let truths: [(String, Bool)] = [
-                ("title == %@", ValueComparison.equal(values[1], .string(constant), [])),
-                ("title != %@", !ValueComparison.equal(values[1], .string(constant), [])),
+            // A list of it and others, some near the stored text too.
+            let list = [constant, randomText(), String(prefix) + randomText()].prefix(Int.random(in: 0...3, using: &g))
+            let truths: [(String, PredicateArgument, Bool)] = [
+                ("title == %@", .value(.string(constant)), ValueComparison.equal(values[1], .string(constant), [])),
+                ("title != %@", .value(.string(constant)), !ValueComparison.equal(values[1], .string(constant), [])),
                 (
-                    "title BEGINSWITH %@",
+                    "title BEGINSWITH %@", .value(.string(constant)),
                     stored.canonicalForm.unicodeScalars.starts(with: constant.canonicalForm.unicodeScalars)
                 ),
+                (
+                    "title IN %@", .values(list.map { .string($0) }),
+                    list.contains { ValueComparison.equal(values[1], .string($0), []) }
+                ),
             ]
-            for (format, truth) in truths {
-                let predicate = try FetchPredicate(format: format, arguments: [.value(.string(constant))])
+            for (format, argument, truth) in truths {
+                let predicate = try FetchPredicate(format: format, arguments: [argument])
                 let filter = try #require(RecordFilter(predicate, entity: entity))
                 for bytes in [encoded(values), inSchemaOrder(values)] {
                     let answer = try #require(bytes.withUnsafeBytes { filter.matches($0) })

@@ -296,6 +296,27 @@ final class RecordFilter {
                     if !passes { return false }
                     continue
                 }
+                if end == first &+ 1, test.op == .oneOf {
+                    // A list: the text is one of the constants when it has one's bytes; none of them when every
+                    // difference is decided as for `==`, or when the text is surely in its canonical form.
+                    let list = Int(test.low)..<Int(test.low) &+ Int(test.high)
+                    var found = false
+                    var decided = true
+                    for k in list {
+                        let range = textRanges[k]
+                        let common = k == list.lowerBound ? shared : sharedPrefix(text, range)
+                        if common == text.count && common == range.count {
+                            found = true
+                            break
+                        }
+                        if decided && !decidedByBytes(text, range, shared: common, prefix: false) { decided = false }
+                    }
+                    if found { continue }
+                    if decided || Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant)) {
+                        return false
+                    }
+                    continue
+                }
                 // Text that may not be in its canonical form passes: the evaluator decides.
                 guard Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant)) else { continue }
                 for t in first..<end where !passes(text, tests[t]) { return false }
