@@ -281,7 +281,8 @@ final class RecordFilter {
                     // One comparison: decided by the bytes where the first difference settles it whatever the
                     // text's canonical form (``decidedByBytes(_:_:shared:prefix:)``), or where the text is surely
                     // in its canonical form; other text passes, and the evaluator decides.
-                    if !decidedByBytes(text, constant, shared: shared, prefix: test.op == .prefix),
+                    if !isASCIIOrEnd(text, shared) || !isASCIIOrEnd(constant, shared),
+                        !decidedByBytes(text, constant, shared: shared, prefix: test.op == .prefix),
                         !Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant))
                     {
                         continue
@@ -309,7 +310,11 @@ final class RecordFilter {
                             found = true
                             break
                         }
-                        if decided && !decidedByBytes(text, range, shared: common, prefix: false) { decided = false }
+                        if decided, !isASCIIOrEnd(text, common) || !isASCIIOrEnd(range, common),
+                            !decidedByBytes(text, range, shared: common, prefix: false)
+                        {
+                            decided = false
+                        }
                     }
                     if found { continue }
                     if decided || Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant)) {
@@ -376,6 +381,19 @@ final class RecordFilter {
         return i
     }
 
+    /// Whether the text has an ASCII character at byte `offset`, or ends there (where both the text and the
+    /// constant do, ``decidedByBytes(_:_:shared:prefix:)`` is true: asked first, inline).
+    @inline(__always)
+    private func isASCIIOrEnd(_ text: UnsafeRawBufferPointer, _ offset: Int) -> Bool {
+        offset >= text.count || text.load(fromByteOffset: offset, as: UInt8.self) < 0x80
+    }
+
+    /// Whether the constant at `range` has an ASCII character at byte `offset` of it, or ends there.
+    @inline(__always)
+    private func isASCIIOrEnd(_ range: Range<Int>, _ offset: Int) -> Bool {
+        offset >= range.count || textBytes.load(fromByteOffset: range.lowerBound &+ offset, as: UInt8.self) < 0x80
+    }
+
     /// Whether one comparison of `text` with the constant at `range` (`==` and `!=`, or `BEGINSWITH` when
     /// `prefix`), whose first `shared` bytes are the same, is answered by the bytes whatever the text's canonical
     /// form. Equality is when one ends where they differ (the other's canonical decomposition is longer), or when
@@ -384,7 +402,6 @@ final class RecordFilter {
     /// (``leadingStarter(_:_:_:)``). The constant is a prefix when the text ends where it differs, or when they
     /// differ as for equality before the constant's end; and when the text holds the constant and then an ASCII
     /// character, which composes with nothing before it and blocks what follows it.
-    @inline(__always)
     private func decidedByBytes(
         _ text: UnsafeRawBufferPointer, _ range: Range<Int>, shared: Int, prefix: Bool
     ) -> Bool {
