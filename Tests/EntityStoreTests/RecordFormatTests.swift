@@ -471,6 +471,19 @@ import Testing
             }
         }
         #expect(decidedByBytes > 300)
+        // A long list: text surely canonical is compared with each constant's bytes; other text is the evaluator's.
+        let long = (0..<20).map { "word \($0)" } + ["\u{E9}t\u{E9}"]
+        let filter = try #require(
+            RecordFilter(
+                try FetchPredicate(format: "title IN %@", arguments: [.values(long.map { .string($0) })]),
+                entity: entity))
+        for (text, expected) in [
+            ("word 7", true), ("word 70", false), ("\u{E9}t\u{E9}", true), ("e\u{301}t\u{E9}", true),
+            ("\u{65E5}", false),
+        ] {
+            let answer = encoded([.int(1), .string(text)]).withUnsafeBytes { filter.matches($0) }
+            #expect(answer == expected, "\(text.unicodeScalars.map(\.value))")
+        }
     }
 
     /// The text the record filter compares byte for byte is in its canonical form, and stays in it whatever

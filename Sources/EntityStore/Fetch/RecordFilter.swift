@@ -298,28 +298,27 @@ final class RecordFilter {
                     continue
                 }
                 if end == first &+ 1, test.op == .oneOf {
-                    // A list: the text is one of the constants when it has one's bytes; none of them when every
-                    // difference is decided as for `==`, or when the text is surely in its canonical form.
+                    // A list: text surely in its canonical form is one of the constants when it has one's bytes
+                    // (one check of the text, then a length comparison per constant). Other text is none of them
+                    // when it has none's bytes and every first difference is decided as for `==` (a pass per
+                    // constant, so for short lists only); otherwise it passes, and the evaluator decides.
                     let list = Int(test.low)..<Int(test.low) &+ Int(test.high)
-                    var found = false
+                    if Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant)) {
+                        if !list.contains(where: { same(text, textRanges[$0]) }) { return false }
+                        continue
+                    }
+                    guard list.count <= 16 else { continue }
                     var decided = true
                     for k in list {
                         let range = textRanges[k]
                         let common = k == list.lowerBound ? shared : sharedPrefix(text, range)
-                        if common == text.count && common == range.count {
-                            found = true
+                        let equal = common == text.count && common == range.count
+                        if equal || !decidedByBytes(text, range, shared: common, prefix: false) {
+                            decided = false
                             break
                         }
-                        if decided, !isASCIIOrEnd(text, common) || !isASCIIOrEnd(range, common),
-                            !decidedByBytes(text, range, shared: common, prefix: false)
-                        {
-                            decided = false
-                        }
                     }
-                    if found { continue }
-                    if decided || Self.isSurelyCanonical(text, from: scalarStart(shared, text, constant)) {
-                        return false
-                    }
+                    if decided { return false }
                     continue
                 }
                 // Text that may not be in its canonical form passes: the evaluator decides.
