@@ -389,6 +389,23 @@ import Testing
         #expect(entityStoreError { _ = try FetchPredicate(deep) }?.message.contains("nests deeper than 64") == true)
         let nots = String(repeating: "NOT ", count: 100) + "pages > 1"
         #expect(entityStoreError { _ = try FetchPredicate(nots) }?.code == .invalidPredicate)
+        // Lists in lists, thousands deep (the fuzzer's crasher ran the parser out of stack): refused at the second
+        // brace, on a thread with a small stack too.
+        let braces = "pages IN " + String(repeating: "{", count: 4000)
+        #expect(
+            entityStoreError { _ = try FetchPredicate(braces) }?.message.contains("a list holds values only") == true)
+        #expect(
+            entityStoreError { _ = try FetchPredicate("pages IN {1, {2}}") }?.message.contains("values only") == true)
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var refused = false
+        let thread = Thread {
+            refused = (try? FetchPredicate("(((" + String(repeating: "{", count: 4000))) == nil
+            done.signal()
+        }
+        thread.stackSize = 128 << 10
+        thread.start()
+        done.wait()
+        #expect(refused)
     }
 
     static let schemaErrors: [(String, String)] = [

@@ -668,6 +668,9 @@ struct PredicateParser {
             var values: [Value] = []
             if token != .symbol("}") {
                 while true {
+                    // A list in a list is refused before it is read: read first, lists nested thousands deep (a
+                    // hostile format string) ran the parser out of stack.
+                    if token == .symbol("{") { throw fail("a list holds values only") }
                     switch try parseExpression() {
                     case .value(let v): values.append(v)
                     default: throw fail("a list holds values only")
