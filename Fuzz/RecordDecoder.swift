@@ -1,5 +1,5 @@
-// libFuzzer target: the record decoder and the scan's record filter must throw (or decline) on bad bytes, never
-// trap.
+// libFuzzer target: the record decoder and the scan's record filters (numbers and text) must throw (or decline) on bad
+// bytes, never trap.
 import Foundation
 
 @testable import EntityStore
@@ -23,6 +23,21 @@ let fixtureFilter = RecordFilter(
         arguments: [.value(.date(Date(timeIntervalSinceReferenceDate: 0)))]),
     entity: fixtureEntity)!
 
+/// The filter's text paths: a constant of other scripts (the starters' rule, the canonical check after the shared
+/// bytes), a prefix, and lists short and long.
+let textFilters = [
+    "s == %@", "s != %@", "s BEGINSWITH %@", "s IN %@", "s IN %@",
+].enumerated().map { position, format in
+    let constant = "ab\u{E9}\u{65E5}\u{C0C1}x"
+    let argument: PredicateArgument =
+        switch position {
+        case 3: .values([.string(constant), .string("ab"), .string("\u{439}")])
+        case 4: .values((0..<20).map { .string("w\($0)") } + [.string(constant)])
+        default: .value(.string(constant))
+        }
+    return RecordFilter(try! FetchPredicate(format: format, arguments: [argument]), entity: fixtureEntity)!
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = UnsafeRawBufferPointer(start: data, count: size)
@@ -32,5 +47,6 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     _ = try? RecordCodec.validate(bytes, entity: fixtureEntity)
     _ = try? RecordCodec.rowVersion(bytes, entity: "Fuzz")
     _ = fixtureFilter.matches(bytes)
+    for filter in textFilters { _ = filter.matches(bytes) }
     return 0
 }
