@@ -19,11 +19,15 @@ for target in RecordDecoder HistoryDecoder PredicateParser ArgumentParser; do
         -I Sources/CLibPQ -Xcc -fmodule-map-file=Sources/CLibPQ/module.modulemap -Xcc -I"$(pkg-config --variable=includedir libpq)" \
         "Fuzz/$target.swift" $objects -llmdb -lpq -o "$binary"
     mkdir -p "Fuzz/corpus/$target" "Fuzz/crashers/$target" "$scratch/corpus-$target"
+    # Crashers found before (committed, replayed by the tests) are not this run's.
+    before=$(ls "Fuzz/crashers/$target" | sort)
     echo "fuzzing $target for $RUNS runs$([ "$FUZZ_SECONDS" = 0 ] || echo " or $FUZZ_SECONDS seconds")"
     "$binary" -runs="$RUNS" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -timeout=10 -artifact_prefix="Fuzz/crashers/$target/" \
         "$scratch/corpus-$target" "Fuzz/corpus/$target" 2>&1 | grep -E "^(#[0-9]+.*DONE|Done|==|SUMMARY|INFO: -max)" || true
-    # (Either kind alone fails the run: one `ls` of both globs failed whenever one of them matched nothing.)
-    if compgen -G "Fuzz/crashers/$target/crash-*" >/dev/null || compgen -G "Fuzz/crashers/$target/timeout-*" >/dev/null; then
+    # Any new crash-* or timeout-* file fails the run (one `ls` of both globs, before, failed whenever either
+    # matched nothing, so no crash ever failed it).
+    found=$(comm -13 <(echo "$before") <(ls "Fuzz/crashers/$target" | sort) | grep -E '^(crash|timeout)-' || true)
+    if [ -n "$found" ]; then
         echo "fuzz: $target found crashing inputs in Fuzz/crashers/$target" >&2
         exit 1
     fi
