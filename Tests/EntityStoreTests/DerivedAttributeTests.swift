@@ -227,7 +227,7 @@ final class Shelf: Model {
 
     /// A context that has not merged another's deletes saves changes to the other ends of the deleted objects'
     /// relationships: a rename of a writer whose volume was deleted elsewhere (the volume's `writerName` reads
-    /// it), and a new volume of a writer deleted elsewhere (its `bookCount` reads the volumes). The objects deleted
+    /// it; another volume, a fault, is read in the save's transaction and derives the new name), and a new volume of a writer deleted elsewhere (its `bookCount` reads the volumes). The objects deleted
     /// elsewhere have nothing to derive: the rename is saved, the volume's link to the deleted writer is refused
     /// as such, and the store stays whole (found by the racing contexts' seed 797, where the save threw
     /// `objectNotFound` for the deleted volume).
@@ -238,11 +238,18 @@ final class Shelf: Model {
             let second = try stale.insert("Writer")
             try second.setValue("x", forKey: "name")
             try stale.save()
-            // The stale context sees w's volume (a fault it never loaded) and x.
+            let other = ObjectContext(store: store, name: "other")
+            let kept = try other.insert("Volume")
+            try kept.setValue("kept", forKey: "title")
+            try kept.setObject(try other.existingObject(with: id), forKey: "writer")
+            try other.save()
+            // The stale context sees w's volumes (faults it never loaded) and x.
             #expect(try writer.objectIDs(forKey: "books").count == 0)
             try stale.refresh(writer, mergeChanges: false)
-            let volumeID = try #require(try writer.objectIDs(forKey: "books").first)
-            let other = ObjectContext(store: store, name: "other")
+            let volumeIDs = try writer.objectIDs(forKey: "books")
+            #expect(volumeIDs.count == 2)
+            let volumeID = try #require(volumeIDs.first { $0 != kept.objectID })
+            #expect(try stale.object(with: kept.objectID).isFault)
             try other.delete(try other.existingObject(with: volumeID))
             try other.delete(try other.existingObject(with: second.objectID))
             try other.save()
@@ -251,7 +258,10 @@ final class Shelf: Model {
             try stale.save()
             let check = ObjectContext(store: store)
             #expect(try check.existingObject(with: id).value(forKey: "name") == "w2")
-            #expect(try check.existingObject(with: id).value(forKey: "bookCount") == .int(0))
+            #expect(try check.existingObject(with: id).value(forKey: "bookCount") == .int(1))
+            // The volume still stored, a fault until the save read it, derives the new name.
+            #expect(try check.existingObject(with: kept.objectID).value(forKey: "writerName") == "w2")
+            #expect(try stale.object(with: kept.objectID).value(forKey: "writerName") == "w2")
             try expectHealthy(store)
 
             let volume = try stale.insert("Volume")

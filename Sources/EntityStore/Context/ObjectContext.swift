@@ -276,15 +276,8 @@ public final class ObjectContext {
             try loadFaults(batch.ids.compactMap { registered[$0] })
             if object.values != nil { return }
         }
-        let storage = try lastStorage(for: object.objectID.entityName)
-        // The record is checked now (every check decoding makes) and kept as bytes, decoded when the values are first
-        // used: an object looked up for one number decodes nothing else (see `ManagedObject.loadedValue(at:)`).
         let loaded = try mappingStorageErrors("loading \(object.objectID)") {
-            try store.read { txn -> ([UInt8], UInt64)? in
-                let key = object.objectID.primaryKey
-                guard let bytes = try txn.get(key, in: storage.records) else { return nil }
-                return try RecordCodec.checkedCopy(bytes, storage.entityBox, key: key)
-            }
+            try store.read { txn in try storedRecord(of: object.objectID, in: txn) }
         }
         guard let (record, rowVersion) = loaded else {
             throw EntityStoreError(
@@ -292,6 +285,16 @@ public final class ObjectContext {
                 entity: object.entity.name, objectID: object.objectID)
         }
         object.keep(record: record, rowVersion: rowVersion)
+    }
+
+    /// The stored record of `id` as `txn` sees it, checked (every check decoding makes) and copied, with its row
+    /// version; nil when the store does not hold the object. Kept as bytes by `ManagedObject.keep(record:rowVersion:)`
+    /// and decoded when the values are first used: an object looked up for one number decodes nothing else (see
+    /// `ManagedObject.loadedValue(at:)`).
+    func storedRecord(of id: ObjectID, in txn: ReadTransaction) throws -> ([UInt8], UInt64)? {
+        let storage = try lastStorage(for: id.entityName)
+        guard let bytes = try txn.get(id.primaryKey, in: storage.records) else { return nil }
+        return try RecordCodec.checkedCopy(bytes, storage.entityBox, key: id.primaryKey)
     }
 
     // MARK: - Discarding changes

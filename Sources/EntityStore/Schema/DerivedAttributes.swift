@@ -197,11 +197,15 @@ extension ObjectContext {
                 for id in objects.keys.sorted() {
                     guard let object = objects[id], let list = derivations[id.entityName] else { continue }
                     // One reached only through a relationship and deleted elsewhere since the context read it (a
-                    // delete it has not merged) has nothing left to derive: the save leaves it alone.
-                    if reachedOnly.contains(id),
-                        try txn.get(id.primaryKey, in: try lastStorage(for: id.entityName).records) == nil
-                    {
-                        continue
+                    // delete it has not merged) has nothing left to derive: the save leaves it alone. A fault is
+                    // filled from this transaction's read, so that a delete committed meanwhile cannot fail it.
+                    if reachedOnly.contains(id) {
+                        if object.isFault {
+                            guard let (record, rowVersion) = try storedRecord(of: id, in: txn) else { continue }
+                            object.keep(record: record, rowVersion: rowVersion)
+                        } else if try txn.get(id.primaryKey, in: try lastStorage(for: id.entityName).records) == nil {
+                            continue
+                        }
                     }
                     let values = try object.loadedValues()
                     for derivation in list {
