@@ -404,20 +404,13 @@ final class RecordFilter {
     private func decidedByBytes(
         _ text: UnsafeRawBufferPointer, _ range: Range<Int>, shared: Int, prefix: Bool
     ) -> Bool {
-        guard let textBase = text.baseAddress, let constants = textBytes.baseAddress else { return true }
         if shared == text.count { return true }
-        if shared == range.count {
-            return !prefix || textBase.load(fromByteOffset: shared, as: UInt8.self) < 0x80
-        }
-        let constant = constants + range.lowerBound
-        if textBase.load(fromByteOffset: shared, as: UInt8.self) < 0x80,
-            constant.load(fromByteOffset: shared, as: UInt8.self) < 0x80
-        {
-            return true
-        }
+        if shared == range.count { return !prefix || isASCIIOrEnd(text, shared) }
+        if isASCIIOrEnd(text, shared) && isASCIIOrEnd(range, shared) { return true }
         let start = scalarStart(shared, text, range)
-        guard let mine = Self.leadingStarter(textBase, text.count, start),
-            let theirs = Self.leadingStarter(constant, range.count, start)
+        guard let textBase = text.baseAddress, let constants = textBytes.baseAddress,
+            let mine = Self.leadingStarter(textBase, text.count, start),
+            let theirs = Self.leadingStarter(constants + range.lowerBound, range.count, start)
         else { return false }
         return mine != theirs
     }
