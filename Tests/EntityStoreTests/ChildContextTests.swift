@@ -1,7 +1,8 @@
-import EntityStore
 import Foundation
 import TestSupport
 import Testing
+
+@testable import EntityStore
 
 /// Child contexts (Core Data's parent/child contexts): a scratchpad over its parent's current state whose save
 /// hands its changes to the parent.
@@ -175,6 +176,125 @@ import Testing
         try world.context.save()
         #expect(try ObjectContext(store: world.store).count(Ticket.self) == 6)
     }
+    @Test func aChildsFetchesSeeWhatItChangedInTheObjectsTheyReadThrough() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            let child = ObjectContext(parent: parent)
+            let ende = try child.existingObject(with: library.ids["Momo"]!).object(forKey: "author")!
+            try ende.setValue("M. Ende", forKey: "name")
+            // Only the author changed here, not its books: the books are judged through the child's author.
+            #expect(try titles(child, "author.name == 'M. Ende'") == ["Die unendliche Geschichte", "Momo"])
+            #expect(try titles(child, "author.name == 'Michael Ende'").isEmpty)
+            #expect(try titles(parent, "author.name == 'M. Ende'").isEmpty)
+            var byAuthor = FetchRequest(entity: "Book", sortKeys: [SortKey("author.name"), SortKey("title")])
+            byAuthor.fetchLimit = 3
+            #expect(
+                try child.fetch(byAuthor).map { try $0["title"].stringValue } == [
+                    "L'Étranger", "La Peste", "ÉCOLE des femmes",
+                ])
+            byAuthor.fetchOffset = 3
+            #expect(
+                try child.fetch(byAuthor).map { try $0["title"].stringValue } == [
+                    "Die unendliche Geschichte", "Momo", "A Wizard of Earthsea",
+                ])
+            // An object deleted here is no related object of the rest.
+            let classic = try child.fetch(
+                FetchRequest(entity: "Tag", predicate: try FetchPredicate("name == 'classic'")))
+            try child.delete(classic[0])
+            #expect(try titles(child, "ANY tags.name == 'classic'").isEmpty)
+            // Counted as a plain context with the same delete counts (the link goes at the save).
+            let plain = ObjectContext(store: store)
+            try plain.delete(try plain.existingObject(with: classic[0].objectID))
+            let tagged = FetchRequest(entity: "Book", predicate: try FetchPredicate("tags.@count > 0"))
+            #expect(try child.count(for: tagged) == plain.count(for: tagged))
+            #expect(try titles(parent, "ANY tags.name == 'classic'").count == 4)
+        }
+    }
+
+    @Test func aChildsSaveRunsTheDeleteRulesAndHandsTheParentWhatTheyDid() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            let child = ObjectContext(parent: parent)
+            let momo = try child.existingObject(with: library.ids["Momo"]!)
+            let ende = try momo.object(forKey: "author")!
+            let stranger = try child.existingObject(with: library.ids["L'Étranger"]!)
+            let classic = try stranger.objects(forKey: "tags")[0]
+            try child.delete(ende)  // its books cascade
+            try child.delete(classic)  // nullified: its books lose it
+            try child.save()
+            // The child no longer holds what it deleted, nor links to it.
+            #expect(momo.isDeleted && momo.context == nil)
+            #expect(try stranger.objects(forKey: "tags").isEmpty)
+            #expect(!child.hasChanges)
+            // The parent holds the cascade and the nullified links, unsaved.
+            #expect(
+                Set(parent.deletedObjects.map(\.objectID))
+                    == [
+                        ende.objectID, classic.objectID, library.ids["Momo"]!,
+                        library.ids["Die unendliche Geschichte"]!,
+                    ])
+            #expect(try parent.existingObject(with: library.ids["L'Étranger"]!).objects(forKey: "tags").isEmpty)
+            #expect(try titles(parent).count == 5)
+            try parent.save()
+            let reader = ObjectContext(store: store)
+            #expect(try titles(reader) == titles(parent))
+            #expect(try reader.count(for: FetchRequest(entity: "Tag")) == 2)
+            #expect(try store.checkIntegrity().findings.isEmpty)
+        }
+    }
+
+    @Test func aChildsRefusedSaveLeavesTheChildAndTheParentAsTheyWere() throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            let child = ObjectContext(parent: parent)
+            // A cascade reaching a book the parent deleted meanwhile: refused, and the cascade undone in the child.
+            let camus = try child.existingObject(with: library.ids["La Peste"]!).object(forKey: "author")!
+            let books = try camus.objects(forKey: "books")
+            try child.delete(camus)
+            try parent.delete(try parent.existingObject(with: library.ids["La Peste"]!))
+            let conflict = entityStoreError { try child.save() }
+            #expect(conflict?.code == .conflict && conflict?.objectID == library.ids["La Peste"]!)
+            #expect(camus.isDeleted && books.allSatisfy { !$0.isDeleted && $0.context === child })
+            #expect(child.deletedObjects.map(\.objectID) == [camus.objectID])
+            #expect(try Set(camus.objects(forKey: "books").map(\.objectID)) == Set(books.map(\.objectID)))
+            #expect(parent.deletedObjects.map(\.objectID) == [library.ids["La Peste"]!])
+            child.rollback()
+
+            // A deny rule: refused with the rule named, nothing handed over.
+            let publisher = try child.insert("Publisher")
+            try publisher.setValue("Suhrkamp", forKey: "name")
+            try child.existingObject(with: library.ids["Momo"]!).setObject(publisher, forKey: "publisher")
+            try child.save()
+            let inChild = try child.existingObject(with: publisher.objectID)
+            try child.delete(inChild)
+            let denied = entityStoreError { try child.save() }
+            #expect(denied?.code == .validationFailed && denied?.key == "books")
+            #expect(inChild.isDeleted && child.hasChanges)
+            #expect(try parent.existingObject(with: publisher.objectID).isDeleted == false)
+            #expect(
+                try child.existingObject(with: library.ids["Momo"]!).object(forKey: "publisher")?.objectID
+                    == publisher.objectID)
+        }
+    }
+
+    @Test func anObjectInsertedAndDeletedInAChildIsForgottenByItsSave() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let parent = ObjectContext(store: store)
+            let child = ObjectContext(parent: parent)
+            let draft = try child.insert("Book")
+            try draft.setValue("Draft", forKey: "title")
+            try child.delete(draft)
+            try child.save()
+            #expect(draft.context == nil && !child.registeredObjects.contains { $0 === draft })
+            #expect(!child.hasChanges && !parent.hasChanges)
+            child._checkInvariants()
+        }
+    }
+
 }
 
 @Suite struct DistinctAndTransientParityTests {
@@ -212,4 +332,5 @@ import Testing
             #expect(try parent.existingObject(with: fresh.objectID)["clicks"] == 2)
         }
     }
+
 }

@@ -24,17 +24,52 @@ extension ObjectContext {
         var unwindowed = request
         unwindowed.fetchLimit = 0
         unwindowed.fetchOffset = 0
-        // The parent's matches in order, each with its sort values (what a controller keeps per row).
-        var candidates = try parent.run(unwindowed, shape: .objectIDs)
+        let prepared = try store.preparedFetches.prepared(request, store: store)
+        // A predicate or sort key read through relationships changes with the objects it reaches, not only with the
+        // child's objects of this entity: when the child changed any object of an entity it reaches, every object of
+        // the entity the parent holds is judged here, through the child's state (a project the child archived
+        // changes which of its tasks `project.archived == NO` finds, whatever the parent found).
+        var judgesAll = false
+        if request.includesPendingChanges && !dirty.isEmpty {
+            var reached = Set(prepared.sortPaths.flatMap { $0.steps.map(\.destination) })
+            var reachesAny = false
+            if let predicate = prepared.predicate {
+                if let entities = predicate.reachedEntities { reached.formUnion(entities) } else { reachesAny = true }
+            }
+            if reachesAny || !reached.isEmpty {
+                let schema = store.schema
+                judgesAll = dirty.contains { object in
+                    reachesAny || reached.contains { schema.isKind(object.objectID.entityName, of: $0) }
+                }
+            }
+        }
+        var everything = FetchRequest(entity: request.entity)
+        everything.includesSubentities = request.includesSubentities
+        // The parent's matches in order, each with its sort values (what a controller keeps per row); or, to be
+        // judged here, all of the parent's objects.
+        var candidates = try parent.run(judgesAll ? everything : unwindowed, shape: .objectIDs)
         let entities = Set(self.entities(of: request))
         let own =
             request.includesPendingChanges
             ? Set(dirty.lazy.map(\.objectID).filter { entities.contains($0.entityName) }) : []
-        let prepared = try store.preparedFetches.prepared(request, store: store)
         return try mappingStorageErrors("fetching \(entity.name)") {
             try store.read { txn in
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: true)
-                if !own.isEmpty {
+                if judgesAll {
+                    let ids = candidates.lazy.map(\.id).filter { !own.contains($0) }
+                    var judged: [Candidate] = []
+                    for id in ids {
+                        // The object as the nearest context with changes to it holds it, else as stored.
+                        guard let subject = try reader.subject(for: id) else { continue }
+                        if let predicate = prepared.predicate, try !predicate.evaluate(subject) { continue }
+                        let sortValues = try prepared.sortPaths.map {
+                            try CompiledPredicate.values(of: $0, subject).first ?? .null
+                        }
+                        judged.append(Candidate(id: id, sortValues: sortValues))
+                    }
+                    candidates = judged
+                }
+                if !own.isEmpty || judgesAll {
                     candidates.removeAll { own.contains($0.id) }
                     for id in own.sorted() {
                         guard let object = registered[id], !object.isDeleted, try hasRecord(object) else { continue }
@@ -87,10 +122,49 @@ extension ObjectContext {
     }
 
     /// A child's save: its changes handed to the parent as one batch (see ``init(parent:name:isolation:)``).
+    ///
+    /// The delete rules run first, here, as a plain context's save runs them: the parent receives the cascaded
+    /// deletes and the nullified links with the rest, and the child's objects stop listing what it deleted. A save
+    /// refused (a deny rule, a conflict with the parent) leaves the child as it was.
     func pushToParent(_ parent: ObjectContext) throws {
         processPendingChanges()
+        guard dirty.contains(where: { $0.isDeleted && !$0.isInserted }) else { return try handOver(to: parent) }
+        undo.isSuspended = true
+        saveSnapshot = [:]
+        defer {
+            saveSnapshot = nil
+            undo.isSuspended = false
+        }
+        do {
+            let denied = try propagateDeletes()
+            if !denied.isEmpty {
+                throw EntityStoreError(
+                    .validationFailed,
+                    denied.count == 1 ? denied[0].description : "\(denied.count) validation failures",
+                    entity: denied[0].entity, key: denied[0].key, objectID: denied[0].objectID, failures: denied)
+            }
+            // What the delete rules changed reaches the child's observers and controllers, as a plain save's does.
+            processPendingChanges()
+            try handOver(to: parent)
+        } catch {
+            // Restored, and the restore processed: observers that saw the delete rules' changes see them undone
+            // (changes never delivered cancel out and deliver nothing).
+            restore(saveSnapshot ?? [:])
+            processPendingChanges()
+            throw error
+        }
+    }
+
+    /// Hands the child's processed changes to the parent as one batch.
+    private func handOver(to parent: ObjectContext) throws {
         let objects = dirty.sortedByID()
         guard objects.contains(where: \.hasChanges) else {
+            // Nothing to hand over. Objects inserted and deleted since the last save never existed: forgotten now,
+            // as a plain context's save forgets them.
+            for object in objects where object.isInserted && object.isDeleted {
+                registered[object.objectID] = nil
+                object.context = nil
+            }
             dirty.removeAll()
             return
         }

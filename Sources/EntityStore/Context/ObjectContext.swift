@@ -123,10 +123,12 @@ public final class ObjectContext {
     /// can be dropped without a trace. The parent's own save writes everything to the store. Children can have
     /// children.
     ///
-    /// A child lives in the same isolation domain as its parent. Its save checks that what it changes still exists
-    /// in the parent and hands the changes over as one batch (the parent's controllers and observers see one change,
-    /// its undo one group); validation (required values, rules, uniqueness, conflicts) happens when the parent saves
-    /// to the store.
+    /// A child lives in the same isolation domain as its parent. Its save runs the delete rules (cascades, nullified
+    /// links, a deny rule refusing the save), checks that what it changes still exists in the parent and hands the
+    /// changes over as one batch (the parent's controllers and observers see one change, its undo one group); a save
+    /// refused leaves the child as it was. Validation (required values, rules, uniqueness, conflicts with the store)
+    /// happens when the parent saves to the store. Its fetches judge predicates and sort keys read through
+    /// relationships by the related objects as the child holds them.
     public init(parent: ObjectContext, name: String? = nil, isolation: isolated (any Actor)? = #isolation) {
         self.store = parent.store
         self.name = name

@@ -207,6 +207,32 @@ final class CompiledPredicate {
         return result
     }
 
+    /// The entities the predicate reads objects of through relationships (each step's destination, and a compared
+    /// relationship's); nil for any entity (a subquery).
+    var reachedEntities: Set<String>? {
+        var reached = Set<String>()
+        func add(_ path: ResolvedKeyPath) {
+            for step in path.steps { reached.insert(step.destination) }
+            if case .relationship(let relationship) = path.terminal { reached.insert(relationship.destination) }
+        }
+        func visit(_ node: Node) -> Bool {
+            switch node {
+            case .constant, .member: return true
+            case .comparison(let path, _, let other):
+                add(path)
+                if let other { add(other) }
+                return true
+            case .subquery: return false
+            case .objects(let path, _, _):
+                add(path)
+                return true
+            case .and(let nodes), .or(let nodes): return nodes.allSatisfy(visit)
+            case .not(let inner): return visit(inner)
+            }
+        }
+        return visit(root) ? reached : nil
+    }
+
     /// Whether the predicate reads any relationship.
     var readsRelationships: Bool {
         source.keyPaths.contains { $0.count > 1 }
