@@ -179,4 +179,40 @@ import Testing
         try context.save()
         #expect(try ObjectContext(store: world.store).fetch(FetchRequest(entity: "Item")).isEmpty)
     }
+
+    /// Seed 894 of the workflow fuzz: a redo that adds to an owner's items, the owner's items not loaded any more and
+    /// linked elsewhere since. The redone link goes on top of what is stored now, so the item linked elsewhere stays
+    /// in the owner's items (put on the items recorded, the owner lost it while the item still named the owner).
+    @Test func aRedoOfALinkKeepsTheLinksMadeElsewhereSince() throws {
+        let (world, other, owners) = try owned()
+        defer { world.remove() }
+        let context = world.context
+        let o1 = owners["o1"]!
+        let y = try world.add("y", group: "A", rank: 2)
+        try context.save()
+        try y.setObject(o1, forKey: "owner")
+        try context.undoLastChange()
+        #expect(try o1.objectIDs(forKey: "items") == [world.items["x"]!.objectID])
+        // The owner becomes a fault here; elsewhere a third item is linked to it.
+        try context.refresh(o1, mergeChanges: false)
+        let z = try other.insert("Item")
+        try z.setValue("z", forKey: "title")
+        try z.setObject(try other.existingObject(with: o1.objectID), forKey: "owner")
+        try other.save()
+        for record in try world.store.history(since: 0) where record.contextID == other.contextID {
+            context.merge(record)
+        }
+
+        try context.redoLastChange()
+        context._checkInvariants()
+        #expect(
+            try Set(o1.objectIDs(forKey: "items")) == [world.items["x"]!.objectID, y.objectID, z.objectID])
+        #expect(try context.existingObject(with: z.objectID).object(forKey: "owner")?.objectID == o1.objectID)
+        try context.save()
+        let check = ObjectContext(store: world.store)
+        #expect(
+            try Set(check.existingObject(with: o1.objectID).objectIDs(forKey: "items"))
+                == [world.items["x"]!.objectID, y.objectID, z.objectID])
+        #expect(try world.store.checkIntegrity().findings.isEmpty)
+    }
 }

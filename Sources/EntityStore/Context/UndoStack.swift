@@ -493,6 +493,15 @@ extension ObjectContext {
                 continue
             }
             if object.values == nil, state.values != nil { try fault(in: object) }
+            // A relationship the state had changed that is not loaded now: loaded, so that the state's links and
+            // unlinks go on top of what is stored now (a merge or a save since may have linked others to it; put
+            // on the targets recorded, those links were lost on this side only).
+            for (name, recordedTargets) in state.related {
+                guard object.related[name] == nil, let before = state.committedRelated[name], before != recordedTargets,
+                    let relationship = object.entity.relationship(name)
+                else { continue }
+                _ = try targets(of: object, relationship)
+            }
             result[id] = try state.rebased(onto: object).dropping(addedTargets: isGoneHere)
         }
         return result
