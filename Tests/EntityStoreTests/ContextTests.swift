@@ -152,6 +152,47 @@ import Testing
         }
     }
 
+    @Test func anObjectInsertedAndDeletedTakesItsCascadeAlong() throws {
+        try withStore(schema: try Fixtures.projectSchema()) { store, _ in
+            let context = ObjectContext(store: store)
+            let saved = try context.insert("Task")
+            try saved.setValue("saved", forKey: "title")
+            let tag = try context.insert("Tag")
+            try tag.setValue("hot", forKey: "name")
+            try saved.add(tag, toKey: "tags")
+            try context.save()
+
+            // A new project given a saved task and a new one, then deleted before any save: the cascade deletes
+            // both, as it would once the project was saved; the tag (nullify) keeps nothing of them.
+            context.beginUndoGrouping()
+            let project = try context.insert("Project")
+            try project.setValue("draft", forKey: "name")
+            let fresh = try context.insert("Task")
+            try fresh.setValue("fresh", forKey: "title")
+            try fresh.setObject(project, forKey: "project")
+            try saved.setObject(project, forKey: "project")
+            context.endUndoGrouping()
+            context.beginUndoGrouping()
+            try context.delete(project)
+            context.endUndoGrouping()
+            #expect(saved.isDeleted && fresh.isDeleted)
+            #expect(context.deletedObjects == [saved])
+            #expect(context.insertedObjects.isEmpty)
+
+            // Undone, the project and its tasks are back as they were.
+            try context.undoLastChange()
+            #expect(!project.isDeleted && !saved.isDeleted && !fresh.isDeleted)
+            #expect(try Set(project.objectIDs(forKey: "tasks")) == [saved.objectID, fresh.objectID])
+            try context.redoLastChange()
+            try context.save()
+            let reader = ObjectContext(store: store)
+            #expect(try reader.count(for: FetchRequest(entity: "Task")) == 0)
+            #expect(try reader.count(for: FetchRequest(entity: "Project")) == 0)
+            #expect(try reader.fetch(FetchRequest(entity: "Tag"))[0].objectIDs(forKey: "tasks").isEmpty)
+            #expect(try store.checkIntegrity().findings.isEmpty)
+        }
+    }
+
     @Test func rollbackDiscardsInsertsUpdatesAndDeletes() throws {
         try withStore { store, _ in
             let context = ObjectContext(store: store)

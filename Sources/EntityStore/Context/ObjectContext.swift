@@ -247,7 +247,8 @@ public final class ObjectContext {
 
     /// Marks `object` deleted; the delete rules run and the record goes away at ``save()``.
     ///
-    /// Deleting an inserted object simply forgets it.
+    /// Deleting an inserted object forgets it: it leaves its relationships at once, and its cascade rules delete their
+    /// targets at once (whatever the other rules, nothing of it reaches the store).
     public func delete(_ object: ManagedObject) throws {
         try checkRegistered(object)
         guard !object.isDeleted else { return }
@@ -257,12 +258,17 @@ public final class ObjectContext {
             object.isDeleted = true
             dirty.insert(object)
             if object.isInserted {
-                // An unsaved object leaves its relationships at once: nothing of it reaches the store.
+                // An unsaved object leaves its relationships at once: nothing of it reaches the store. Its cascade
+                // rules delete their targets now (a stored object's run when it is saved): a new project deleted
+                // takes the tasks given to it along, as it would once saved.
+                var cascaded: [ManagedObject] = []
                 for relationship in object.entity.relationships {
                     for target in try targets(of: object, relationship) {
+                        if relationship.deleteRule == .cascade { cascaded.append(try self.object(with: target)) }
                         try unlinkIDs(object, relationship, target)
                     }
                 }
+                for target in cascaded { try delete(target) }
             }
         }
     }
