@@ -59,6 +59,22 @@ import Testing
                 try body(theirs, 1)
             }
             func pick<T>(_ list: [(T, T)], _ side: Int, _ index: Int) -> T { side == 0 ? list[index].0 : list[index].1 }
+            /// Adds `members[j]` to `owners[i]`'s to-many `key` on both sides, or removes it where it is there;
+            /// whether it removed.
+            func toggle(
+                _ owners: [(ManagedObject, ManagedObject)], _ i: Int, _ key: String,
+                _ members: [(ManagedObject, ManagedObject)], _ j: Int
+            ) throws -> Bool {
+                let linked = try owners[i].0.objectIDs(forKey: key).contains(members[j].0.objectID)
+                try both { _, side in
+                    if linked {
+                        try pick(owners, side, i).remove(pick(members, side, j), fromKey: key)
+                    } else {
+                        try pick(owners, side, i).add(pick(members, side, j), toKey: key)
+                    }
+                }
+                return linked
+            }
             switch Int.random(in: 0..<16, using: &g) {
             case 0, 1, 2:
                 let title = name("t")
@@ -101,27 +117,13 @@ import Testing
             case 9:
                 guard let i = projects.indices.randomElement(using: &g), let j = tasks.indices.randomElement(using: &g)
                 else { return "none" }
-                let linked = try projects[i].0.objectIDs(forKey: "tasks").contains(tasks[j].0.objectID)
-                try both { _, side in
-                    if linked {
-                        try pick(projects, side, i).remove(pick(tasks, side, j), fromKey: "tasks")
-                    } else {
-                        try pick(projects, side, i).add(pick(tasks, side, j), toKey: "tasks")
-                    }
-                }
-                return "\(linked ? "remove" : "add") \(try tasks[j].0["title"]) in \(try projects[i].0["name"])"
+                let removed = try toggle(projects, i, "tasks", tasks, j)
+                return "\(removed ? "remove" : "add") \(try tasks[j].0["title"]) in \(try projects[i].0["name"])"
             case 10:
                 guard let i = tasks.indices.randomElement(using: &g), let j = tags.indices.randomElement(using: &g)
                 else { return "none" }
-                let tagged = try tasks[i].0.objectIDs(forKey: "tags").contains(tags[j].0.objectID)
-                try both { _, side in
-                    if tagged {
-                        try pick(tasks, side, i).remove(pick(tags, side, j), fromKey: "tags")
-                    } else {
-                        try pick(tasks, side, i).add(pick(tags, side, j), toKey: "tags")
-                    }
-                }
-                return "\(tagged ? "untag" : "tag") \(try tasks[i].0["title"]) \(try tags[j].0["name"])"
+                let removed = try toggle(tasks, i, "tags", tags, j)
+                return "\(removed ? "untag" : "tag") \(try tasks[i].0["title"]) \(try tags[j].0["name"])"
             case 11:
                 if projects.count < 5 || Bool.random(using: &g) {
                     let project = name("p")

@@ -7,6 +7,15 @@ import Testing
 /// Child contexts (Core Data's parent/child contexts): a scratchpad over its parent's current state whose save
 /// hands its changes to the parent.
 @Suite struct ChildContextTests {
+    /// The library in a new store, a context on it and a child of that context.
+    func withChild(_ body: (PersistentStore, Library, ObjectContext, ObjectContext) throws -> Void) throws {
+        try withStore { store, _ in
+            let library = try Library(store)
+            let parent = ObjectContext(store: store)
+            try body(store, library, parent, ObjectContext(parent: parent))
+        }
+    }
+
     func titles(_ context: ObjectContext, _ format: String = "TRUEPREDICATE") throws -> [String] {
         var request = FetchRequest(entity: "Book", predicate: try FetchPredicate(format))
         request.sortKeys = [SortKey("title")]
@@ -93,10 +102,7 @@ import Testing
     }
 
     @Test func theParentUndoesAChildsSaveInOneStep() throws {
-        try withStore { store, _ in
-            let library = try Library(store)
-            let parent = ObjectContext(store: store)
-            let child = ObjectContext(parent: parent)
+        try withChild { store, library, parent, child in
             try child.existingObject(with: library.ids["Momo"]!).setValue("Momo?", forKey: "title")
             let added = try child.insert("Book")
             try added.setValue("Stardust", forKey: "title")
@@ -109,10 +115,7 @@ import Testing
     }
 
     @Test func grandchildrenAndConflictsWithTheParent() throws {
-        try withStore { store, _ in
-            let library = try Library(store)
-            let parent = ObjectContext(store: store)
-            let child = ObjectContext(parent: parent)
+        try withChild { store, library, parent, child in
             let grandchild = ObjectContext(parent: child)
             try grandchild.existingObject(with: library.ids["Momo"]!).setValue("Momo (3)", forKey: "title")
             try grandchild.save()
@@ -177,10 +180,7 @@ import Testing
         #expect(try ObjectContext(store: world.store).count(Ticket.self) == 6)
     }
     @Test func aChildsFetchesSeeWhatItChangedInTheObjectsTheyReadThrough() throws {
-        try withStore { store, _ in
-            let library = try Library(store)
-            let parent = ObjectContext(store: store)
-            let child = ObjectContext(parent: parent)
+        try withChild { store, library, parent, child in
             let ende = try child.existingObject(with: library.ids["Momo"]!).object(forKey: "author")!
             try ende.setValue("M. Ende", forKey: "name")
             // Only the author changed here, not its books: the books are judged through the child's author.
@@ -213,10 +213,7 @@ import Testing
     }
 
     @Test func aChildsSaveRunsTheDeleteRulesAndHandsTheParentWhatTheyDid() throws {
-        try withStore { store, _ in
-            let library = try Library(store)
-            let parent = ObjectContext(store: store)
-            let child = ObjectContext(parent: parent)
+        try withChild { store, library, parent, child in
             let momo = try child.existingObject(with: library.ids["Momo"]!)
             let ende = try momo.object(forKey: "author")!
             let stranger = try child.existingObject(with: library.ids["L'Étranger"]!)
@@ -246,10 +243,7 @@ import Testing
     }
 
     @Test func aChildsRefusedSaveLeavesTheChildAndTheParentAsTheyWere() throws {
-        try withStore { store, _ in
-            let library = try Library(store)
-            let parent = ObjectContext(store: store)
-            let child = ObjectContext(parent: parent)
+        try withChild { store, library, parent, child in
             // A cascade reaching a book the parent deleted meanwhile: refused, and the cascade undone in the child.
             let camus = try child.existingObject(with: library.ids["La Peste"]!).object(forKey: "author")!
             let books = try camus.objects(forKey: "books")
