@@ -7,8 +7,9 @@ import Testing
 /// Child contexts at random, against a twin: every change made in a child is also made, on a second store with the
 /// same contents, in a plain context. A child's save must leave its parent as the twin's save leaves its store, a
 /// child's rollback or release must leave the parent as the twin's rollback leaves it, and the parent's save must
-/// write what the twin wrote; all along, the child sees what the twin sees (its fetches, counts, windows and
-/// controllers through the parent, with its own changes on top). Objects are named uniquely, so that the two stores
+/// write what the twin wrote; undo and redo take back and put back the same changes on both; all along, the child
+/// sees what the twin sees (its fetches, counts, windows and controllers through the parent, with its own changes on
+/// top). Objects are named uniquely, so that the two stores
 /// are compared by names (their IDs may differ).
 @Suite struct ChildContextPropertyTests {
     static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 700 : 20_000 }
@@ -212,7 +213,7 @@ import Testing
         var childController: (FetchedResultsController, FetchedResultsController, ReplicaDelegate)?
         for round in 0..<Self.rounds {
             let step: String
-            switch Int.random(in: 0..<24, using: &g) {
+            switch Int.random(in: 0..<27, using: &g) {
             case 0..<12:
                 if child == nil {
                     child = ObjectContext(parent: parent, name: "child")
@@ -233,7 +234,12 @@ import Testing
                         childController = (mine, theirs, delegate)
                     }
                 }
+                // One undo group a change, on both sides.
+                child!.beginUndoGrouping()
+                twin.beginUndoGrouping()
                 step = "child: " + (try change(child!, twin))
+                child!.endUndoGrouping()
+                twin.endUndoGrouping()
             case 12..<15:
                 step = "child save"
                 try child?.save()
@@ -260,9 +266,29 @@ import Testing
                 childController = nil
                 step = "parent: " + (try change(parent, twin))
                 try twin.save()
+                // The next child starts without undo groups; so does the twin (a save with nothing to write keeps
+                // them: a change set back, an object inserted and deleted).
+                twin.rollback()
                 // A plain context runs its delete rules when it saves: the parent's deletes are saved at once, so
                 // that it holds what the twin's store holds (a child's save runs them before it hands over).
                 if !parent.deletedObjects.isEmpty { try parent.save() }
+            case 24, 25:
+                // Undo and redo take back and put back the same changes on both sides.
+                let redoes = Int.random(in: 0..<2, using: &g) == 1
+                step = redoes ? "child redo" : "child undo"
+                guard let child else { break }
+                let can = redoes ? (child.canRedo, twin.canRedo) : (child.canUndo, twin.canUndo)
+                #expect(
+                    can.0 == can.1,
+                    "round \(round) \(step) after \(steps.suffix(8)): the child can \(can.0), the twin \(can.1)")
+                guard can.0 && can.1 else { break }
+                if redoes {
+                    try child.redoLastChange()
+                    try twin.redoLastChange()
+                } else {
+                    try child.undoLastChange()
+                    try twin.undoLastChange()
+                }
             default:
                 step = "fetch"
                 if let child {
