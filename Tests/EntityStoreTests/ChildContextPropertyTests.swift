@@ -9,8 +9,7 @@ import Testing
 /// child's rollback or release must leave the parent as the twin's rollback leaves it, and the parent's save must
 /// write what the twin wrote; undo and redo take back and put back the same changes on both; all along, the child
 /// sees what the twin sees (its fetches, counts, windows and controllers through the parent, with its own changes on
-/// top). Objects are named uniquely, so that the two stores
-/// are compared by names (their IDs may differ).
+/// top). Objects are named uniquely, so that the two stores are compared by names (their IDs may differ).
 @Suite struct ChildContextPropertyTests {
     static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 700 : 20_000 }
 
