@@ -124,6 +124,25 @@ import Testing
             func fetch(_ context: ObjectContext, _ entity: String, _ predicate: String?) throws -> [ManagedObject] {
                 try context.fetch(FetchRequest(entity: entity, predicate: try predicate.map { try FetchPredicate($0) }))
             }
+            /// A batch update, and the same values set on each object a context fetches.
+            func update(_ step: String, _ entity: String, _ predicate: String?, _ values: [String: Value]) throws {
+                try both(step) {
+                    try first.store.batchUpdate(
+                        entity, where: try predicate.map { try FetchPredicate($0) }, set: values)
+                } _: { context in
+                    for object in try fetch(context, entity, predicate) {
+                        for (key, value) in values { try object.setValue(value, forKey: key) }
+                    }
+                }
+            }
+            /// A batch delete, and a context's delete of each object it fetches.
+            func delete(_ step: String, _ entity: String, _ predicate: String?) throws {
+                try both(step) {
+                    try first.store.batchDelete(entity, where: try predicate.map { try FetchPredicate($0) })
+                } _: { context in
+                    for object in try fetch(context, entity, predicate) { try context.delete(object) }
+                }
+            }
             switch Int.random(in: 0..<13, using: &g) {
             case 0, 1, 2:
                 let predicate = bookPredicates.randomElement(using: &g)!
@@ -159,14 +178,7 @@ import Testing
                     refused += 1
                     break
                 }
-                try both(step) {
-                    try first.store.batchUpdate(
-                        "Book", where: try predicate.map { try FetchPredicate($0) }, set: values)
-                } _: { context in
-                    for book in try fetch(context, "Book", predicate) {
-                        for (key, value) in values { try book.setValue(value, forKey: key) }
-                    }
-                }
+                try update(step, "Book", predicate, values)
             case 3:
                 let predicate = authorPredicates.randomElement(using: &g)!
                 var values: [String: Value] = ["rating": .int(Int64.random(in: 0..<5, using: &g))]
@@ -175,14 +187,7 @@ import Testing
                 // Emails are unique: one set for several authors is refused on both sides.
                 if Int.random(in: 0..<4, using: &g) == 0 { values["email"] = .string("\(name("e"))@example.org") }
                 step = "update authors \(predicate ?? "all") \(values)"
-                try both(step) {
-                    try first.store.batchUpdate(
-                        "Author", where: try predicate.map { try FetchPredicate($0) }, set: values)
-                } _: { context in
-                    for author in try fetch(context, "Author", predicate) {
-                        for (key, value) in values { try author.setValue(value, forKey: key) }
-                    }
-                }
+                try update(step, "Author", predicate, values)
             case 4:
                 let entity = ["Book", "Book", "Chapter", "Note", "Tag", "Comic"].randomElement(using: &g)!
                 let predicate: String? =
@@ -194,29 +199,17 @@ import Testing
                     default: ["name == 't2'", "books.@count < 4"].randomElement(using: &g)!
                     }
                 step = "delete \(entity) \(predicate ?? "all")"
-                try both(step) {
-                    try first.store.batchDelete(entity, where: try predicate.map { try FetchPredicate($0) })
-                } _: { context in
-                    for object in try fetch(context, entity, predicate) { try context.delete(object) }
-                }
+                try delete(step, entity, predicate)
             case 6:
                 // Publishers deny their delete while they hold books.
                 let predicate = ["name == 'p1'", "books.@count == 0", nil].randomElement(using: &g)!
                 step = "delete publishers \(predicate ?? "all")"
-                try both(step) {
-                    try first.store.batchDelete("Publisher", where: try predicate.map { try FetchPredicate($0) })
-                } _: { context in
-                    for object in try fetch(context, "Publisher", predicate) { try context.delete(object) }
-                }
+                try delete(step, "Publisher", predicate)
             case 7:
                 // An author deleted: its books cascade, their chapters and notes with them.
                 let predicate = authorPredicates.dropFirst().randomElement(using: &g)!
                 step = "delete authors \(predicate ?? "all")"
-                try both(step) {
-                    try first.store.batchDelete("Author", where: try predicate.map { try FetchPredicate($0) })
-                } _: { context in
-                    for object in try fetch(context, "Author", predicate) { try context.delete(object) }
-                }
+                try delete(step, "Author", predicate)
             case 5, 8, 10, 11:
                 var objects: [[String: Value]] = []
                 for _ in 0..<Int.random(in: 1...4, using: &g) {
