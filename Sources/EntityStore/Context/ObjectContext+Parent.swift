@@ -25,29 +25,17 @@ extension ObjectContext {
         unwindowed.fetchLimit = 0
         unwindowed.fetchOffset = 0
         let prepared = try store.preparedFetches.prepared(request, store: store)
-        // A predicate or sort key read through relationships changes with the objects it reaches, not only with the
-        // child's objects of this entity: when the child changed any object of an entity it reaches, every object of
-        // the entity the parent holds is judged here, through the child's state (a project the child archived
-        // changes which of its tasks `project.archived == NO` finds, whatever the parent found).
-        var judgesAll = false
-        if request.includesPendingChanges && !dirty.isEmpty {
-            var reached = Set(prepared.sortPaths.flatMap { $0.steps.map(\.destination) })
-            var reachesAny = false
-            if let predicate = prepared.predicate {
-                if let entities = predicate.reachedEntities { reached.formUnion(entities) } else { reachesAny = true }
-            }
-            if reachesAny || !reached.isEmpty {
-                let schema = store.schema
-                judgesAll = dirty.contains { object in
-                    reachesAny || reached.contains { schema.isKind(object.objectID.entityName, of: $0) }
-                }
-            }
-        }
-        var everything = FetchRequest(entity: request.entity)
-        everything.includesSubentities = request.includesSubentities
+        let judgesAll = request.includesPendingChanges && changedAnObjectReached(by: prepared)
         // The parent's matches in order, each with its sort values (what a controller keeps per row); or, to be
         // judged here, all of the parent's objects.
-        var candidates = try parent.run(judgesAll ? everything : unwindowed, shape: .objectIDs)
+        var candidates: [Candidate]
+        if judgesAll {
+            var everything = FetchRequest(entity: request.entity)
+            everything.includesSubentities = request.includesSubentities
+            candidates = try parent.run(everything, shape: .objectIDs)
+        } else {
+            candidates = try parent.run(unwindowed, shape: .objectIDs)
+        }
         let entities = Set(self.entities(of: request))
         let own =
             request.includesPendingChanges
@@ -55,30 +43,30 @@ extension ObjectContext {
         return try mappingStorageErrors("fetching \(entity.name)") {
             try store.read { txn in
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: true)
-                if judgesAll {
-                    let ids = candidates.lazy.map(\.id).filter { !own.contains($0) }
-                    var judged: [Candidate] = []
-                    for id in ids {
-                        // The object as the nearest context with changes to it holds it, else as stored.
-                        guard let subject = try reader.subject(for: id) else { continue }
-                        if let predicate = prepared.predicate, try !predicate.evaluate(subject) { continue }
-                        let sortValues = try prepared.sortPaths.map {
-                            try CompiledPredicate.values(of: $0, subject).first ?? .null
-                        }
-                        judged.append(Candidate(id: id, sortValues: sortValues))
+                /// `id` as a candidate when `subject` matches, with the sort values this context sees.
+                func judged(_ id: ObjectID, _ subject: any PredicateSubject) throws -> Candidate? {
+                    if let predicate = prepared.predicate, try !predicate.evaluate(subject) { return nil }
+                    let sortValues = try prepared.sortPaths.map {
+                        try CompiledPredicate.values(of: $0, subject).first ?? .null
                     }
-                    candidates = judged
+                    return Candidate(id: id, sortValues: sortValues)
+                }
+                if judgesAll {
+                    // Each object as the nearest context with changes to it holds it, else as stored.
+                    candidates = try candidates.compactMap { candidate in
+                        guard !own.contains(candidate.id), let subject = try reader.subject(for: candidate.id) else {
+                            return nil
+                        }
+                        return try judged(candidate.id, subject)
+                    }
                 }
                 if !own.isEmpty || judgesAll {
                     candidates.removeAll { own.contains($0.id) }
                     for id in own.sorted() {
                         guard let object = registered[id], !object.isDeleted, try hasRecord(object) else { continue }
-                        let subject = ContextSubject(object: object, reader: reader)
-                        if let predicate = prepared.predicate, try !predicate.evaluate(subject) { continue }
-                        let sortValues = try prepared.sortPaths.map {
-                            try CompiledPredicate.values(of: $0, subject).first ?? .null
+                        if let candidate = try judged(id, ContextSubject(object: object, reader: reader)) {
+                            candidates.append(candidate)
                         }
-                        candidates.append(Candidate(id: id, sortValues: sortValues))
                     }
                     // Sorted again by the values this context sees.
                     Self.sort(&candidates, by: request.sortKeys)
@@ -119,6 +107,22 @@ extension ObjectContext {
                 }
             }
         }
+    }
+
+    /// Whether this child changed an object of an entity that `prepared`'s predicate or sort keys read through a
+    /// relationship: then its fetch judges every object itself, since a change to a related object (a project the
+    /// child archived) changes which objects `project.archived == NO` finds, whatever the parent found.
+    private func changedAnObjectReached(by prepared: PreparedFetch) -> Bool {
+        guard !dirty.isEmpty else { return false }
+        var reached = Set(prepared.sortPaths.flatMap { $0.steps.map(\.destination) })
+        if let predicate = prepared.predicate {
+            // A subquery may reach any entity.
+            guard let entities = predicate.reachedEntities else { return true }
+            reached.formUnion(entities)
+        }
+        guard !reached.isEmpty else { return false }
+        let schema = store.schema
+        return dirty.contains { object in reached.contains { schema.isKind(object.objectID.entityName, of: $0) } }
     }
 
     /// A child's save: its changes handed to the parent as one batch (see ``init(parent:name:isolation:)``).

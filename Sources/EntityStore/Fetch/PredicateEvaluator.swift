@@ -233,28 +233,6 @@ final class CompiledPredicate {
         return visit(root) ? reached : nil
     }
 
-    /// Whether the predicate reads any relationship.
-    var readsRelationships: Bool {
-        source.keyPaths.contains { $0.count > 1 }
-            || {
-                func visit(_ node: Node) -> Bool {
-                    switch node {
-                    case .constant: false
-                    case .comparison(let path, _, let other):
-                        !path.steps.isEmpty || { if case .relationship = path.terminal { true } else { false } }()
-                            || (other.map { !$0.steps.isEmpty } ?? false)
-                    case .subquery: true
-                    case .member: false
-                    case .objects(let path, _, _):
-                        !path.steps.isEmpty || { if case .relationship = path.terminal { true } else { false } }()
-                    case .and(let nodes), .or(let nodes): nodes.contains(where: visit)
-                    case .not(let inner): visit(inner)
-                    }
-                }
-                return visit(root)
-            }()
-    }
-
     static func compile(_ predicate: FetchPredicate, _ entity: Entity, _ schema: Schema) throws -> Node {
         switch predicate {
         case .constant(let value): return .constant(value)
