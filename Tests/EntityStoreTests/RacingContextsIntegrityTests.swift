@@ -334,7 +334,7 @@ private func seedLibrary(_ store: PersistentStore) throws {
                     for (name, loaded) in object.committedRelated {
                         let relationship = object.entity.relationship(name)!
                         let stored = try store.read { txn in
-                            Set(
+                            TargetSet(
                                 try store.storedTargets(
                                     of: object.objectID, relationship, try store.storage(for: object.entity.name), txn))
                         }

@@ -236,7 +236,7 @@ import Testing
                     let message = "round \(round) \(step): controller \(index) differs from a fresh fetch: \(mine)"
                     var stale: [String] = []
                     for project in try context.fetch(FetchRequest(entity: "Project")) {
-                        let cached = project.related["tasks"].map { Set($0) }
+                        let cached = project.related["tasks"]
                         let stored = try context.storedTargets(
                             of: project.objectID, project.entity.relationship("tasks")!)
                         if let cached, cached != stored, !project.hasChanges {

@@ -2,7 +2,7 @@ import LMDB
 
 extension ObjectContext {
     /// The targets a relationship of `object` holds now, loading them from the store the first time.
-    func targets(of object: ManagedObject, _ relationship: Relationship) throws -> Set<ObjectID> {
+    func targets(of object: ManagedObject, _ relationship: Relationship) throws -> TargetSet {
         if let loaded = object.related[relationship.name] { return loaded }
         let stored = object.isInserted ? [] : try storedTargets(of: object.objectID, relationship)
         keepStored(stored, relationship, of: object)
@@ -10,7 +10,7 @@ extension ObjectContext {
     }
 
     /// The targets stored for `id`'s relationship.
-    func storedTargets(of id: ObjectID, _ relationship: Relationship) throws -> Set<ObjectID> {
+    func storedTargets(of id: ObjectID, _ relationship: Relationship) throws -> TargetSet {
         if let parent {
             // A child's stored state is its parent's current one.
             let source = try parent.object(with: id)
@@ -18,7 +18,7 @@ extension ObjectContext {
         }
         let storage = try store.storage(for: id.entityName)
         return try mappingStorageErrors("loading \(id).\(relationship.name)") {
-            try store.read { txn in Set(try store.storedTargets(of: id, relationship, storage, txn)) }
+            try store.read { txn in TargetSet(try store.storedTargets(of: id, relationship, storage, txn)) }
         }
     }
 
@@ -51,7 +51,7 @@ extension ObjectContext {
                             for object in run {
                                 let stored = try store.storedTargets(
                                     of: object.objectID, relationship, through: cursor, txn)
-                                keepStored(Set(stored), relationship, of: object)
+                                keepStored(TargetSet(stored), relationship, of: object)
                             }
                         }
                     }
@@ -62,7 +62,7 @@ extension ObjectContext {
     }
 
     /// Keeps `stored` as what `object`'s relationship holds, loaded and committed.
-    private func keepStored(_ stored: Set<ObjectID>, _ relationship: Relationship, of object: ManagedObject) {
+    private func keepStored(_ stored: TargetSet, _ relationship: Relationship, of object: ManagedObject) {
         object.related[relationship.name] = stored
         object.committedRelated[relationship.name] = stored
     }

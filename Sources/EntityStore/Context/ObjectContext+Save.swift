@@ -362,7 +362,8 @@ extension ObjectContext {
                     ObjectChange(
                         objectID: object.objectID, kind: .delete, changedKeys: names,
                         old: .positional(names: names, values: old), new: .dictionary([:]),
-                        oldRelationships: object.committedRelated.mapValues { $0.sorted() }, isUserDriven: userDriven))
+                        links: .sets(object.committedRelated.map { ($0.key, $0.value, nil) }), isUserDriven: userDriven)
+                )
                 continue
             }
             var final = object.values
@@ -386,17 +387,17 @@ extension ObjectContext {
             {
                 (keys, old, new) = ObjectChange.differences(object.entityBox, from: committed, to: final)
             }
-            var oldRelationships: [String: [ObjectID]] = [:]
+            var links: [(name: String, old: TargetSet, new: TargetSet?)] = []
             for (name, targets) in object.related.sorted(by: { $0.key < $1.key })
             where object.committedRelated[name] != targets {
                 keys.append(name)
-                oldRelationships[name] = (object.committedRelated[name] ?? []).sorted()
+                links.append((name, object.committedRelated[name] ?? [], targets))
             }
             guard !keys.isEmpty else { continue }
             changes.append(
                 ObjectChange(
                     objectID: object.objectID, kind: .update, changedKeys: keys, old: old, new: new,
-                    oldRelationships: oldRelationships, isUserDriven: userDriven))
+                    links: links.isEmpty ? .none : .sets(links), isUserDriven: userDriven))
         }
         return changes
     }

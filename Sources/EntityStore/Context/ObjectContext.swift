@@ -401,8 +401,8 @@ public final class ObjectContext {
         recordPending(partner)
         partner.announceChange()
         dirty.insert(partner)
-        var released: Set<ObjectID> = []
-        var regained: Set<ObjectID> = []
+        var released: TargetSet = []
+        var regained: TargetSet = []
         if linked {
             if !relationship.isToMany && back != nil { released = targets }
             targets = relationship.isToMany ? targets.union([id]) : [id]

@@ -1,5 +1,5 @@
 /// An object's relationship targets by relationship name (``ManagedObject/related``, ``ObjectState``): the
-/// relationships loaded so far, each with its targets.
+/// relationships loaded so far, each with its targets (a ``TargetSet``).
 ///
 /// An entity has a few relationships, so the entries are a short array searched by name rather than a dictionary:
 /// a `[String: Set<ObjectID>]` hashed the name (SipHash over its bytes) on every link, read, undo record and
@@ -8,25 +8,25 @@
 /// or a short one (most names are), and names are compared as strings, canonical equivalence included, as a
 /// dictionary's keys are.
 struct RelationshipTargets: Sequence, ExpressibleByDictionaryLiteral {
-    typealias Element = (key: String, value: Set<ObjectID>)
+    typealias Element = (key: String, value: TargetSet)
 
     /// The entries, each name once; `nil` only while a `_modify` access that removes the entry is in progress.
-    private var entries: ContiguousArray<(key: String, value: Set<ObjectID>?)> = []
+    private var entries: ContiguousArray<(key: String, value: TargetSet?)> = []
 
     init() {}
 
-    init(dictionaryLiteral elements: (String, Set<ObjectID>)...) {
+    init(dictionaryLiteral elements: (String, TargetSet)...) {
         for (name, targets) in elements { self[name] = targets }
     }
 
     /// A table holding `targets` under each of `names` (the first of names that are equal).
-    init(_ names: some Sequence<String>, each targets: Set<ObjectID>) {
+    init(_ names: some Sequence<String>, each targets: TargetSet) {
         for name in names where position(of: name) == nil { entries.append((name, targets)) }
     }
 
     var isEmpty: Bool { entries.isEmpty }
     var keys: [String] { entries.map(\.key) }
-    var values: [Set<ObjectID>] { entries.map { $0.value! } }
+    var values: [TargetSet] { entries.map { $0.value! } }
 
     /// The position of the entry named `name`.
     private func position(of name: String) -> Int? {
@@ -48,7 +48,7 @@ struct RelationshipTargets: Sequence, ExpressibleByDictionaryLiteral {
         }
     }
 
-    subscript(name: String) -> Set<ObjectID>? {
+    subscript(name: String) -> TargetSet? {
         get {
             guard let i = position(of: name) else { return nil }
             return entries[i].value
@@ -74,7 +74,7 @@ struct RelationshipTargets: Sequence, ExpressibleByDictionaryLiteral {
         }
     }
 
-    subscript(name: String, default defaultValue: @autoclosure () -> Set<ObjectID>) -> Set<ObjectID> {
+    subscript(name: String, default defaultValue: @autoclosure () -> TargetSet) -> TargetSet {
         get { self[name] ?? defaultValue() }
         _modify {
             let i: Int
@@ -88,14 +88,14 @@ struct RelationshipTargets: Sequence, ExpressibleByDictionaryLiteral {
         }
     }
 
-    func mapValues<T>(_ transform: (Set<ObjectID>) throws -> T) rethrows -> [String: T] {
+    func mapValues<T>(_ transform: (TargetSet) throws -> T) rethrows -> [String: T] {
         var result: [String: T] = [:]
         for (name, targets) in self { result[name] = try transform(targets) }
         return result
     }
 
     struct Iterator: IteratorProtocol {
-        fileprivate var base: IndexingIterator<ContiguousArray<(key: String, value: Set<ObjectID>?)>>
+        fileprivate var base: IndexingIterator<ContiguousArray<(key: String, value: TargetSet?)>>
         mutating func next() -> Element? {
             guard let entry = base.next() else { return nil }
             return (entry.key, entry.value!)

@@ -37,8 +37,12 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
         get { newStorage.dictionary }
         set { newStorage = .dictionary(newValue) }
     }
-    /// The relationships' targets before the change, for the changed relationships that were loaded.
-    public var oldRelationships: [String: [ObjectID]]
+    /// The relationships' targets before the change (each list in ID order), for the changed relationships that
+    /// were loaded.
+    public var oldRelationships: [String: [ObjectID]] {
+        get { links.arrays }
+        set { links = .arrays(newValue) }
+    }
     /// Whether the change was made inside a user-driven scope (``ObjectContext/performUserDrivenChanges(_:)``).
     public var isUserDriven: Bool
 
@@ -81,6 +85,56 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
 
     var oldStorage: ValueStorage
     var newStorage: ValueStorage
+    /// The old targets of the changed relationships.
+    var links: LinkStorage
+
+    /// The old targets of the changed relationships, as given (or read from the history), or the sets the context
+    /// held, put in order only when ``oldRelationships`` is read: a change of a large to-many relationship sorted
+    /// all of its targets at every save, twice, for a list that nearly nobody reads.
+    enum LinkStorage: Sendable {
+        case arrays([String: [ObjectID]])
+        /// Each changed relationship's targets before the change and, for an update, after it.
+        case sets([(name: String, old: TargetSet, new: TargetSet?)])
+
+        static let none = LinkStorage.arrays([:])
+
+        var isEmpty: Bool {
+            switch self {
+            case .arrays(let lists): lists.isEmpty
+            case .sets(let sets): sets.isEmpty
+            }
+        }
+
+        var arrays: [String: [ObjectID]] {
+            switch self {
+            case .arrays(let lists): lists
+            case .sets(let sets):
+                Dictionary(sets.map { ($0.name, $0.old.ordered) }, uniquingKeysWith: { first, _ in first })
+            }
+        }
+
+        /// The targets `name` held before the change.
+        func old(_ name: String) -> TargetSet? {
+            switch self {
+            case .arrays(let lists): lists[name].map(TargetSet.init)
+            case .sets(let sets): sets.first { $0.name == name }?.old
+            }
+        }
+
+        /// What the history keeps, by relationship name in order: for an update made here, the targets the change
+        /// took out (the rest are in the store); for a delete, every old target.
+        var forHistory: [(name: String, targets: [ObjectID])] {
+            switch self {
+            case .arrays(let lists):
+                return lists.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            case .sets(let sets):
+                return sets.sorted { $0.name < $1.name }.map { entry in
+                    guard let new = entry.new else { return (entry.name, entry.old.ordered) }
+                    return (entry.name, entry.old.ordered)
+                }
+            }
+        }
+    }
 
     /// The attributes whose values differ between `previous` and `current` (in the entity's record order), with
     /// both values: one changed attribute (most updates) allocates nothing, its name alone shared by the entity and
@@ -126,19 +180,19 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     ) {
         self.init(
             objectID: objectID, kind: kind, changedKeys: changedKeys, old: .dictionary(oldValues),
-            new: .dictionary(newValues), oldRelationships: oldRelationships, isUserDriven: isUserDriven)
+            new: .dictionary(newValues), links: .arrays(oldRelationships), isUserDriven: isUserDriven)
     }
 
     init(
         objectID: ObjectID, kind: Kind, changedKeys: [String], old: ValueStorage, new: ValueStorage,
-        oldRelationships: [String: [ObjectID]] = Dictionary(), isUserDriven: Bool = false
+        links: LinkStorage = .none, isUserDriven: Bool = false
     ) {
         self.objectID = objectID
         self.kind = kind
         self.changedKeys = changedKeys
         oldStorage = old
         newStorage = new
-        self.oldRelationships = oldRelationships
+        self.links = links
         self.isUserDriven = isUserDriven
     }
 

@@ -49,7 +49,7 @@ enum HistoryCodec {
             lastName.removeAll(keepingCapacity: true)
             appendString(lastEntity, &lastName)
         }
-        if change.kind == .insert && change.oldStorage.isEmpty && change.oldRelationships.isEmpty {
+        if change.kind == .insert && change.oldStorage.isEmpty && change.links.isEmpty {
             // What the general path below writes for it: no keys, values or relationships.
             appendPlainInsert(name: lastName, change.objectID.primaryKey, userDriven: change.isUserDriven, &out)
             return
@@ -69,10 +69,9 @@ enum HistoryCodec {
         // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
         appendValues(change.oldStorage, &keyOrder, &out)
         appendValues(change.kind == .insert ? .dictionary([:]) : change.newStorage, &keyOrder, &out)
-        RecordCodec.appendVarint(UInt64(change.oldRelationships.count), &out)
-        for (key, ids) in change.oldRelationships.isEmpty
-            ? [] : change.oldRelationships.sorted(by: { $0.key < $1.key })
-        {
+        let links = change.links.isEmpty ? [] : change.links.forHistory
+        RecordCodec.appendVarint(UInt64(links.count), &out)
+        for (key, ids) in links {
             appendString(key, &out)
             RecordCodec.appendVarint(UInt64(ids.count), &out)
             for id in ids {

@@ -136,7 +136,7 @@ extension ObjectContext {
                     object.entity.relationship(name).flatMap { relationship in
                         store.schema.entity(relationship.destination)?.relationship(relationship.inverse)
                     }?.deleteRule == .noAction
-                let gone = keptByStore ? targets.intersection(deleted).subtracting(stored ?? []) : deleted
+                let gone = keptByStore ? Set(targets.intersection(deleted).subtracting(stored ?? [])) : deleted
                 guard !targets.isDisjoint(with: gone) else { continue }
                 recordPending(object)
                 object.announceChange()
@@ -161,7 +161,7 @@ extension ObjectContext {
                     guard let target = registered[id], !target.isDeleted,
                         let inverseRelationship = target.entity.relationship(relationship.inverse)
                     else { continue }
-                    let inverse: Set<ObjectID>
+                    let inverse: TargetSet
                     do {
                         inverse = try targets(of: target, inverseRelationship)
                     } catch {

@@ -240,7 +240,7 @@ extension ObjectContext {
                     objectID: id, kind: .delete, changedKeys: names,
                     old: .positional(names: names, values: previous ?? []),
                     new: .dictionary([:]),
-                    oldRelationships: (state?.related ?? object.related).mapValues { $0.sorted() },
+                    links: .sets((state?.related ?? object.related).map { ($0.key, $0.value, nil) }),
                     isUserDriven: isUserDriven))
             return true
         case (false, false):
@@ -265,7 +265,7 @@ extension ObjectContext {
             (keys, old, new) = ObjectChange.differences(object.entityBox, from: previous, to: current)
         }
         appendTransientDifferences(object, state, &keys, &old, &new)
-        var oldRelationships: [String: [ObjectID]] = [:]
+        var links: [(name: String, old: TargetSet, new: TargetSet?)] = []
         for relationship in object.entity.relationships {
             // A relationship loaded after the state was recorded held what the store holds then (it cannot change
             // before it is loaded): the targets it was loaded with. One loaded then and unloaded since (by a
@@ -283,13 +283,13 @@ extension ObjectContext {
                 previous != current
             else { continue }
             keys.append(relationship.name)
-            oldRelationships[relationship.name] = previous.sorted()
+            links.append((relationship.name, previous, current))
         }
         guard !keys.isEmpty else { return false }
         changes.append(
             ObjectChange(
-                objectID: id, kind: .update, changedKeys: keys, old: old, new: new, oldRelationships: oldRelationships,
-                isUserDriven: isUserDriven))
+                objectID: id, kind: .update, changedKeys: keys, old: old, new: new,
+                links: links.isEmpty ? .none : .sets(links), isUserDriven: isUserDriven))
         return true
     }
 

@@ -147,7 +147,7 @@ extension FetchedResultsController {
                 for step in chain[0..<depth].reversed() {
                     var previous = Set<ObjectID>()
                     for id in current {
-                        if let old = change.oldRelationships[step.inverse], id == change.objectID {
+                        if id == change.objectID, let old = change.links.old(step.inverse) {
                             previous.formUnion(old)
                         }
                         let object = try context.object(with: id)

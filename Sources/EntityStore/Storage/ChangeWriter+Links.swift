@@ -81,7 +81,7 @@ extension ChangeWriter {
                 // A to-one holds one target: the save's replaces what is stored now, whoever wrote that (another
                 // writer since the context read it, or this save through the inverse of another of its objects).
                 let read = stored
-                stored = Set(try store.storedTargets(of: object.objectID, relationship, storage, txn))
+                stored = TargetSet(try store.storedTargets(of: object.objectID, relationship, storage, txn))
                 for other in stored where !read.contains(other) && !current.contains(other) {
                     // Linked elsewhere since the context read it: it loses the link (if it exists: a reference left
                     // by a `noAction` delete names nothing).
@@ -94,7 +94,9 @@ extension ChangeWriter {
                     stored.remove(other)
                 }
             }
-            for removed in stored.isEmpty ? [] : stored.subtracting(current) {
+            // Two versions of one set: compared chunk by chunk, the chunks they share passed over.
+            let (addedTargets, removedTargets) = stored.isEmpty ? (current.ordered, []) : current.changes(since: stored)
+            for removed in removedTargets {
                 guard let backward = try inverse(at: removed) else { continue }
                 let target = IndexKey.primaryKey(removed.primaryKey)
                 try txn.delete(source, value: target, in: forward)
@@ -104,7 +106,7 @@ extension ChangeWriter {
                             target: removed, relationship: relationship.inverse, source: object.objectID, added: false))
                 }
             }
-            for added in stored.isEmpty ? current : current.subtracting(stored) {
+            for added in addedTargets {
                 guard let backward = try inverse(at: added) else { continue }
                 let pk = object.objectID.primaryKey
                 // The other object of the link is in this save too, and wrote it already.

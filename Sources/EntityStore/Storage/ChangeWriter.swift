@@ -510,7 +510,7 @@ struct ChangeWriter {
                     let read = object.committedRelated[relationship.name], current != read
                 else { continue }
                 let storage = try store.storage(for: object.entity.name)
-                let now = Set(try store.storedTargets(of: object.objectID, relationship, storage, txn))
+                let now = TargetSet(try store.storedTargets(of: object.objectID, relationship, storage, txn))
                 guard now != read else { continue }
                 let names = now.isEmpty ? "none" : now.sorted().map(\.description).joined(separator: ", ")
                 failures.append(
