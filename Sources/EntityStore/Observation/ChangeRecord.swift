@@ -39,6 +39,13 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
     }
     /// The relationships' targets before the change (each list in ID order), for the changed relationships that
     /// were loaded.
+    ///
+    /// A record read back from the history (``PersistentStore/history(since:limit:)``, and so a change merged
+    /// from another process) holds, for an update, the targets the change took out of each relationship: the
+    /// targets it kept and the ones it added are the relationship's targets in the store. The history keeps an
+    /// update small whatever the size of the relationship it changes: adding one book to a tag of 20,000 wrote the
+    /// 20,000 earlier targets into the history at every save (entries written before still hold them all). A
+    /// delete holds all of the targets the object had, here and in the history.
     public var oldRelationships: [String: [ObjectID]] {
         get { links.arrays }
         set { links = .arrays(newValue) }
@@ -113,7 +120,8 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
             }
         }
 
-        /// The targets `name` held before the change.
+        /// The targets `name` held before the change (for a record read back from the history: those the change
+        /// took out).
         func old(_ name: String) -> TargetSet? {
             switch self {
             case .arrays(let lists): lists[name].map(TargetSet.init)
@@ -130,7 +138,7 @@ public struct ObjectChange: Sendable, Hashable, CustomStringConvertible {
             case .sets(let sets):
                 return sets.sorted { $0.name < $1.name }.map { entry in
                     guard let new = entry.new else { return (entry.name, entry.old.ordered) }
-                    return (entry.name, entry.old.ordered)
+                    return (entry.name, new.changes(since: entry.old).removed)
                 }
             }
         }

@@ -9,7 +9,8 @@ import Foundation
 /// per change: string entity · varint primary key · byte kind (0 insert, 1 update, 2 delete) · byte user-driven
 ///             varint n, n × string changed key
 ///             varint n, n × (string key, value) old values · varint n, n × (string key, value) new values
-///             varint n, n × (string key, varint m, m × (string entity, varint key)) old relationships
+///             varint n, n × (string key, varint m, m × (string entity, varint key)) old relationships (an
+///             update's: the targets it took out, since session 42; before, all of them; a delete's: all of them)
 /// string = varint length + UTF-8; value = type tag (0 nil, else the record codec's tag) + the record payload
 /// ```
 ///
@@ -69,6 +70,7 @@ enum HistoryCodec {
         // An insert's values are in its record: the history keeps its keys only, which keeps bulk inserts cheap.
         appendValues(change.oldStorage, &keyOrder, &out)
         appendValues(change.kind == .insert ? .dictionary([:]) : change.newStorage, &keyOrder, &out)
+        // An update's relationships hold the targets it took out, a delete's all of them (`LinkStorage.forHistory`).
         let links = change.links.isEmpty ? [] : change.links.forHistory
         RecordCodec.appendVarint(UInt64(links.count), &out)
         for (key, ids) in links {
