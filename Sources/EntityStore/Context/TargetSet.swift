@@ -18,13 +18,17 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
     /// A chunk this small is joined with a neighbour when both fit in one.
     static let chunkMinimum = 32
 
-    /// The IDs in order, in chunks none of which is empty.
-    private(set) var chunks: ContiguousArray<Chunk>
+    /// The first chunk: the whole set when it holds at most ``chunkLimit`` IDs, as most relationships do (one
+    /// allocation, as a `Set` was); empty only for an empty set.
+    private var head: Chunk
+    /// The chunks after the first, none empty.
+    private var tail: ContiguousArray<Chunk>
     /// How many IDs the set holds.
     private(set) var count: Int
 
     init() {
-        chunks = []
+        head = []
+        tail = []
         count = 0
     }
 
@@ -51,40 +55,85 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
 
     /// The set of `ids`, given in order and each once.
     init(sortedUnique ids: some Collection<ObjectID>) {
+        self.init()
         count = ids.count
-        chunks = []
         guard count > 0 else { return }
+        if count <= Self.chunkLimit {
+            head = Chunk(ids)
+            return
+        }
         let size = Self.chunkLimit / 2
-        chunks.reserveCapacity((count + size - 1) / size)
         var chunk = Chunk()
-        chunk.reserveCapacity(Swift.min(size, count))
+        chunk.reserveCapacity(size)
         for id in ids {
             if chunk.count == size {
-                chunks.append(chunk)
+                append(chunk)
                 chunk = Chunk()
                 chunk.reserveCapacity(size)
             }
             chunk.append(id)
         }
-        chunks.append(chunk)
+        append(chunk)
     }
 
     var isEmpty: Bool { count == 0 }
-    var first: ObjectID? { chunks.first?.first }
+    var first: ObjectID? { head.first }
 
     var description: String { "[" + map(\.description).joined(separator: ", ") + "]" }
+
+    // MARK: - Chunks
+
+    /// How many chunks hold the IDs.
+    private var chunkCount: Int { head.isEmpty ? 0 : 1 + tail.count }
+
+    /// The chunks in order (for tests and tools: a copy of the list).
+    var chunks: [Chunk] { head.isEmpty ? [] : [head] + Array(tail) }
+
+    private func chunk(_ i: Int) -> Chunk { i == 0 ? head : tail[i - 1] }
+
+    /// The last ID of chunk `i`.
+    private func last(ofChunk i: Int) -> ObjectID {
+        i == 0 ? head[head.count - 1] : tail[i - 1][tail[i - 1].count - 1]
+    }
+
+    /// Changes chunk `i` in place.
+    private mutating func changeChunk<R>(_ i: Int, _ body: (inout Chunk) -> R) -> R {
+        i == 0 ? body(&head) : body(&tail[i - 1])
+    }
+
+    private mutating func append(_ chunk: Chunk) {
+        if head.isEmpty { head = chunk } else { tail.append(chunk) }
+    }
+
+    private mutating func insertChunk(_ chunk: Chunk, at i: Int) {
+        if i == 0 {
+            if !head.isEmpty { tail.insert(head, at: 0) }
+            head = chunk
+        } else {
+            tail.insert(chunk, at: i - 1)
+        }
+    }
+
+    @discardableResult
+    private mutating func removeChunk(at i: Int) -> Chunk {
+        guard i == 0 else { return tail.remove(at: i - 1) }
+        let removed = head
+        head = tail.isEmpty ? [] : tail.removeFirst()
+        return removed
+    }
 
     // MARK: - Finding
 
     /// The chunk that holds `id` if the set does, or where it goes: the first whose last ID is not below it (the
     /// last chunk for an ID above all of them); `nil` for an empty set.
     private func chunkIndex(for id: ObjectID) -> Int? {
-        guard !chunks.isEmpty else { return nil }
+        let count = chunkCount
+        guard count > 0 else { return nil }
         var low = 0
-        var high = chunks.count - 1
+        var high = count - 1
         while low < high {
             let middle = (low + high) / 2
-            if chunks[middle][chunks[middle].count - 1] < id { low = middle + 1 } else { high = middle }
+            if last(ofChunk: middle) < id { low = middle + 1 } else { high = middle }
         }
         return low
     }
@@ -102,49 +151,59 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
 
     func contains(_ id: ObjectID) -> Bool {
         guard let c = chunkIndex(for: id) else { return false }
-        return Self.position(of: id, in: chunks[c]).found
+        return Self.position(of: id, in: chunk(c)).found
     }
 
     // MARK: - Changing
 
     @discardableResult
     mutating func insert(_ id: ObjectID) -> (inserted: Bool, memberAfterInsert: ObjectID) {
-        guard let c = chunkIndex(for: id) else {
-            chunks = [[id]]
+        if count == 0 {
+            head = [id]
             count = 1
             return (true, id)
         }
-        let (index, found) = Self.position(of: id, in: chunks[c])
-        if found { return (false, chunks[c][index]) }
-        chunks[c].insert(id, at: index)
-        count += 1
-        if chunks[c].count > Self.chunkLimit {
-            let half = chunks[c].count / 2
-            let upper = Chunk(chunks[c][half...])
-            chunks[c].removeSubrange(half...)
-            chunks.insert(upper, at: c + 1)
+        // Above every ID (a new object's, whose key is the entity's next): appended, with no search.
+        if tail.isEmpty, head[head.count - 1] < id, head.count < Self.chunkLimit {
+            head.append(id)
+            count += 1
+            return (true, id)
         }
+        guard let c = chunkIndex(for: id) else { preconditionFailure("a set of \(count) IDs without chunks") }
+        let (index, found) = Self.position(of: id, in: chunk(c))
+        if found { return (false, chunk(c)[index]) }
+        let upper: Chunk? = changeChunk(c) { chunk in
+            chunk.insert(id, at: index)
+            guard chunk.count > Self.chunkLimit else { return nil }
+            let half = chunk.count / 2
+            let upper = Chunk(chunk[half...])
+            chunk.removeSubrange(half...)
+            return upper
+        }
+        count += 1
+        if let upper { insertChunk(upper, at: c + 1) }
         return (true, id)
     }
 
     @discardableResult
     mutating func remove(_ id: ObjectID) -> ObjectID? {
         guard let c = chunkIndex(for: id) else { return nil }
-        let (index, found) = Self.position(of: id, in: chunks[c])
+        let (index, found) = Self.position(of: id, in: chunk(c))
         guard found else { return nil }
-        let removed = chunks[c].remove(at: index)
+        let removed = changeChunk(c) { $0.remove(at: index) }
         count -= 1
-        if chunks[c].isEmpty {
-            chunks.remove(at: c)
-        } else if chunks[c].count < Self.chunkMinimum {
+        let size = chunk(c).count
+        if size == 0 {
+            removeChunk(at: c)
+        } else if size < Self.chunkMinimum {
             // Join a small chunk with a neighbour it fits with, so that removals do not leave a long run of tiny
             // chunks.
-            if c + 1 < chunks.count, chunks[c].count + chunks[c + 1].count <= Self.chunkLimit {
-                let next = chunks.remove(at: c + 1)
-                chunks[c].append(contentsOf: next)
-            } else if c > 0, chunks[c - 1].count + chunks[c].count <= Self.chunkLimit {
-                let this = chunks.remove(at: c)
-                chunks[c - 1].append(contentsOf: this)
+            if c + 1 < chunkCount, size + chunk(c + 1).count <= Self.chunkLimit {
+                let next = removeChunk(at: c + 1)
+                changeChunk(c) { $0.append(contentsOf: next) }
+            } else if c > 0, chunk(c - 1).count + size <= Self.chunkLimit {
+                let this = removeChunk(at: c)
+                changeChunk(c - 1) { $0.append(contentsOf: this) }
             }
         }
         return removed
@@ -238,17 +297,19 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
     ) -> (onlyInFirst: [ObjectID], onlyInSecond: [ObjectID]) {
         var onlyInFirst: [ObjectID] = []
         var onlyInSecond: [ObjectID] = []
-        let a = first.chunks
-        let b = second.chunks
+        let (aCount, bCount) = (first.chunkCount, second.chunkCount)
         var (ac, ai, bc, bi) = (0, 0, 0, 0)
-        while ac < a.count && bc < b.count {
-            if ai == 0 && bi == 0 && same(a[ac], b[bc]) {
+        var (a, b) = (aCount > 0 ? first.chunk(0) : [], bCount > 0 ? second.chunk(0) : [])
+        while ac < aCount && bc < bCount {
+            if ai == 0 && bi == 0 && same(a, b) {
                 ac += 1
                 bc += 1
+                if ac < aCount { a = first.chunk(ac) }
+                if bc < bCount { b = second.chunk(bc) }
                 continue
             }
-            let x = a[ac][ai]
-            let y = b[bc][bi]
+            let x = a[ai]
+            let y = b[bi]
             if x == y {
                 ai += 1
                 bi += 1
@@ -259,19 +320,25 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
                 onlyInSecond.append(y)
                 bi += 1
             }
-            if ai == a[ac].count { (ac, ai) = (ac + 1, 0) }
-            if bi == b[bc].count { (bc, bi) = (bc + 1, 0) }
+            if ai == a.count {
+                (ac, ai) = (ac + 1, 0)
+                if ac < aCount { a = first.chunk(ac) }
+            }
+            if bi == b.count {
+                (bc, bi) = (bc + 1, 0)
+                if bc < bCount { b = second.chunk(bc) }
+            }
             if stopAtFirst && !(onlyInFirst.isEmpty && onlyInSecond.isEmpty) { return (onlyInFirst, onlyInSecond) }
         }
-        if stopAtFirst && (ac < a.count || bc < b.count) {
-            return (ac < a.count ? [a[ac][ai]] : [], bc < b.count ? [b[bc][bi]] : [])
+        if stopAtFirst && (ac < aCount || bc < bCount) {
+            return (ac < aCount ? [a[ai]] : [], bc < bCount ? [b[bi]] : [])
         }
-        while ac < a.count {
-            onlyInFirst.append(contentsOf: a[ac][ai...])
+        while ac < aCount {
+            onlyInFirst.append(contentsOf: first.chunk(ac)[ai...])
             (ac, ai) = (ac + 1, 0)
         }
-        while bc < b.count {
-            onlyInSecond.append(contentsOf: b[bc][bi...])
+        while bc < bCount {
+            onlyInSecond.append(contentsOf: second.chunk(bc)[bi...])
             (bc, bi) = (bc + 1, 0)
         }
         return (onlyInFirst, onlyInSecond)
@@ -280,28 +347,35 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
     // MARK: - Iterating
 
     struct Iterator: IteratorProtocol {
-        fileprivate let chunks: ContiguousArray<Chunk>
+        fileprivate let set: TargetSet
+        fileprivate var current: Chunk
         fileprivate var chunk = 0
         fileprivate var index = 0
 
         mutating func next() -> ObjectID? {
-            guard chunk < chunks.count else { return nil }
-            let id = chunks[chunk][index]
+            guard index < current.count else { return nil }
+            let id = current[index]
             index += 1
-            if index == chunks[chunk].count { (chunk, index) = (chunk + 1, 0) }
+            if index == current.count, chunk < set.tail.count {
+                current = set.tail[chunk]
+                chunk += 1
+                index = 0
+            }
             return id
         }
     }
 
-    func makeIterator() -> Iterator { Iterator(chunks: chunks) }
+    func makeIterator() -> Iterator { Iterator(set: self, current: head) }
 
     var underestimatedCount: Int { count }
 
     /// The IDs in order.
     var ordered: [ObjectID] {
+        if tail.isEmpty { return Array(head) }
         var result: [ObjectID] = []
         result.reserveCapacity(count)
-        for chunk in chunks { result.append(contentsOf: chunk) }
+        result.append(contentsOf: head)
+        for chunk in tail { result.append(contentsOf: chunk) }
         return result
     }
 }
