@@ -93,11 +93,37 @@ func insertLinkedNotes(_ directory: String, folders: Int, perFolder: Int, titles
 /// S11, one big to-many: `n` new notes linked one by one to a single folder through a context (undo on, as by
 /// default), one save; SQLite inserts the rows with the folder's key. Each link is its own undo group, which must
 /// cost the same whatever the folder holds already.
-func s11OneFolder(_ report: Report, _ n: Int) throws {
+func s11OneFolder(_ report: Report, _ n: Int, adds: Int) throws {
     let name = "S11 insert \(n) notes into one folder, linked, one save"
+    let addName = "S11 add a note to a folder of \(n), durable save"
+    let small = 200
     let titles = (0..<n).map(noteTitle)
     var paths: [String] = []
     defer { for path in paths { try? FileManager.default.removeItem(atPath: path) } }
+    /// `adds` notes added one at a time to the folder of `store`, each a durable save, through a context that has
+    /// loaded the folder's notes (as a screen listing them has): the median save.
+    func addNotes(_ store: PersistentStore, holding count: Int) throws -> Double {
+        let context = ObjectContext(store: store)
+        let folder = try context.fetch(FetchRequest(entity: "Folder"))[0]
+        guard try folder.objectIDs(forKey: "notes").count == count else {
+            throw BenchFailure("S11: the folder does not hold its \(count) notes")
+        }
+        var times: [Double] = []
+        for i in 0..<adds {
+            let start = now()
+            let note = try context.insert("Note")
+            try note.setValue(.string("added \(i)"), forKey: "title")
+            try note.setValue(.int(Int64(i)), forKey: "score")
+            try note.setObject(folder, forKey: "folder")
+            try context.save()
+            times.append(now() - start)
+        }
+        let check = ObjectContext(store: store)
+        guard try check.fetch(FetchRequest(entity: "Folder"))[0].objectIDs(forKey: "notes").count == count + adds else {
+            throw BenchFailure("S11: the folder does not hold its \(count) notes and the \(adds) added")
+        }
+        return times.sorted()[times.count / 2]
+    }
     for repetition in 0..<3 {
         let esPath = temporaryDirectory("s11f-es\(repetition)")
         let sqlitePath = temporaryDirectory("s11f-sqlite\(repetition)")
@@ -107,9 +133,13 @@ func s11OneFolder(_ report: Report, _ n: Int) throws {
             path: esPath, schema: relationshipSchema(), options: .init(mapSize: 1 << 30))
         _ = try insertLinkedNotes(store, folders: 1, perFolder: n, titles: titles)
         report.record(name, "EntityStore", "s/op", (now() - start) / Double(n))
-        let check = ObjectContext(store: store)
-        guard try check.fetch(FetchRequest(entity: "Folder"))[0].objectIDs(forKey: "notes").count == n
-        else { throw BenchFailure("S11: the folder does not hold its \(n) notes") }
+        report.record(addName, "EntityStore", "s", try addNotes(store, holding: n))
+        let smallPath = temporaryDirectory("s11f-small\(repetition)")
+        paths.append(smallPath)
+        let smallStore = try PersistentStore.open(
+            path: smallPath, schema: relationshipSchema(), options: .init(mapSize: 1 << 30))
+        _ = try insertLinkedNotes(smallStore, folders: 1, perFolder: small, titles: Array(titles.prefix(small)))
+        report.record(addName, "EntityStore, a folder of \(small)", "s", try addNotes(smallStore, holding: small))
 
         // The same through typed models, each note appended to the folder's array as SwiftData users write it.
         let typedPath = temporaryDirectory("s11f-typed\(repetition)")
@@ -133,9 +163,30 @@ func s11OneFolder(_ report: Report, _ n: Int) throws {
         else { throw BenchFailure("S11: the typed folder does not hold its \(n) notes") }
 
         start = now()
-        _ = insertLinkedNotes(sqlitePath, folders: 1, perFolder: n, titles: titles)
+        let sqlite = insertLinkedNotes(sqlitePath, folders: 1, perFolder: n, titles: titles)
         report.record(name, "SQLite", "s/op", (now() - start) / Double(n))
+        let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, 1)")
+        var times: [Double] = []
+        for i in 0..<adds {
+            start = now()
+            sqlite3_bind_int64(insertNote, 1, Int64(n + i + 1))
+            sqlite3_bind_text(insertNote, 2, "added \(i)", -1, sqlite.transient)
+            sqlite3_bind_int64(insertNote, 3, Int64(i))
+            sqlite3_step(insertNote)
+            sqlite3_reset(insertNote)
+            times.append(now() - start)
+        }
+        sqlite3_finalize(insertNote)
+        report.record(addName, "SQLite", "s", times.sorted()[times.count / 2])
     }
+    let large = report.median(addName, "EntityStore")
+    let smallMedian = report.median(addName, "EntityStore, a folder of \(small)")
+    report.target(
+        "S11", "a note added to a folder of \(n) at most 2x one added to a folder of \(small) (a save costs its links)",
+        large <= 2 * smallMedian,
+        String(
+            format: "%.2fx (SQLite's durable insert: %.2fx)", large / smallMedian,
+            large / report.median(addName, "SQLite")))
 }
 
 /// The sum of the notes' title lengths and scores (what each side of S11's reads computes from the rows it reads).

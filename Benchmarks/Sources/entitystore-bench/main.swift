@@ -95,7 +95,7 @@ do {
     }
     if runs("S11") {
         try s11(report, folders: quick ? 100 : 1_000, perFolder: 100)
-        try s11OneFolder(report, quick ? 2_000 : 20_000)
+        try s11OneFolder(report, quick ? 2_000 : 20_000, adds: quick ? 50 : 200)
     }
     if runs("S10") { try s10(report, quick ? 1_000 : 20_000, latencySamples: quick ? 20 : 100) }
 } catch {
