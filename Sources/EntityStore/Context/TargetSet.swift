@@ -247,7 +247,9 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
     }
 
     func intersection(_ other: Set<ObjectID>) -> TargetSet {
-        TargetSet(sortedUnique: filter { other.contains($0) })
+        // Look up each of the smaller side in the other.
+        other.count < count
+            ? TargetSet(other.filter { contains($0) }) : TargetSet(sortedUnique: filter { other.contains($0) })
     }
 
     func isDisjoint(with other: Set<ObjectID>) -> Bool {
