@@ -209,8 +209,6 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
         return removed
     }
 
-    mutating func removeAll() { self = TargetSet() }
-
     mutating func formUnion(_ ids: some Sequence<ObjectID>) {
         for id in ids { insert(id) }
     }
@@ -225,8 +223,8 @@ struct TargetSet: Sequence, Equatable, Sendable, ExpressibleByArrayLiteral, Cust
         for id in ids { remove(id) }
     }
 
-    /// The IDs of this set that `other` does not hold: a walk over both in step when `other` is a version of this
-    /// set (a shared chunk is passed over at once), lookups otherwise.
+    /// The IDs of this set that `other` does not hold, by a walk over both in step (a chunk they share is passed
+    /// over at once).
     func subtracting(_ other: TargetSet) -> TargetSet {
         TargetSet(sortedUnique: Self.differences(self, other, stopAtFirst: false).onlyInFirst)
     }

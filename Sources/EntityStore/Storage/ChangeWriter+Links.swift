@@ -94,9 +94,10 @@ extension ChangeWriter {
                     stored.remove(other)
                 }
             }
-            // Two versions of one set: compared chunk by chunk, the chunks they share passed over.
-            let (addedTargets, removedTargets) = stored.isEmpty ? (current.ordered, []) : current.changes(since: stored)
-            for removed in removedTargets {
+            // Two versions of one set: compared chunk by chunk, the chunks they share passed over. (Nothing stored:
+            // every current target is added, read where it is.)
+            let changes = stored.isEmpty ? nil : current.changes(since: stored)
+            for removed in changes?.removed ?? [] {
                 guard let backward = try inverse(at: removed) else { continue }
                 let target = IndexKey.primaryKey(removed.primaryKey)
                 try txn.delete(source, value: target, in: forward)
@@ -106,20 +107,20 @@ extension ChangeWriter {
                             target: removed, relationship: relationship.inverse, source: object.objectID, added: false))
                 }
             }
-            for added in addedTargets {
-                guard let backward = try inverse(at: added) else { continue }
+            func link(_ added: ObjectID) throws {
+                guard let backward = try inverse(at: added) else { return }
                 let pk = object.objectID.primaryKey
                 // The other object of the link is in this save too, and wrote it already.
                 if writtenLinks.remove(WrittenLink(database: forward.number, source: pk, target: added.primaryKey))
                     != nil
                 {
-                    continue
+                    return
                 }
                 writtenLinks.insert(WrittenLink(database: backward.number, source: added.primaryKey, target: pk))
                 if object.isInserted && isInsertedHere(added) {
                     addNewLink(pk, added.primaryKey, forward)
                     addNewLink(added.primaryKey, pk, backward)
-                    continue
+                    return
                 }
                 addedLinks.append((object.objectID, relationship.name, added))
                 let target = IndexKey.primaryKey(added.primaryKey)
@@ -134,6 +135,11 @@ extension ChangeWriter {
                     inverseWrites.append(
                         .init(target: added, relationship: relationship.inverse, source: object.objectID, added: true))
                 }
+            }
+            if let changes {
+                for added in changes.added { try link(added) }
+            } else {
+                for added in current { try link(added) }
             }
         }
     }
