@@ -133,6 +133,57 @@ import Testing
         }
     }
 
+    /// A context with an unsaved move of a book to another author merges a save that moved the book to a third
+    /// author, one the context has not met. The book keeps its unsaved author, and the third author, met after the
+    /// merge, does not list it: loaded from the store as it was, its books held the book whose own author named
+    /// another (a fetch through `books` found that author, a controller walking from the book did not). The save
+    /// leaves the book with the unsaved author only. The same for a refresh of the book that keeps its changes.
+    /// (Found by seed 1105 of `RacingContextsIntegrityTests`'s merging views.)
+    @Test func aMergedMoveToAnAuthorNotMetYetLeavesTheUnsavedAuthorAlone() throws {
+        for way in ["merged", "merged automatically", "refreshed"] {
+            try withStore { store, _ in
+                let setup = ObjectContext(store: store)
+                let authors = try ["first", "mine", "theirs"].map { name in
+                    let author = try setup.insert("Author")
+                    try author.setValue(.string(name), forKey: "name")
+                    return author.objectID
+                }
+                let book = try setup.insert("Book")
+                try book.setValue("Momo", forKey: "title")
+                try book.setObject(try setup.existingObject(with: authors[0]), forKey: "author")
+                try setup.save()
+
+                let screen = ObjectContext(store: store)
+                screen.automaticallyMergesChangesFromStore = way == "merged automatically"
+                let screenBook = try screen.existingObject(with: book.objectID)
+                try screenBook.setObject(try screen.existingObject(with: authors[1]), forKey: "author")
+                let editor = ObjectContext(store: store)
+                let saves = Recorder(editor)
+                try editor.existingObject(with: book.objectID).setObject(
+                    try editor.existingObject(with: authors[2]), forKey: "author")
+                try editor.save()
+                switch way {
+                case "merged": screen.merge(try #require(saves.saves.last))
+                case "merged automatically": screen.processPendingChanges()
+                default: try screen.refresh(screenBook, mergeChanges: true)
+                }
+
+                #expect(try screenBook.object(forKey: "author")?.objectID == authors[1], "\(way)")
+                #expect(try screen.existingObject(with: authors[2]).objects(forKey: "books").isEmpty, "\(way)")
+                let mine = try screen.existingObject(with: authors[1])
+                #expect(try mine.objects(forKey: "books").map(\.objectID) == [book.objectID], "\(way)")
+                let reading = try screen.fetch(
+                    FetchRequest(entity: "Author", predicate: try FetchPredicate("ANY books.title == 'Momo'")))
+                #expect(reading.map(\.objectID) == [authors[1]], "\(way)")
+                try screen.save()
+                let after = ObjectContext(store: store)
+                #expect(try after.existingObject(with: book.objectID).object(forKey: "author")?.objectID == authors[1])
+                #expect(try after.existingObject(with: authors[2]).objects(forKey: "books").isEmpty)
+                #expect(try store.checkIntegrity().findings.isEmpty)
+            }
+        }
+    }
+
     func conflict(_ policy: MergePolicy) throws -> (ManagedObject, ObjectContext, PersistentStore, TemporaryStore) {
         let temporary = try TemporaryStore()
         let store = temporary.store

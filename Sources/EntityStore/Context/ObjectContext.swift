@@ -368,6 +368,8 @@ public final class ObjectContext {
         guard object.context === self, !object.isInserted else { return }
         if object.values != nil || object.isDeleted { recordPending(object) }
         try reload(object, mergeChanges: mergeChanges)
+        // A to-one kept over a stored target that changed meanwhile: that target no longer lists the object.
+        if mergeChanges && object.hasChanges { try reconcileInverses(of: [object]) { throw $0 } }
     }
 
     /// Discards the other side of each unsaved link change of `object`, whose own side a refresh is discarding: a

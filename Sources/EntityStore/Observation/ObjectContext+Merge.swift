@@ -111,7 +111,10 @@ extension ObjectContext {
             }
         }
         if !deleted.isEmpty { unlinkUnsaved(from: deleted) }
-        if !keptChanges.isEmpty { reconcileInverses(of: keptChanges) }
+        if !keptChanges.isEmpty {
+            // merge() cannot throw: the next fetch or save does.
+            reconcileInverses(of: keptChanges) { inbox.receive(.failure(EntityStoreError.wrapping($0, "merging"))) }
+        }
         deliver(
             ChangeRecord(
                 kind: .merged, changes: merged, transaction: record.transaction, author: record.author,
@@ -149,23 +152,28 @@ extension ObjectContext {
     }
 
     /// Keeps both sides of to-ones consistent where the merge put a new stored target under an unsaved one: an
-    /// object whose unsaved to-one names another target than the one stored now is taken out of that registered
-    /// target's inverse (the save will unlink it there too), so that the target does not list it meanwhile.
-    private func reconcileInverses(of objects: [ManagedObject]) {
+    /// object whose unsaved to-one names another target than the one stored now is taken out of that target's
+    /// inverse (the save will unlink it there too), so that the target does not list it meanwhile. A target this
+    /// context has not met yet is registered, and its inverse loaded and changed, as a link made here does: left
+    /// to load later, the inverse read from the store listed the object, whose own to-one named another target.
+    /// A target that cannot be read is handed to `failing` and skipped.
+    func reconcileInverses(of objects: [ManagedObject], failing: (EntityStoreError) throws -> Void) rethrows {
         for object in objects where !object.related.isEmpty && !object.isDeleted {
             for relationship in object.entity.relationships where !relationship.isToMany {
                 guard let current = object.related[relationship.name],
                     let stored = object.committedRelated[relationship.name], current != stored
                 else { continue }
                 for id in stored.subtracting(current) {
-                    guard let target = registered[id], !target.isDeleted,
-                        let inverseRelationship = target.entity.relationship(relationship.inverse)
-                    else { continue }
                     let inverse: TargetSet
+                    let target: ManagedObject
                     do {
+                        target = try self.object(with: id)
+                        guard !target.isDeleted,
+                            let inverseRelationship = target.entity.relationship(relationship.inverse)
+                        else { continue }
                         inverse = try targets(of: target, inverseRelationship)
                     } catch {
-                        inbox.receive(.failure(EntityStoreError.wrapping(error, "merging \(id)")))
+                        try failing(EntityStoreError.wrapping(error, "reading \(id).\(relationship.inverse)"))
                         continue
                     }
                     guard inverse.contains(object.objectID) else { continue }
