@@ -298,16 +298,17 @@ public class ReadTransaction {
 }
 
 extension ReadTransaction {
-    /// Visits every entry of `database` in key order until `body` says stop: ``forEach(in:range:reverse:_:)`` over
-    /// the whole database, in one loop over `mdb_cursor_get` (the scan path of fetches: no range checks and no
-    /// cursor wrapper per entry).
+    /// Visits every entry of `database` in key order (descending with `reverse`) until `body` says stop:
+    /// ``forEach(in:range:reverse:_:)`` over the whole database, in one loop over `mdb_cursor_get` (the scan path of
+    /// fetches: no range checks and no cursor wrapper per entry).
     public func forEachEntry(
-        in database: Database, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> IterationControl
+        in database: Database, reverse: Bool = false,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> IterationControl
     ) throws {
         try withCursor(on: database) { cursor in
             var key = MDB_val(mv_size: 0, mv_data: nil)
             var value = MDB_val(mv_size: 0, mv_data: nil)
-            var op = MDB_FIRST
+            var op = reverse ? MDB_LAST : MDB_FIRST
             while true {
                 let rc = mdb_cursor_get(cursor.pointer, &key, &value, op)
                 if rc == MDB_NOTFOUND { return }
@@ -316,7 +317,7 @@ extension ReadTransaction {
                     UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size),
                     UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size))
                 if control == .stop { return }
-                op = MDB_NEXT
+                op = reverse ? MDB_PREV : MDB_NEXT
             }
         }
     }

@@ -92,6 +92,13 @@ import Testing
                         return .continue
                     }
                     #expect(scanned == walked)
+                    var backwards: [String] = []
+                    try txn.forEachEntry(in: database, reverse: true) { key, value in
+                        backwards.append(
+                            String(decoding: key, as: UTF8.self) + "=" + String(decoding: value, as: UTF8.self))
+                        return .continue
+                    }
+                    #expect(backwards == walked.reversed())
                 }
                 var count = 0
                 try txn.forEachEntry(in: db) { _, _ in
@@ -99,6 +106,12 @@ import Testing
                     return count == 5 ? .stop : .continue
                 }
                 #expect(count == 5)
+                var last: [String] = []
+                try txn.forEachEntry(in: db, reverse: true) { key, _ in
+                    last.append(String(decoding: key, as: UTF8.self))
+                    return last.count == 2 ? .stop : .continue
+                }
+                #expect(last == ["k299", "k298"])
             }
         }
     }

@@ -127,6 +127,11 @@ extension ObjectContext {
         /// The records' decoded values, one array reused for every record of the scan.
         @exclusivity(unchecked) var scratch: [Value] = []
         @exclusivity(unchecked) var candidates: [Candidate] = []
+        /// Matches before the window, counted and dropped as read (results read in their final order).
+        @exclusivity(unchecked) var skipped = 0
+        /// With a limit and a sort in memory: the last of the best candidates kept at the last pruning; a match that
+        /// sorts after it cannot be in the window and is dropped before its record is copied.
+        @exclusivity(unchecked) var bound: (sortValues: [Value], id: ObjectID)?
     }
 
     struct Candidate {
@@ -228,6 +233,20 @@ extension ObjectContext {
             request.includesPendingChanges && !dirty.isEmpty
             ? Set(dirty.lazy.filter { $0.objectID.entityName == entity.name }.map(\.objectID.primaryKey)) : []
         let window = request.windowEnd
+        let sortKeys = request.sortKeys
+        // Read in their final order, the matches before the offset are only counted.
+        let skipping = !sortsAfter && sink == nil ? request.fetchOffset : 0
+        // Sorted afterwards with a limit: only the best `window` are kept (pruned when twice as many are held), so
+        // that "the latest 20" of a million rows copies 20 records, not a million, and sorts a few thousand.
+        let keepsBest = sortsAfter && sink == nil && window <= 1 << 20
+        let pruneAt = keepsBest ? max(2 * window, 1_024) : .max
+        // The first sort key's attribute, when it is the record's own and of a fixed size: read in place, before the
+        // record is decoded, to drop what sorts after the bound.
+        let boundPosition: Int? =
+            keepsBest
+            ? ownPositions.first.flatMap { $0 }.flatMap { position in
+                RecordCodec.isVariableSize(entity.attributes[position].type) ? nil : position
+            } : nil
 
         return try mappingStorageErrors("fetching \(entity.name)") {
             do {
@@ -247,6 +266,13 @@ extension ObjectContext {
                     if recordFilter?.matches(bytes) == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
                     if hasPending && pendingKeys.contains(id.primaryKey) { return }
+                    if let position = boundPosition, let bound = scan.bound,
+                        let value = try RecordCodec.fixedSizeValue(
+                            at: position, bytes, entity.name, entity.attributes, key: id.primaryKey),
+                        sortKeys[0].order(value, bound.sortValues[0]) == .orderedDescending
+                    {
+                        return
+                    }
                     var sortValues: [Value] = []
                     var dictionary: [String: Value]?
                     if needsSubject {
@@ -254,9 +280,17 @@ extension ObjectContext {
                             bytes, entity: entity, needed: needed, into: &scan.scratch, key: id.primaryKey)
                         let subject = RecordSubject(id: id, entity: entity, values: scan.scratch, reader: reader)
                         if let filter, try !filter.evaluate(subject) { return }
+                        if scan.skipped < skipping {
+                            scan.skipped &+= 1
+                            return
+                        }
                         sortValues = try valuePaths.indices.map { k in
                             if let position = ownPositions[k] { return scan.scratch[position] }
                             return try CompiledPredicate.values(of: valuePaths[k], subject).first ?? .null
+                        }
+                        if let bound = scan.bound, !Self.precedes(sortValues, id, bound.sortValues, bound.id, sortKeys)
+                        {
+                            return
                         }
                         if let sink {
                             // Aggregated as read: no candidate is kept.
@@ -273,26 +307,36 @@ extension ObjectContext {
                         if !dictionaryPaths.isEmpty {
                             dictionary = try self.dictionary(dictionaryPaths, subject)
                         }
+                    } else if scan.skipped < skipping {
+                        scan.skipped &+= 1
+                        return
                     }
                     let record = wantsRecords ? try RecordCodec.checkedCopy(bytes, entityBox, key: id.primaryKey) : nil
                     // Made in the call: a candidate built in a variable was copied into the list (a reference taken on
                     // each of its arrays, and dropped with the variable).
                     scan.candidates.append(
                         Candidate(id: id, sortValues: sortValues, record: record, dictionary: dictionary))
+                    if scan.candidates.count >= pruneAt { Self.keepBest(window, of: scan, by: sortKeys) }
                 }
+                // Whether the window is full, for a walk that reads the results in their order.
+                func full() -> Bool { plan.stopsEarly && scan.skipped &+ scan.candidates.count >= window }
 
                 switch plan.access {
                 case .fullScan:
-                    try txn.forEachEntry(in: storage.records) { key, value in
+                    // Keeping the best by a descending first key, the scan starts from the newest records: what an
+                    // app sorts newest first (dates, counters) mostly grows with them, so the first rows read set a
+                    // bound most of the others fail before they are decoded. (The order read changes no result.)
+                    let newestFirst = keepsBest && sortKeys.first?.ascending == false
+                    try txn.forEachEntry(in: storage.records, reverse: newestFirst) { key, value in
                         try consider(key, value)
-                        return .continue
+                        return full() ? .stop : .continue
                     }
                 case .indexRanges where plan.rangeInSortOrder:
                     let index = storage.indexes[plan.indexPosition!]!
                     try txn.forEach(in: index, range: plan.ranges[0]) { _, pk in
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
-                        return plan.stopsEarly && scan.candidates.count >= window ? .stop : .continue
+                        return full() ? .stop : .continue
                     }
                 case .indexRanges:
                     let index = storage.indexes[plan.indexPosition!]!
@@ -338,7 +382,7 @@ extension ObjectContext {
                         if let lastKey, !key.elementsEqual(lastKey) { return .stop }
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
-                        if plan.stopsEarly && lastKey == nil && scan.candidates.count >= window {
+                        if lastKey == nil && full() {
                             guard plan.sortsInMemory else { return .stop }
                             lastKey = Array(key)
                         }
@@ -369,22 +413,44 @@ extension ObjectContext {
                     }
                 }
 
-                let keys = request.sortKeys
                 if sortsAfter {
                     // Sorted by index, so that the sort moves integers rather than candidates.
                     let order = scan.candidates.withUnsafeBufferPointer { buffer in
                         buffer.indices.sorted { a, b in
-                            for (i, key) in keys.enumerated() {
-                                let order = key.order(buffer[a].sortValues[i], buffer[b].sortValues[i])
-                                if order != .orderedSame { return order == .orderedAscending }
-                            }
-                            return buffer[a].id < buffer[b].id
+                            Self.precedes(
+                                buffer[a].sortValues, buffer[a].id, buffer[b].sortValues, buffer[b].id, sortKeys)
                         }
                     }
                     scan.candidates = order.map { scan.candidates[$0] }
                 }
-                return Self.window(scan.candidates, request)
+                return Self.window(scan.candidates, request, skipped: scan.skipped)
             }
+        }
+    }
+
+    /// Whether a candidate with `values` and `id` comes before one with `otherValues` and `otherID` in the order
+    /// `keys` ask for (ties by ID, as the results are sorted).
+    static func precedes(
+        _ values: [Value], _ id: ObjectID, _ otherValues: [Value], _ otherID: ObjectID, _ keys: [SortKey]
+    ) -> Bool {
+        for (i, key) in keys.enumerated() {
+            let order = key.order(values[i], otherValues[i])
+            if order != .orderedSame { return order == .orderedAscending }
+        }
+        return id < otherID
+    }
+
+    /// Keeps the best `count` of the scan's candidates (in order), and the last of them as the bound the next ones
+    /// must beat.
+    static func keepBest(_ count: Int, of scan: ScanState, by keys: [SortKey]) {
+        let order = scan.candidates.withUnsafeBufferPointer { buffer in
+            buffer.indices.sorted { a, b in
+                precedes(buffer[a].sortValues, buffer[a].id, buffer[b].sortValues, buffer[b].id, keys)
+            }
+        }
+        scan.candidates = order.prefix(count).map { scan.candidates[$0] }
+        if let last = scan.candidates.last, scan.candidates.count == count {
+            scan.bound = (last.sortValues, last.id)
         }
     }
 
@@ -425,10 +491,11 @@ extension ObjectContext {
         }
     }
 
-    /// The request's window (offset and limit) of ordered candidates.
-    static func window(_ candidates: [Candidate], _ request: FetchRequest) -> [Candidate] {
-        let start = min(request.fetchOffset, candidates.count)
-        let end = min(candidates.count, request.windowEnd)
+    /// The request's window (offset and limit) of ordered candidates, of which the first `skipped` matches were
+    /// dropped already.
+    static func window(_ candidates: [Candidate], _ request: FetchRequest, skipped: Int = 0) -> [Candidate] {
+        let start = min(request.fetchOffset - skipped, candidates.count)
+        let end = min(candidates.count, request.windowEnd - skipped)
         // The whole list as it is (a copy retained every candidate's record and values).
         if start == 0 && end == candidates.count { return candidates }
         return Array(candidates[start..<end])

@@ -36,7 +36,9 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     public var filters: Bool
     /// Whether the results are sorted in memory.
     public var sortsInMemory: Bool
-    /// Whether the fetch stops early once offset + limit results are found.
+    /// Whether the fetch stops early once offset + limit results are found: the results are read in their order (an
+    /// index's, or a scan's by primary key when there are no sort keys), or an index's order is cut after the rows of
+    /// the last key the window needs.
     public var stopsEarly: Bool
 
     /// For a fetch of an entity with sub-entities: the plan of each entity it reads, whose results are merged
@@ -150,6 +152,9 @@ enum QueryPlanner {
             let type = entity.attributes[position].type
             let exactKeys = type.isScalar || type == .uuid
             plan.sortsInMemory = request.sortKeys.count > 1 || !first.ascending || !exactKeys
+            plan.stopsEarly = request.fetchLimit > 0 && !mergesPending
+        } else if request.sortKeys.isEmpty {
+            // A scan without sort keys reads the results in their order (by primary key): it stops at the limit.
             plan.stopsEarly = request.fetchLimit > 0 && !mergesPending
         }
         return plan
