@@ -431,9 +431,59 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
                 String(format: "%.2fx", lite / es))
         }
         if scenarios == ["S4"] { try s4NewValues(report, n, store, sqlite) }
+        try windows(report, scenarios[0], n, store, sqlite)
         if scenarios == ["S5"] { try s5OtherScripts(report, n / 10) }
         for path in [esPath, sqlitePath, rawPath] { try? FileManager.default.removeItem(atPath: path) }
     }
+}
+
+/// S4 and S5 through a window: a page of 20 deep in the index's order (S4: offset n/2), and the latest 20 by an
+/// unindexed attribute (S5: `date` descending, which grows with the items as an app's dates do). The pages are
+/// checked to be the same items on both sides.
+func windows(_ report: Report, _ scenario: String, _ n: Int, _ store: PersistentStore, _ sqlite: SQLiteItems) throws {
+    var request = FetchRequest(entity: "Item")
+    request.fetchLimit = 20
+    let name: String
+    let statement: OpaquePointer?
+    if scenario == "S4" {
+        name = "S4 a page of 20 at offset n/2 in index order, \(n)"
+        request.sortKeys = [SortKey("score")]
+        request.fetchOffset = n / 2
+        statement = sqlite.prepare(
+            "SELECT id, title, score, date, blob FROM items ORDER BY score LIMIT 20 OFFSET \(n / 2)")
+    } else {
+        name = "S5 the latest 20 by an unindexed date, \(n)"
+        request.sortKeys = [SortKey("date", ascending: false)]
+        statement = sqlite.prepare("SELECT id, title, score, date, blob FROM items ORDER BY date DESC LIMIT 20")
+    }
+    defer { sqlite3_finalize(statement) }
+    let repeats = scenario == "S4" ? 10 : 3
+    let profiled = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] == (scenario == "S4" ? "page" : "latest")
+    var esIDs: [Int64] = []
+    var sqliteIDs: [Int64] = []
+    for _ in 0..<3 {
+        var start = now()
+        if profiled { entitystore_profile_toggle() }
+        for _ in 0..<repeats {
+            let objects = try ObjectContext(store: store).fetch(request)
+            esIDs = try objects.map { object in
+                guard case .int(let id) = try object.value(forKey: "id") else { return -1 }
+                return id
+            }
+        }
+        if profiled { entitystore_profile_toggle() }
+        report.record(name, "EntityStore", "s", (now() - start) / Double(repeats))
+        start = now()
+        for _ in 0..<repeats { sqliteIDs = sqlite.readRows(statement).map(\.id) }
+        report.record(name, "SQLite", "s", (now() - start) / Double(repeats))
+    }
+    guard esIDs.count == 20, esIDs == sqliteIDs else {
+        throw BenchFailure("\(name): EntityStore read \(esIDs.prefix(5))..., SQLite \(sqliteIDs.prefix(5))...")
+    }
+    let es = report.median(name, "EntityStore")
+    let lite = report.median(name, "SQLite")
+    report.target(
+        scenario, "\(name): at least as fast as SQLite", es <= lite, String(format: "%.2fx", lite / es))
 }
 
 /// S5 on text in other scripts: items titled in Japanese, Russian and Korean (a third each), one title looked up

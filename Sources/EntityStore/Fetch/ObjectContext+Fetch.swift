@@ -318,6 +318,9 @@ extension ObjectContext {
                         Candidate(id: id, sortValues: sortValues, record: record, dictionary: dictionary))
                     if scan.candidates.count >= pruneAt { Self.keepBest(window, of: scan, by: sortKeys) }
                 }
+                // In an index's order with nothing to test, the rows before the offset are counted from the index
+                // alone: an index entry and its record are written in one transaction.
+                let skipsUnread = filter == nil
                 // Whether the window is full, for a walk that reads the results in their order.
                 func full() -> Bool { plan.stopsEarly && scan.skipped &+ scan.candidates.count >= window }
 
@@ -334,6 +337,10 @@ extension ObjectContext {
                 case .indexRanges where plan.rangeInSortOrder:
                     let index = storage.indexes[plan.indexPosition!]!
                     try txn.forEach(in: index, range: plan.ranges[0]) { _, pk in
+                        if skipsUnread && scan.skipped < skipping {
+                            scan.skipped &+= 1
+                            return .continue
+                        }
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
                         return full() ? .stop : .continue
@@ -380,6 +387,10 @@ extension ObjectContext {
                     var lastKey: [UInt8]?
                     try txn.forEach(in: index, reverse: descending) { key, pk in
                         if let lastKey, !key.elementsEqual(lastKey) { return .stop }
+                        if skipsUnread && scan.skipped < skipping {
+                            scan.skipped &+= 1
+                            return .continue
+                        }
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
                         if lastKey == nil && full() {
