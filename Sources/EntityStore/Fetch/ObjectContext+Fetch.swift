@@ -36,7 +36,51 @@ extension ObjectContext {
             let afterOffset = max(0, total - request.fetchOffset)
             return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
         }
+        if let total = try countFromIndex(request) {
+            let afterOffset = max(0, total - request.fetchOffset)
+            return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
+        }
         return try run(request, shape: .objectIDs).count
+    }
+
+    /// The number of matches of a predicate an index answers exactly (its ranges hold exactly the matches), when no
+    /// unsaved object of the entity changes it: the index's entries in the ranges, no record read (an entry and its
+    /// record are written in one transaction). Nil for any other request.
+    private func countFromIndex(_ request: FetchRequest) throws -> Int? {
+        guard parent == nil, request.predicate != nil,
+            !(request.includesSubentities && store.hierarchies.hasFamily(request.entity))
+        else { return nil }
+        try validateWindow(request)
+        try mergeInboxReportingFailures()
+        if request.includesPendingChanges && hasPendingObjects(of: request.entity) { return nil }
+        let prepared = try store.preparedFetches.prepared(request, store: store)
+        let plan = QueryPlanner.plan(
+            request, entity: prepared.storage.entity, storage: prepared.storage, mergesPending: false,
+            index: prepared.index)
+        guard case .indexRanges = plan.access, !plan.filters, let position = plan.indexPosition,
+            let index = prepared.storage.indexes[position]
+        else { return nil }
+        return try mappingStorageErrors("counting \(request.entity)") {
+            try store.read { txn in
+                if plan.ranges.count == 1 {
+                    var count = 0
+                    try txn.forEach(in: index, range: plan.ranges[0]) { _, _ in
+                        count &+= 1
+                        return .continue
+                    }
+                    return count
+                }
+                // Ranges of several values (`IN`): an object is counted once.
+                var keys = Set<UInt64>()
+                for range in plan.ranges {
+                    try txn.forEach(in: index, range: range) { _, pk in
+                        keys.insert(try IndexKey.primaryKey(from: pk))
+                        return .continue
+                    }
+                }
+                return keys.count
+            }
+        }
     }
 
     /// Runs a request and returns the result in the shape its ``FetchRequest/resultType`` names.
