@@ -606,6 +606,7 @@ final class CompiledPredicate {
             return order != .orderedAscending
         case .beginsWith, .endsWith, .contains, .like, .matches:
             guard case .string(let text) = left, case .string(let pattern) = right else { return false }
+            if let answer = ValueComparison.ascii(text, op, pattern, options) { return answer }
             let (t, p) = (ValueComparison.fold(text, options), ValueComparison.fold(pattern, options))
             switch op {
             case .beginsWith: return t.unicodeScalars.starts(with: p.unicodeScalars)
@@ -653,10 +654,48 @@ enum ValueComparison {
         return text.folding(options: fold, locale: nil).canonicalForm
     }
 
+    /// `==`, BEGINSWITH, ENDSWITH and CONTAINS of two ASCII strings, decided on their bytes: folding ASCII text is
+    /// at most lowercasing it (`[d]` and normalization change nothing), where folding through Foundation cost
+    /// microseconds a record (a `CONTAINS[cd]` search over 200,000 titles took 1.4 s). Nil when either string holds
+    /// anything but ASCII, or for another operator: the general path decides.
+    static func ascii(
+        _ text: String, _ op: FetchPredicate.Operator, _ pattern: String, _ options: FetchPredicate.StringOptions
+    ) -> Bool? {
+        guard [.equal, .beginsWith, .endsWith, .contains].contains(op) else { return nil }
+        let foldsCase = options.contains(.caseInsensitive)
+        var text = text
+        var pattern = pattern
+        return text.withUTF8 { t in
+            pattern.withUTF8 { p -> Bool? in
+                guard !t.contains(where: { $0 >= 0x80 }), !p.contains(where: { $0 >= 0x80 }) else { return nil }
+                @inline(__always) func same(_ a: UInt8, _ b: UInt8) -> Bool {
+                    guard a != b else { return true }
+                    guard foldsCase else { return false }
+                    // Equal letters of either case differ only in bit 0x20.
+                    return a | 0x20 == b | 0x20 && (0x61...0x7A).contains(a | 0x20)
+                }
+                @inline(__always) func matches(at start: Int) -> Bool {
+                    for k in 0..<p.count where !same(t[start &+ k], p[k]) { return false }
+                    return true
+                }
+                switch op {
+                case .equal: return t.count == p.count && matches(at: 0)
+                case .beginsWith: return p.count <= t.count && matches(at: 0)
+                case .endsWith: return p.count <= t.count && matches(at: t.count - p.count)
+                default:
+                    guard p.count <= t.count else { return false }
+                    for start in 0...(t.count - p.count) where matches(at: start) { return true }
+                    return false
+                }
+            }
+        }
+    }
+
     static func equal(_ a: Value, _ b: Value, _ options: FetchPredicate.StringOptions) -> Bool {
         if case .string(let x) = a, case .string(let y) = b {
             // Swift's == is canonical equivalence.
-            return options.isEmpty ? x == y : fold(x, options) == fold(y, options)
+            if options.isEmpty { return x == y }
+            return ascii(x, .equal, y, options) ?? (fold(x, options) == fold(y, options))
         }
         if a.isNull || b.isNull { return a.isNull && b.isNull }
         return order(a, b, options) == .orderedSame

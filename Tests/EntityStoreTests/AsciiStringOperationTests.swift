@@ -1,0 +1,94 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import EntityStore
+
+/// `==`, BEGINSWITH, ENDSWITH and CONTAINS of ASCII strings are decided on their bytes; the answers must be the
+/// general path's (Foundation's folding, then the operation on the folded text), for every option.
+@Suite struct AsciiStringOperationTests {
+    /// What the general path answers.
+    func folded(
+        _ text: String, _ op: FetchPredicate.Operator, _ pattern: String, _ options: FetchPredicate.StringOptions
+    )
+        -> Bool
+    {
+        let (t, p) = (ValueComparison.fold(text, options), ValueComparison.fold(pattern, options))
+        switch op {
+        case .equal: return t == p
+        case .beginsWith: return t.unicodeScalars.starts(with: p.unicodeScalars)
+        case .endsWith: return t.unicodeScalars.reversed().starts(with: p.unicodeScalars.reversed())
+        default: return p.isEmpty || t.contains(p)
+        }
+    }
+
+    @Test func asciiAnswersAreTheFoldedAnswers() {
+        var g = SeededGenerator(seed: 43)
+        // Letters of both cases, and the characters one bit away from them (@ [ ` { ^ ~): case folding must not
+        // take them for letters.
+        let alphabet = Array("aAbBzZ@[`{^~_ 09.")
+        func word(_ length: ClosedRange<Int>) -> String {
+            String((0..<Int.random(in: length, using: &g)).map { _ in alphabet.randomElement(using: &g)! })
+        }
+        let options: [FetchPredicate.StringOptions] = [
+            [], .caseInsensitive, .diacriticInsensitive, .caseDiacriticInsensitive,
+        ]
+        var decided = 0
+        var held = 0
+        for _ in 0..<20_000 {
+            let text = word(0...8)
+            // Often a part of the text, with its case changed: matches are common.
+            var pattern = word(0...3)
+            if Bool.random(using: &g), !text.isEmpty {
+                let start = Int.random(in: 0..<text.count, using: &g)
+                let end = Int.random(in: start...text.count, using: &g)
+                let part = String(Array(text)[start..<end])
+                pattern = Bool.random(using: &g) ? part.uppercased() : part
+            }
+            for op in [FetchPredicate.Operator.equal, .beginsWith, .endsWith, .contains] {
+                for option in options {
+                    let answer = ValueComparison.ascii(text, op, pattern, option)
+                    #expect(answer == folded(text, op, pattern, option), "'\(text)' \(op) '\(pattern)' \(option)")
+                    decided += 1
+                    if answer == true { held += 1 }
+                }
+            }
+        }
+        #expect(held > decided / 10)
+    }
+
+    @Test func textBeyondASCIIGoesTheGeneralWay() {
+        #expect(ValueComparison.ascii("Café", .contains, "cafe", .caseDiacriticInsensitive) == nil)
+        #expect(ValueComparison.ascii("Cafe", .contains, "café", .diacriticInsensitive) == nil)
+        #expect(ValueComparison.ascii("Kelvin", .equal, "\u{212A}elvin", .caseInsensitive) == nil)
+        #expect(ValueComparison.ascii("a", .like, "a", []) == nil)
+    }
+
+    /// Through a fetch: ASCII titles decided on their bytes and the others through folding, in one result.
+    @Test func aSearchFindsASCIIAndOtherTitlesAlike() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            for title in ["CAFE au lait", "Café crème", "café", "Cafeteria", "The cafe", "caffè", "KAFE"] {
+                try context.insert("Book").setValue(.string(title), forKey: "title")
+            }
+            try context.save()
+            func titles(_ format: String) throws -> Set<String> {
+                Set(
+                    try ObjectContext(store: store).fetch(
+                        FetchRequest(entity: "Book", predicate: try FetchPredicate(format))
+                    )
+                    .map { try $0["title"].stringValue ?? "" })
+            }
+            #expect(
+                try titles("title CONTAINS[cd] 'cafe'") == [
+                    "CAFE au lait", "Café crème", "café", "Cafeteria", "The cafe",
+                ])
+            #expect(try titles("title CONTAINS[c] 'cafe'") == ["CAFE au lait", "Cafeteria", "The cafe"])
+            #expect(try titles("title CONTAINS 'afe'") == ["Cafeteria", "The cafe"])
+            #expect(
+                try titles("title BEGINSWITH[c] 'caf'") == ["CAFE au lait", "Café crème", "café", "Cafeteria", "caffè"])
+            #expect(try titles("title ENDSWITH[cd] 'E'") == ["Café crème", "café", "The cafe", "caffè", "KAFE"])
+            #expect(try titles("title ==[c] 'kafe'") == ["KAFE"])
+        }
+    }
+}
