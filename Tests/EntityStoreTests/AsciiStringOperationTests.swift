@@ -57,6 +57,29 @@ import Testing
         #expect(held > decided / 10)
     }
 
+    /// A case- or diacritic-insensitive sort orders ASCII titles on their bytes, as Foundation's `compare` does.
+    @Test func asciiSortOrdersAreFoundationsOrders() {
+        var g = SeededGenerator(seed: 44)
+        let alphabet = Array("aAbBzZ@[`{^~_ 09.")
+        func word() -> String {
+            String((0..<Int.random(in: 0...6, using: &g)).map { _ in alphabet.randomElement(using: &g)! })
+        }
+        let comparisons: [(SortKey.Comparison, String.CompareOptions)] = [
+            (.caseInsensitive, [.caseInsensitive]), (.diacriticInsensitive, [.diacriticInsensitive]),
+            (.caseDiacriticInsensitive, [.caseInsensitive, .diacriticInsensitive]),
+        ]
+        for _ in 0..<20_000 {
+            let (x, y) = (word(), word())
+            for (comparison, options) in comparisons {
+                let order = SortKey.asciiOrder(x, y, foldsCase: comparison != .diacriticInsensitive)
+                #expect(order == x.compare(y, options: options), "'\(x)' '\(y)' \(comparison)")
+                #expect(SortKey("t", comparison: comparison).order(.string(x), .string(y)) == order)
+            }
+        }
+        #expect(SortKey.asciiOrder("ae\u{301}", "af", foldsCase: true) == nil)
+        #expect(SortKey.asciiOrder("Zoë", "zoe", foldsCase: false) == nil)
+    }
+
     @Test func textBeyondASCIIGoesTheGeneralWay() {
         #expect(ValueComparison.ascii("Café", .contains, "cafe", .caseDiacriticInsensitive) == nil)
         #expect(ValueComparison.ascii("Cafe", .contains, "café", .diacriticInsensitive) == nil)

@@ -43,6 +43,29 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { (ascending ? "" : "-") + keyPath }
 
+    /// The order of two ASCII strings under a case- or diacritic-insensitive comparison, on their bytes: folding
+    /// ASCII is at most lowercasing it, and Foundation then orders by the folded bytes (sorting 200,000 titles
+    /// case-insensitively through `compare(_:options:)` cost ~3 µs a title). Nil when either holds anything else.
+    static func asciiOrder(_ x: String, _ y: String, foldsCase: Bool) -> ComparisonResult? {
+        var x = x
+        var y = y
+        return x.withUTF8 { a in
+            y.withUTF8 { b -> ComparisonResult? in
+                // A scalar beyond ASCII anywhere may compose with what comes before it: the general path decides.
+                guard !a.contains(where: { $0 >= 0x80 }), !b.contains(where: { $0 >= 0x80 }) else { return nil }
+                for i in 0..<min(a.count, b.count) {
+                    var (p, q) = (a[i], b[i])
+                    if foldsCase {
+                        if (0x41...0x5A).contains(p) { p |= 0x20 }
+                        if (0x41...0x5A).contains(q) { q |= 0x20 }
+                    }
+                    if p != q { return p < q ? .orderedAscending : .orderedDescending }
+                }
+                return a.count == b.count ? .orderedSame : a.count < b.count ? .orderedAscending : .orderedDescending
+            }
+        }
+    }
+
     /// Compares two values in this key's direction and comparison.
     func order(_ a: Value, _ b: Value) -> ComparisonResult {
         let base: ComparisonResult
@@ -60,7 +83,11 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
             case .localizedStandard: options = [.caseInsensitive, .numeric]
             case .binary: options = []
             }
-            base = x.compare(y, options: options)
+            base =
+                comparison == .localizedStandard
+                ? x.compare(y, options: options)
+                : Self.asciiOrder(x, y, foldsCase: comparison != .diacriticInsensitive)
+                    ?? x.compare(y, options: options)
         default:
             base = ValueComparison.order(a, b, []) ?? .orderedSame
         }
