@@ -366,7 +366,8 @@ extension ObjectContext {
                 // alone: an index entry and its record are written in one transaction.
                 let skipsUnread = filter == nil
                 // Whether the window is full, for a walk that reads the results in their order.
-                func full() -> Bool { plan.stopsEarly && scan.skipped &+ scan.candidates.count >= window }
+                let stopsEarly = plan.stopsEarly
+                func full() -> Bool { stopsEarly && scan.skipped &+ scan.candidates.count >= window }
 
                 switch plan.access {
                 case .fullScan:
@@ -374,9 +375,17 @@ extension ObjectContext {
                     // app sorts newest first (dates, counters) mostly grows with them, so the first rows read set a
                     // bound most of the others fail before they are decoded. (The order read changes no result.)
                     let newestFirst = keepsBest && sortKeys.first?.ascending == false
-                    try txn.forEachEntry(in: storage.records, reverse: newestFirst) { key, value in
-                        try consider(key, value)
-                        return full() ? .stop : .continue
+                    if plan.stopsEarly {
+                        try txn.forEachEntry(in: storage.records, reverse: newestFirst) { key, value in
+                            try consider(key, value)
+                            return full() ? .stop : .continue
+                        }
+                    } else {
+                        // The scan of every record (most scans): nothing more per record than `consider`.
+                        try txn.forEachEntry(in: storage.records, reverse: newestFirst) { key, value in
+                            try consider(key, value)
+                            return .continue
+                        }
                     }
                 case .indexRanges where plan.rangeInSortOrder:
                     let index = storage.indexes[plan.indexPosition!]!
