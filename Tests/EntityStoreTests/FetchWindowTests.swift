@@ -96,6 +96,26 @@ import Testing
         }
     }
 
+    /// A count reads its matches in any order, but checks the request as a fetch does: a bad sort key or window is
+    /// an error naming it.
+    @Test func aCountChecksTheWholeRequest() throws {
+        try withStore(schema: try Self.schema()) { store, _ in
+            var g = SeededGenerator(seed: 10)
+            try store.batchInsert(into: "Row", objects: (0..<50).map { _ in Self.values(&g) })
+            let context = ObjectContext(store: store)
+            var request = FetchRequest(
+                entity: "Row", predicate: try FetchPredicate("flag == false"), sortKeys: [SortKey("s")])
+            #expect(try context.count(for: request) == context.fetch(request).count)
+            request.sortKeys = [SortKey("nothing")]
+            let badKey = entityStoreError { _ = try context.count(for: request) }
+            #expect(badKey?.code == .invalidFetchRequest || badKey?.code == .invalidPredicate)
+            #expect(badKey?.message.contains("nothing") == true)
+            request.sortKeys = []
+            request.fetchLimit = -1
+            #expect(entityStoreError { _ = try context.count(for: request) }?.code == .invalidFetchRequest)
+        }
+    }
+
     /// The plan says where it stops: a scan without sort keys at the limit; with a sort in memory it reads every
     /// match.
     @Test func aScanWithoutSortKeysStopsAtTheLimit() throws {

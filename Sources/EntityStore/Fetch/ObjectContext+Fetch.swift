@@ -36,11 +36,17 @@ extension ObjectContext {
             let afterOffset = max(0, total - request.fetchOffset)
             return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
         }
-        if let total = try countFromIndex(request) {
-            let afterOffset = max(0, total - request.fetchOffset)
-            return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
-        }
-        return try run(request, shape: .objectIDs).count
+        // The matches counted in any order (a count of a request sorted by title sorted every match), then windowed;
+        // the request is checked whole first (a bad sort key or window is an error, as it is for a fetch).
+        try validateWindow(request)
+        _ = try store.preparedFetches.prepared(request, store: store)
+        var unordered = request
+        unordered.sortKeys = []
+        unordered.fetchOffset = 0
+        unordered.fetchLimit = 0
+        let total = try countFromIndex(unordered) ?? run(unordered, shape: .objectIDs).count
+        let afterOffset = max(0, total - request.fetchOffset)
+        return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
     }
 
     /// The number of matches of a predicate an index answers exactly (its ranges hold exactly the matches), when no
