@@ -52,13 +52,10 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
         return x.withUTF8 { a in
             y.withUTF8 { b -> ComparisonResult? in
                 // A scalar beyond ASCII anywhere may compose with what comes before it: the general path decides.
-                guard !a.contains(where: { $0 >= 0x80 }), !b.contains(where: { $0 >= 0x80 }) else { return nil }
+                guard ValueComparison.isASCII(a), ValueComparison.isASCII(b) else { return nil }
                 for i in 0..<min(a.count, b.count) {
-                    var (p, q) = (a[i], b[i])
-                    if foldsCase {
-                        if (0x41...0x5A).contains(p) { p |= 0x20 }
-                        if (0x41...0x5A).contains(q) { q |= 0x20 }
-                    }
+                    let (p, q) =
+                        foldsCase ? (ValueComparison.lowered(a[i]), ValueComparison.lowered(b[i])) : (a[i], b[i])
                     if p != q { return p < q ? .orderedAscending : .orderedDescending }
                 }
                 return a.count == b.count ? .orderedSame : a.count < b.count ? .orderedAscending : .orderedDescending

@@ -19,76 +19,6 @@ extension ObjectContext {
         try run(request, shape: .objectIDs).map(\.id)
     }
 
-    /// Counts the objects a request matches (within its offset and limit).
-    public func count(for request: FetchRequest) throws -> Int {
-        _ = try store.storage(for: request.entity)
-        let entities = entities(of: request)
-        // The store's own count, when nothing in memory changes it (a child context's parents may have changes).
-        if parent == nil && request.predicate == nil
-            && !(request.includesPendingChanges && entities.contains(where: hasPendingObjects(of:)))
-        {
-            try validateWindow(request)
-            let total = try mappingStorageErrors("counting \(request.entity)") {
-                try store.read { txn in
-                    try entities.reduce(0) { $0 + (try txn.statistics(try store.storage(for: $1).records).entries) }
-                }
-            }
-            let afterOffset = max(0, total - request.fetchOffset)
-            return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
-        }
-        // The matches counted in any order (a count of a request sorted by title sorted every match), then windowed;
-        // the request is checked whole first (a bad sort key or window is an error, as it is for a fetch).
-        try validateWindow(request)
-        _ = try store.preparedFetches.prepared(request, store: store)
-        var unordered = request
-        unordered.sortKeys = []
-        unordered.fetchOffset = 0
-        unordered.fetchLimit = 0
-        let total = try countFromIndex(unordered) ?? run(unordered, shape: .objectIDs).count
-        let afterOffset = max(0, total - request.fetchOffset)
-        return request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
-    }
-
-    /// The number of matches of a predicate an index answers exactly (its ranges hold exactly the matches), when no
-    /// unsaved object of the entity changes it: the index's entries in the ranges, no record read (an entry and its
-    /// record are written in one transaction). Nil for any other request.
-    private func countFromIndex(_ request: FetchRequest) throws -> Int? {
-        guard parent == nil, request.predicate != nil,
-            !(request.includesSubentities && store.hierarchies.hasFamily(request.entity))
-        else { return nil }
-        try validateWindow(request)
-        try mergeInboxReportingFailures()
-        if request.includesPendingChanges && hasPendingObjects(of: request.entity) { return nil }
-        let prepared = try store.preparedFetches.prepared(request, store: store)
-        let plan = QueryPlanner.plan(
-            request, entity: prepared.storage.entity, storage: prepared.storage, mergesPending: false,
-            index: prepared.index)
-        guard case .indexRanges = plan.access, !plan.filters, let position = plan.indexPosition,
-            let index = prepared.storage.indexes[position]
-        else { return nil }
-        return try mappingStorageErrors("counting \(request.entity)") {
-            try store.read { txn in
-                if plan.ranges.count == 1 {
-                    var count = 0
-                    try txn.forEach(in: index, range: plan.ranges[0]) { _, _ in
-                        count &+= 1
-                        return .continue
-                    }
-                    return count
-                }
-                // Ranges of several values (`IN`): an object is counted once.
-                var keys = Set<UInt64>()
-                for range in plan.ranges {
-                    try txn.forEach(in: index, range: range) { _, pk in
-                        keys.insert(try IndexKey.primaryKey(from: pk))
-                        return .continue
-                    }
-                }
-                return keys.count
-            }
-        }
-    }
-
     /// Runs a request and returns the result in the shape its ``FetchRequest/resultType`` names.
     public func execute(_ request: FetchRequest) throws -> FetchResult {
         switch request.resultType {
@@ -312,6 +242,13 @@ extension ObjectContext {
 
                 let hasPending = !pendingKeys.isEmpty
 
+                // Counts a match before the window instead of building it, while there are some to skip.
+                func skipsBeforeWindow() -> Bool {
+                    guard scan.skipped < skipping else { return false }
+                    scan.skipped &+= 1
+                    return true
+                }
+
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
                     if recordFilter?.matches(bytes) == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
@@ -330,10 +267,7 @@ extension ObjectContext {
                             bytes, entity: entity, needed: needed, into: &scan.scratch, key: id.primaryKey)
                         let subject = RecordSubject(id: id, entity: entity, values: scan.scratch, reader: reader)
                         if let filter, try !filter.evaluate(subject) { return }
-                        if scan.skipped < skipping {
-                            scan.skipped &+= 1
-                            return
-                        }
+                        if skipsBeforeWindow() { return }
                         sortValues = try valuePaths.indices.map { k in
                             if let position = ownPositions[k] { return scan.scratch[position] }
                             return try CompiledPredicate.values(of: valuePaths[k], subject).first ?? .null
@@ -357,8 +291,7 @@ extension ObjectContext {
                         if !dictionaryPaths.isEmpty {
                             dictionary = try self.dictionary(dictionaryPaths, subject)
                         }
-                    } else if scan.skipped < skipping {
-                        scan.skipped &+= 1
+                    } else if skipsBeforeWindow() {
                         return
                     }
                     let record = wantsRecords ? try RecordCodec.checkedCopy(bytes, entityBox, key: id.primaryKey) : nil
@@ -396,24 +329,14 @@ extension ObjectContext {
                 case .indexRanges where plan.rangeInSortOrder:
                     let index = storage.indexes[plan.indexPosition!]!
                     try txn.forEach(in: index, range: plan.ranges[0]) { _, pk in
-                        if skipsUnread && scan.skipped < skipping {
-                            scan.skipped &+= 1
-                            return .continue
-                        }
+                        if skipsUnread && skipsBeforeWindow() { return .continue }
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
                         return full() ? .stop : .continue
                     }
                 case .indexRanges:
                     let index = storage.indexes[plan.indexPosition!]!
-                    var keys = Set<UInt64>()
-                    for range in plan.ranges {
-                        try txn.forEach(in: index, range: range) { _, pk in
-                            keys.insert(try IndexKey.primaryKey(from: pk))
-                            return .continue
-                        }
-                    }
-                    for pk in keys.sorted() {
+                    for pk in try Self.primaryKeys(in: index, plan.ranges, txn).sorted() {
                         guard let bytes = try txn.get(pk, in: storage.records) else { continue }
                         try withUnsafeBytes(of: pk.bigEndian) { try consider($0, bytes) }
                     }
@@ -446,10 +369,7 @@ extension ObjectContext {
                     var lastKey: [UInt8]?
                     try txn.forEach(in: index, reverse: descending) { key, pk in
                         if let lastKey, !key.elementsEqual(lastKey) { return .stop }
-                        if skipsUnread && scan.skipped < skipping {
-                            scan.skipped &+= 1
-                            return .continue
-                        }
+                        if skipsUnread && skipsBeforeWindow() { return .continue }
                         guard let bytes = try txn.get(pk, in: storage.records) else { return .continue }
                         try consider(pk, bytes)
                         if lastKey == nil && full() {
@@ -498,32 +418,6 @@ extension ObjectContext {
         }
     }
 
-    /// Whether a candidate with `values` and `id` comes before one with `otherValues` and `otherID` in the order
-    /// `keys` ask for (ties by ID, as the results are sorted).
-    static func precedes(
-        _ values: [Value], _ id: ObjectID, _ otherValues: [Value], _ otherID: ObjectID, _ keys: [SortKey]
-    ) -> Bool {
-        for (i, key) in keys.enumerated() {
-            let order = key.order(values[i], otherValues[i])
-            if order != .orderedSame { return order == .orderedAscending }
-        }
-        return id < otherID
-    }
-
-    /// Keeps the best `count` of the scan's candidates (in order), and the last of them as the bound the next ones
-    /// must beat.
-    static func keepBest(_ count: Int, of scan: ScanState, by keys: [SortKey]) {
-        let order = scan.candidates.withUnsafeBufferPointer { buffer in
-            buffer.indices.sorted { a, b in
-                precedes(buffer[a].sortValues, buffer[a].id, buffer[b].sortValues, buffer[b].id, keys)
-            }
-        }
-        scan.candidates = order.prefix(count).map { scan.candidates[$0] }
-        if let last = scan.candidates.last, scan.candidates.count == count {
-            scan.bound = (last.sortValues, last.id)
-        }
-    }
-
     /// A fetch of an entity with sub-entities: each entity of the hierarchy fetched alone (a sub-entity's record
     /// has the superentity's attributes where the superentity has them, so the request means the same for each),
     /// the results merged in the request's order (ties by primary key, which the hierarchy's entities share, as a
@@ -546,29 +440,6 @@ extension ObjectContext {
         if case .aggregate = shape { return [] }
         if entities.count > 1 { Self.sort(&candidates, by: request.sortKeys) }
         return Self.window(candidates, request)
-    }
-
-    /// Orders candidates as a request asks: by its sort keys (their values kept with each candidate), ties by
-    /// primary key (unique across an entity and its sub-entities: a book and a comic that tie are in the order they
-    /// were made, not every book before every comic).
-    static func sort(_ candidates: inout [Candidate], by keys: [SortKey]) {
-        candidates.sort { a, b in
-            for (i, key) in keys.enumerated() {
-                let order = key.order(a.sortValues[i], b.sortValues[i])
-                if order != .orderedSame { return order == .orderedAscending }
-            }
-            return a.id.primaryKey < b.id.primaryKey
-        }
-    }
-
-    /// The request's window (offset and limit) of ordered candidates, of which the first `skipped` matches were
-    /// dropped already.
-    static func window(_ candidates: [Candidate], _ request: FetchRequest, skipped: Int = 0) -> [Candidate] {
-        let start = min(request.fetchOffset - skipped, candidates.count)
-        let end = min(candidates.count, request.windowEnd - skipped)
-        // The whole list as it is (a copy retained every candidate's record and values).
-        if start == 0 && end == candidates.count { return candidates }
-        return Array(candidates[start..<end])
     }
 
     /// One object of a snapshot fetch: its values and its relationships' targets, all from one read.

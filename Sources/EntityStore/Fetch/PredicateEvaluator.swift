@@ -667,12 +667,9 @@ enum ValueComparison {
         var pattern = pattern
         return text.withUTF8 { t in
             pattern.withUTF8 { p -> Bool? in
-                guard !t.contains(where: { $0 >= 0x80 }), !p.contains(where: { $0 >= 0x80 }) else { return nil }
+                guard isASCII(t), isASCII(p) else { return nil }
                 @inline(__always) func same(_ a: UInt8, _ b: UInt8) -> Bool {
-                    guard a != b else { return true }
-                    guard foldsCase else { return false }
-                    // Equal letters of either case differ only in bit 0x20.
-                    return a | 0x20 == b | 0x20 && (0x61...0x7A).contains(a | 0x20)
+                    a == b || (foldsCase && lowered(a) == lowered(b))
                 }
                 @inline(__always) func matches(at start: Int) -> Bool {
                     for k in 0..<p.count where !same(t[start &+ k], p[k]) { return false }
@@ -690,6 +687,18 @@ enum ValueComparison {
                 }
             }
         }
+    }
+
+    /// An ASCII byte with its letter, if any, in lower case: ASCII text folded for case.
+    @inline(__always)
+    static func lowered(_ byte: UInt8) -> UInt8 {
+        (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
+    }
+
+    /// Whether `bytes` are all ASCII.
+    @inline(__always)
+    static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        !bytes.contains { $0 >= 0x80 }
     }
 
     static func equal(_ a: Value, _ b: Value, _ options: FetchPredicate.StringOptions) -> Bool {
