@@ -37,7 +37,8 @@ import Testing
         var decided = 0
         var held = 0
         for _ in 0..<10_000 {
-            let text = word(0...8)
+            // Up to three words of eight bytes and some (a search lowercases eight bytes at a time).
+            let text = word(0...27)
             // Often a part of the text, with its case changed: matches are common.
             var pattern = word(0...3)
             if Bool.random(using: &g), !text.isEmpty {
@@ -126,6 +127,75 @@ import Testing
             #expect(try titles("title ==[c] 'kafe'") == ["KAFE"])
             #expect(try titles("title LIKE[cd] '*caf?'") == ["café", "The cafe"])
             #expect(try titles("title LIKE 'Caf*'") == ["Café crème", "Cafeteria"])
+        }
+    }
+
+    /// The record filter decides a comparison of text with an ASCII constant on the bytes of ASCII text, as the
+    /// evaluator does, and lets any other text through for the evaluator: every operator and option, nil, text
+    /// beyond ASCII (the Kelvin sign folds to `k`), and conjunctions with comparisons it does not test.
+    @Test func theRecordFilterDecidesASCIITextAsTheEvaluatorDoes() throws {
+        let schema = try Schema(version: 1) {
+            Entity("Note") {
+                Attribute("title", .string, optional: true)
+                Attribute("count", .int64, optional: true)
+                Attribute("body", .string, optional: true)
+            }
+        }
+        let entity = try #require(schema.entity("Note"))
+        try withStore(schema: schema) { store, _ throws in
+            var g = SeededGenerator(seed: 45)
+            let alphabet = Array("aAbBzZ@[`{^~_ 09.")
+            let beyond = ["\u{E9}", "\u{212A}", "\u{DF}", "e\u{301}", "\u{130}", "\u{C9}"]
+            func word(_ length: ClosedRange<Int>) -> String {
+                var word = String((0..<Int.random(in: length, using: &g)).map { _ in alphabet.randomElement(using: &g)! })
+                if Int.random(in: 0..<4, using: &g) == 0 {
+                    let at = word.index(word.startIndex, offsetBy: Int.random(in: 0...word.count, using: &g))
+                    word.insert(contentsOf: beyond.randomElement(using: &g)!, at: at)
+                }
+                return word
+            }
+            let context = ObjectContext(store: store)
+            var titles: [String] = []
+            for _ in 0..<300 {
+                let note = try context.insert("Note")
+                let title = word(0...9)
+                titles.append(title)
+                try note.setValue(Int.random(in: 0..<6, using: &g) == 0 ? .null : .string(title), forKey: "title")
+                try note.setValue(.int(Int64.random(in: -2...2, using: &g)), forKey: "count")
+                try note.setValue(.string(word(0...3)), forKey: "body")
+            }
+            try context.save()
+            let ops = ["==", "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE"]
+            let others = ["", " AND count > 0", " AND body MATCHES '.*a.*'", " AND title CONTAINS[c] '\u{E9}'"]
+            var found = 0
+            for round in 0..<400 {
+                // Often a piece of a stored title, with its case changed: matches are common.
+                var constant = String(word(0...3).unicodeScalars.filter(\.isASCII))
+                let title = titles.randomElement(using: &g)!.unicodeScalars.filter(\.isASCII)
+                if Bool.random(using: &g), !title.isEmpty {
+                    let start = Int.random(in: 0..<title.count, using: &g)
+                    let end = Int.random(in: start...title.count, using: &g)
+                    constant = String(String.UnicodeScalarView(Array(title)[start..<end]))
+                    if Bool.random(using: &g) { constant = constant.uppercased() }
+                }
+                let op = ops[round % ops.count]
+                if op == "LIKE" {
+                    constant = constant.map { Int.random(in: 0..<5, using: &g) == 0 ? "?" : "*\($0)" }.joined() + "*"
+                }
+                let options = ["", "[c]", "[d]", "[cd]"][round / ops.count % 4]
+                let format = "title \(op)\(options) %@" + others[round / 20 % others.count]
+                let predicate = try FetchPredicate(format: format, arguments: [.value(.string(constant))])
+                #expect(RecordFilter(predicate, entity: entity) != nil, "\(format)")
+                // An OR is none of the filter's: the evaluator answers alone.
+                let alone = try FetchPredicate(format: "(\(format)) OR FALSEPREDICATE", arguments: [.value(.string(constant))])
+                #expect(RecordFilter(alone, entity: entity) == nil)
+                let filtered = try context.fetch(FetchRequest(entity: "Note", predicate: predicate)).map(\.objectID)
+                let evaluated = try context.fetch(FetchRequest(entity: "Note", predicate: alone)).map(\.objectID)
+                #expect(filtered == evaluated, "\(format) '\(constant)'")
+                found += evaluated.count
+            }
+            // Many matches, and far fewer than every record each time.
+            #expect(found > 2_000 && found < 400 * 150)
         }
     }
 }

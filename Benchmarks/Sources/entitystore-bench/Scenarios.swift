@@ -380,8 +380,11 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
             ]
         } else {
             let threshold = 700_000_000 + Double(n) * 0.99
-            // A title compared as text: the items' titles are ASCII but for the first ~100,000, which end in "…".
+            // A title compared as text: the items' titles are ASCII but for the first 1,000, which end in "…".
             let title = items[n / 2].title
+            // A search field's query: a piece of one title, in another case (SQLite's LIKE ignores the case of ASCII
+            // letters, as `[c]` does).
+            let query = "R \(n / 3) W"
             cases = [
                 (
                     "S5 unindexed predicate (1% hits), \(n)", "date >= %f",
@@ -393,6 +396,11 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
                     "SELECT id, title, score, date, blob FROM items WHERE title = ?", [.value(.string(title))],
                     { sqlite3_bind_text($0, 1, title, -1, sqlite.transient) }, 3
                 ),
+                (
+                    "S5 unindexed search, CONTAINS[c] (1 hit), \(n)", "title CONTAINS[c] %@",
+                    "SELECT id, title, score, date, blob FROM items WHERE title LIKE ?", [.value(.string(query))],
+                    { sqlite3_bind_text($0, 1, "%\(query)%", -1, sqlite.transient) }, 3
+                ),
             ]
         }
         for (name, format, sql, arguments, bind, repeats) in cases {
@@ -400,20 +408,22 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
                 entity: "Item", predicate: try FetchPredicate(format: format, arguments: arguments))
             if scenarios == ["S4"] { request.sortKeys = [SortKey("score")] }
             let statement = sqlite.prepare(sql)
+            var esHits = 0
+            var sqliteHits = 0
             for _ in 0..<3 {
                 var start = now()
                 let profiled = name.contains(ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"] ?? "")
                 if profiled { entitystore_profile_toggle() }
                 for _ in 0..<repeats {
                     let context = ObjectContext(store: store)
-                    consume(try context.fetch(request).count)
+                    esHits = try context.fetch(request).count
                 }
                 if profiled { entitystore_profile_toggle() }
                 report.record(name, "EntityStore", "s", (now() - start) / Double(repeats))
                 start = now()
                 for _ in 0..<repeats {
                     bind(statement)
-                    consume(sqlite.readRows(statement).count)
+                    sqliteHits = sqlite.readRows(statement).count
                 }
                 report.record(name, "SQLite", "s", (now() - start) / Double(repeats))
                 if name.hasPrefix("S5 unindexed predicate") {
@@ -423,6 +433,9 @@ func s4s5(_ report: Report, queryN: Int, scanN: Int) throws {
                 }
             }
             sqlite3_finalize(statement)
+            guard esHits == sqliteHits, esHits > 0 else {
+                throw BenchFailure("\(name): EntityStore found \(esHits) items, SQLite \(sqliteHits)")
+            }
             let es = report.median(name, "EntityStore")
             let lite = report.median(name, "SQLite")
             let factor = scenarios == ["S4"] ? 1.3 : 1.25

@@ -662,30 +662,90 @@ enum ValueComparison {
         _ text: String, _ op: FetchPredicate.Operator, _ pattern: String, _ options: FetchPredicate.StringOptions
     ) -> Bool? {
         guard [.equal, .beginsWith, .endsWith, .contains, .like].contains(op) else { return nil }
-        let foldsCase = options.contains(.caseInsensitive)
         var text = text
         var pattern = pattern
         return text.withUTF8 { t in
             pattern.withUTF8 { p -> Bool? in
                 guard isASCII(t), isASCII(p) else { return nil }
-                @inline(__always) func same(_ a: UInt8, _ b: UInt8) -> Bool {
-                    a == b || (foldsCase && lowered(a) == lowered(b))
-                }
-                @inline(__always) func matches(at start: Int) -> Bool {
-                    for k in 0..<p.count where !same(t[start &+ k], p[k]) { return false }
-                    return true
-                }
-                switch op {
-                case .equal: return t.count == p.count && matches(at: 0)
-                case .beginsWith: return p.count <= t.count && matches(at: 0)
-                case .endsWith: return p.count <= t.count && matches(at: t.count - p.count)
-                case .like: return like(t, p, any: UInt8(ascii: "?"), run: UInt8(ascii: "*"), same)
-                default:
-                    guard p.count <= t.count else { return false }
-                    for start in 0...(t.count - p.count) where matches(at: start) { return true }
-                    return false
-                }
+                return ascii(t, op, p, foldsCase: options.contains(.caseInsensitive))
             }
+        }
+    }
+
+    /// `==`, BEGINSWITH, ENDSWITH, CONTAINS or LIKE (any other operator: CONTAINS) of ASCII text `t` and pattern
+    /// `p`, letters compared without their case when `foldsCase`: ``ascii(_:_:_:_:)``'s answer on the bytes, shared
+    /// with the record filter's test of a stored title.
+    @inline(__always)
+    static func ascii(
+        _ t: UnsafeBufferPointer<UInt8>, _ op: FetchPredicate.Operator, _ p: UnsafeBufferPointer<UInt8>,
+        foldsCase: Bool
+    ) -> Bool {
+        @inline(__always) func same(_ a: UInt8, _ b: UInt8) -> Bool {
+            a == b || (foldsCase && lowered(a) == lowered(b))
+        }
+        @inline(__always) func matches(at start: Int) -> Bool {
+            for k in 0..<p.count where !same(t[start &+ k], p[k]) { return false }
+            return true
+        }
+        switch op {
+        case .equal: return t.count == p.count && matches(at: 0)
+        case .beginsWith: return p.count <= t.count && matches(at: 0)
+        case .endsWith: return p.count <= t.count && matches(at: t.count - p.count)
+        case .like: return like(t, p, any: UInt8(ascii: "?"), run: UInt8(ascii: "*"), same)
+        default: return asciiContains(t, p, foldsCase: foldsCase)
+        }
+    }
+
+    /// Whether ASCII `t` contains ASCII `p`, letters without their case when `foldsCase`: both lowercased (eight
+    /// bytes a step) into memory on the stack, then searched for with `memchr` and `memcmp`, not compared byte
+    /// by byte at every place (a search field's query over a million titles).
+    static func asciiContains(_ t: UnsafeBufferPointer<UInt8>, _ p: UnsafeBufferPointer<UInt8>, foldsCase: Bool) -> Bool
+    {
+        guard let first = p.first else { return true }
+        guard p.count <= t.count, let text = t.baseAddress, let pattern = p.baseAddress else { return false }
+        guard foldsCase else { return find(pattern, p.count, first, in: text, t.count) }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: t.count &+ p.count) { buffer in
+            let lowerText = buffer.baseAddress!
+            let lowerPattern = lowerText + t.count
+            lower(text, t.count, into: lowerText)
+            lower(pattern, p.count, into: lowerPattern)
+            return find(lowerPattern, p.count, lowerPattern[0], in: lowerText, t.count)
+        }
+    }
+
+    /// Whether the `count` bytes at `text` hold the `length` bytes at `pattern` (`first` is its first byte).
+    @inline(__always)
+    private static func find(
+        _ pattern: UnsafePointer<UInt8>, _ length: Int, _ first: UInt8, in text: UnsafePointer<UInt8>, _ count: Int
+    ) -> Bool {
+        // The last place the pattern can start.
+        let last = count &- length
+        var start = 0
+        while start <= last {
+            guard let hit = memchr(text + start, Int32(first), last &- start &+ 1) else { return false }
+            start = text.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+            if length == 1 || memcmp(text + (start &+ 1), pattern + 1, length &- 1) == 0 { return true }
+            start &+= 1
+        }
+        return false
+    }
+
+    /// ASCII bytes with their letters in lower case, eight at a time: a byte's high bit after adding 0x3F is set
+    /// when it is at least `A`, after adding 0x25 when it is beyond `Z` (no carry leaves a byte below 0x80).
+    @inline(__always)
+    private static func lower(_ bytes: UnsafePointer<UInt8>, _ count: Int, into out: UnsafeMutablePointer<UInt8>) {
+        let source = UnsafeRawPointer(bytes)
+        let target = UnsafeMutableRawPointer(out)
+        var i = 0
+        while i &+ 8 <= count {
+            let word = source.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            let upper = (word &+ 0x3F3F_3F3F_3F3F_3F3F) & ~(word &+ 0x2525_2525_2525_2525) & 0x8080_8080_8080_8080
+            target.storeBytes(of: word | upper &>> 2, toByteOffset: i, as: UInt64.self)
+            i &+= 8
+        }
+        while i < count {
+            out[i] = lowered(bytes[i])
+            i &+= 1
         }
     }
 

@@ -68,8 +68,9 @@ final class PreparedFetch: @unchecked Sendable {
         let index = index == nil ? nil : QueryPlanner.bestIndex(new, entity, storage, store.schema)
         return PreparedFetch(
             storage: storage, predicate: rebound, sortPaths: sortPaths,
-            // Only a fetch whose index does not answer the predicate exactly filters records.
-            recordFilter: recordFilter == nil || index?.exact == true ? nil : RecordFilter(new, entity: entity),
+            // Only a fetch whose index does not answer the predicate exactly filters records; which comparisons
+            // the filter tests can depend on the constants (a text's ASCII constant).
+            recordFilter: index?.exact == true ? nil : RecordFilter(new, entity: entity),
             filterAttributes: filterAttributes, index: index)
     }
 

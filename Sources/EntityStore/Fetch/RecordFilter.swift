@@ -1,9 +1,11 @@
 import Foundation
 
-/// A predicate that is a comparison, or an AND of comparisons, of the entity's own int64, double, date or bool
-/// attributes with constants of the same type, or of its own strings by `==`, `!=`, `IN` or `BEGINSWITH` (without
-/// options), evaluated on the encoded record: no `Value`, no subject, no allocation per record. A scan asks it
-/// first; only the records it accepts go through the full evaluator.
+/// The comparisons of a predicate (the predicate itself, or the conjuncts of an AND) that are of the entity's own
+/// int64, double, date or bool attributes with constants of the same type, or of its own strings by `==`, `!=`, `IN`
+/// or `BEGINSWITH` (without options), or by `==`, BEGINSWITH, ENDSWITH, CONTAINS or LIKE (with any options) with an
+/// ASCII constant, evaluated on the encoded record: no `Value`, no subject, no allocation per record. A scan asks it
+/// first; only the records it accepts go through the full evaluator, which decides the conjuncts left out (an AND
+/// holds only where each of its conjuncts does, so refusing a record on some of them is refusing it on all).
 ///
 /// Its answers for scalars are those of ``CompiledPredicate`` (the tests compare both on random records): nil
 /// matches only `!=`, doubles and dates are ordered as ``ValueSemantics`` orders them (one zero, NaN equal to NaN
@@ -12,12 +14,19 @@ import Foundation
 /// letters, digits, punctuation and symbols of most scripts without combining marks, or whose other scalars are
 /// all within the bytes it shares with the constant), so the answer is the evaluator's; any other string passes,
 /// and the evaluator decides (canonically equivalent text can be spelled in other bytes, and even ASCII has
-/// equivalents outside it: the Kelvin sign is `K`).
+/// equivalents outside it: the Kelvin sign is `K`). A comparison with an ASCII constant is decided on the bytes of
+/// ASCII text as ``ValueComparison/ascii(_:_:_:foldsCase:)`` decides it (folding ASCII is at most lowercasing it);
+/// text with any other byte passes, and the evaluator decides.
 final class RecordFilter {
     /// One test on one attribute's value, held as bits so that a record's value is compared without building a
     /// `Value`: int64 and bool constants (false 0, true 1) as `Int64`, doubles and dates as `Double`.
     struct Test {
-        enum Op: UInt8 { case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual, between, oneOf, prefix }
+        enum Op: UInt8 {
+            case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual, between, oneOf, prefix
+            /// A text comparison decided on ASCII bytes: `high` holds its operator's place in
+            /// ``RecordFilter/asciiOperators`` (shifted left by one) and whether it folds case (the lowest bit).
+            case ascii
+        }
         var op: Op
         /// The constant, or `between`'s lower bound; for a string, its first range in `textRanges`.
         var low: UInt64
@@ -27,7 +36,13 @@ final class RecordFilter {
 
     /// How the scan reads one attribute's field (skipping it, or reading it and running its tests).
     struct Step {
-        enum Kind: UInt8 { case bool, int, double, uuid, bytes, text }
+        enum Kind: UInt8 {
+            case bool, int, double, uuid, bytes, text
+            /// Text with a test decided on ASCII bytes.
+            case asciiText
+
+            var isVariableSize: Bool { self == .bytes || self == .text || self == .asciiText }
+        }
         var kind: Kind
         var tag: UInt8
         var attribute: Int32
@@ -53,7 +68,10 @@ final class RecordFilter {
     private let textBytes: UnsafeMutableRawBufferPointer
     private let textRanges: UnsafeMutableBufferPointer<Range<Int>>
 
-    /// A filter for `predicate` on `entity`, or `nil` when the predicate has another shape.
+    /// The operators of ``Test/Op/ascii`` tests, by place.
+    static let asciiOperators: [FetchPredicate.Operator] = [.equal, .beginsWith, .endsWith, .contains, .like]
+
+    /// A filter for the comparisons of `predicate` on `entity` it can test, or `nil` when it has none.
     init?(_ predicate: FetchPredicate, entity: Entity) {
         let parts: [FetchPredicate]
         if case .and(let conjuncts) = predicate { parts = conjuncts } else { parts = [predicate] }
@@ -61,30 +79,39 @@ final class RecordFilter {
         var lists: [[UInt64]] = []
         var texts: [[UInt8]] = []
         for part in parts {
-            guard case .comparison(let c) = part, c.quantifier == nil, c.options.isEmpty, c.keyPath.count == 1,
+            guard case .comparison(let c) = part, c.quantifier == nil, c.keyPath.count == 1,
                 let index = entity.attributeIndex(c.keyPath[0])
-            else { return nil }
+            else { continue }
             let type = entity.attributes[index].type
             if type == .string {
                 func text(_ value: Value) -> [UInt8]? {
                     if case .string(let v) = value { Array(v.canonicalForm.utf8) } else { nil }
                 }
                 switch (c.op, c.operand) {
-                case (.equal, .value(let v)), (.notEqual, .value(let v)), (.beginsWith, .value(let v)):
-                    guard let constant = text(v) else { return nil }
+                case (.equal, .value(let v)) where c.options.isEmpty, (.notEqual, .value(let v)) where c.options.isEmpty,
+                    (.beginsWith, .value(let v)) where c.options.isEmpty:
+                    guard let constant = text(v) else { continue }
                     let op: Test.Op = c.op == .equal ? .equal : c.op == .notEqual ? .notEqual : .prefix
                     tests.append((index, Test(op: op, low: UInt64(texts.count), high: 1)))
                     texts.append(constant)
-                case (.in, .list(let values)):
+                case (.in, .list(let values)) where c.options.isEmpty:
                     let list = values.compactMap(text)
-                    guard list.count == values.count else { return nil }
+                    guard list.count == values.count else { continue }
                     tests.append((index, Test(op: .oneOf, low: UInt64(texts.count), high: UInt64(list.count))))
                     texts += list
+                case (_, .value(.string(let v))):
+                    let constant = Array(v.utf8)
+                    guard let place = Self.asciiOperators.firstIndex(of: c.op), !constant.contains(where: { $0 >= 0x80 })
+                    else { continue }
+                    let foldsCase: UInt64 = c.options.contains(.caseInsensitive) ? 1 : 0
+                    tests.append((index, Test(op: .ascii, low: UInt64(texts.count), high: UInt64(place) << 1 | foldsCase)))
+                    texts.append(constant)
                 default:
-                    return nil
+                    continue
                 }
                 continue
             }
+            guard c.options.isEmpty else { continue }
             func bits(_ value: Value) -> UInt64? {
                 switch (type, value) {
                 case (.int64, .int(let v)): UInt64(bitPattern: v)
@@ -104,24 +131,24 @@ final class RecordFilter {
             case .greaterOrEqual: op = .greaterOrEqual
             case .in: op = .oneOf
             case .between: op = .between
-            default: return nil
+            default: continue
             }
             switch (op, c.operand) {
             case (.oneOf, .list(let values)):
                 let list = values.compactMap(bits)
-                guard list.count == values.count else { return nil }
+                guard list.count == values.count else { continue }
                 tests.append((index, Test(op: .oneOf, low: 0, high: UInt64(lists.count))))
                 lists.append(list)
             case (.between, .list(let values)) where values.count == 2:
-                guard let low = bits(values[0]), let high = bits(values[1]) else { return nil }
+                guard let low = bits(values[0]), let high = bits(values[1]) else { continue }
                 tests.append((index, Test(op: .between, low: low, high: high)))
             case (.oneOf, _), (.between, _):
-                return nil
+                continue
             case (_, .value(let v)):
-                guard let constant = bits(v) else { return nil }
+                guard let constant = bits(v) else { continue }
                 tests.append((index, Test(op: op, low: constant, high: 0)))
             default:
-                return nil
+                continue
             }
         }
         guard !tests.isEmpty else { return nil }
@@ -156,7 +183,7 @@ final class RecordFilter {
                 case .int64: .int
                 case .double, .date: .double
                 case .uuid: .uuid
-                case .string: .text
+                case .string: tests[first..<next].contains { $0.test.op == .ascii } ? .asciiText : .text
                 case .binary, .decimal: .bytes
                 }
             steps.append(
@@ -167,8 +194,8 @@ final class RecordFilter {
         let inSchemaOrder = steps.prefix(last + 1)
         schemaWalk = .allocate(capacity: inSchemaOrder.count)
         _ = schemaWalk.initialize(from: inSchemaOrder)
-        let fixed = steps.filter { $0.kind != .bytes && $0.kind != .text }
-        let variable = testsText ? inSchemaOrder.filter { $0.kind == .bytes || $0.kind == .text } : []
+        let fixed = steps.filter { !$0.kind.isVariableSize }
+        let variable = testsText ? inSchemaOrder.filter(\.kind.isVariableSize) : []
         scalarWalk = .allocate(capacity: fixed.count + variable.count)
         _ = scalarWalk.initialize(from: fixed + variable)
     }
@@ -238,7 +265,7 @@ final class RecordFilter {
                 case .double: offset &+= 8
                 case .bool: offset &+= 1
                 case .uuid: offset &+= 16
-                case .bytes, .text:
+                case .bytes, .text, .asciiText:
                     guard let length = Self.varint(base, count, &offset), length <= UInt64(count &- offset) else {
                         return nil
                     }
@@ -266,6 +293,20 @@ final class RecordFilter {
             case .uuid, .bytes:
                 // Never tested (no constant of these types makes a filter): stepped over above.
                 return nil
+            case .asciiText:
+                guard let length = Self.varint(base, count, &offset), length <= UInt64(count &- offset) else {
+                    return nil
+                }
+                let text = UnsafeRawBufferPointer(start: base + offset, count: Int(length))
+                offset &+= Int(length)
+                if Self.isASCII(text) {
+                    // Every test decided on the bytes (ASCII text is in its canonical form).
+                    for t in first..<end where !passesASCII(text, tests[t]) { return false }
+                } else if Self.isSurelyCanonical(text) {
+                    // The other tests on text in its canonical form; those of ASCII constants pass (the evaluator
+                    // folds text beyond ASCII).
+                    for t in first..<end where !passes(text, tests[t]) { return false }
+                }
             case .text:
                 guard let length = Self.varint(base, count, &offset), length <= UInt64(count &- offset) else {
                     return nil
@@ -329,8 +370,20 @@ final class RecordFilter {
         return true
     }
 
+    /// Whether ASCII text passes `test`, on its bytes.
+    @inline(__always)
+    private func passesASCII(_ text: UnsafeRawBufferPointer, _ test: Test) -> Bool {
+        guard test.op == .ascii else { return passes(text, test) }
+        let range = textRanges[Int(test.low)]
+        let constant = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(textBytes)[range])
+        return ValueComparison.ascii(
+            text.assumingMemoryBound(to: UInt8.self), Self.asciiOperators[Int(test.high &>> 1)],
+            constant.assumingMemoryBound(to: UInt8.self), foldsCase: test.high & 1 != 0)
+    }
+
     /// Whether text in its canonical form passes `test`: its bytes are compared with the constant's canonical
-    /// form (UTF-8 keeps the scalars' order, so a prefix of scalars is a prefix of bytes).
+    /// form (UTF-8 keeps the scalars' order, so a prefix of scalars is a prefix of bytes). A test of an ASCII
+    /// constant passes.
     @inline(__always)
     private func passes(_ text: UnsafeRawBufferPointer, _ test: Test) -> Bool {
         let first = Int(test.low)
@@ -482,10 +535,17 @@ final class RecordFilter {
     /// here neither compose with what comes before them nor have a combining class, so appending them keeps it.
     @inline(__always)
     static func isSurelyCanonical(_ text: UnsafeRawBufferPointer, from start: Int = 0) -> Bool {
+        // ASCII, the usual text, first.
+        if isASCII(text, from: start) { return true }
+        return hasOnlyCanonicalScalars(text, from: start)
+    }
+
+    /// Whether the text's bytes from `start` on are all ASCII: every byte's high bit gathered without a branch per
+    /// word (the last eight bytes read overlap the words before them).
+    @inline(__always)
+    static func isASCII(_ text: UnsafeRawBufferPointer, from start: Int = 0) -> Bool {
         guard let base = text.baseAddress else { return true }
         let count = text.count
-        // ASCII, the usual text, first: every byte's high bit gathered without a branch per word (the last eight
-        // bytes read overlap the words before them).
         var high: UInt64 = 0
         if count &- start >= 8 {
             high = base.loadUnaligned(fromByteOffset: count &- 8, as: UInt64.self)
@@ -497,8 +557,7 @@ final class RecordFilter {
         } else {
             for i in start..<count { high |= UInt64(base.load(fromByteOffset: i, as: UInt8.self)) }
         }
-        if high & 0x8080_8080_8080_8080 == 0 { return true }
-        return hasOnlyCanonicalScalars(text, from: start)
+        return high & 0x8080_8080_8080_8080 == 0
     }
 
     /// The scalar walk of ``isSurelyCanonical(_:from:)`` for text that is not all ASCII.
@@ -586,7 +645,7 @@ final class RecordFilter {
         case .greaterOrEqual: return value >= constant
         case .between: return value >= constant && value <= Int64(bitPattern: test.high)
         case .oneOf: return lists[Int(test.high)].contains { Int64(bitPattern: $0) == value }
-        case .prefix: return true  // (a string's only)
+        case .prefix, .ascii: return true  // (a string's only)
         }
     }
 
