@@ -15,16 +15,17 @@ import Foundation
 /// all within the bytes it shares with the constant), so the answer is the evaluator's; any other string passes,
 /// and the evaluator decides (canonically equivalent text can be spelled in other bytes, and even ASCII has
 /// equivalents outside it: the Kelvin sign is `K`). A comparison with an ASCII constant is decided on the bytes of
-/// ASCII text as ``ValueComparison/ascii(_:_:_:foldsCase:)`` decides it (folding ASCII is at most lowercasing it);
-/// text with any other byte passes, and the evaluator decides.
+/// ASCII text as ``ValueComparison/ascii(_:_:_:foldsCase:)`` decides it (folding ASCII is at most lowercasing it),
+/// and on other text folded scalar by scalar where each of its scalars folds alone (``FoldTable``); other text
+/// passes, and the evaluator decides.
 final class RecordFilter {
     /// One test on one attribute's value, held as bits so that a record's value is compared without building a
     /// `Value`: int64 and bool constants (false 0, true 1) as `Int64`, doubles and dates as `Double`.
     struct Test {
         enum Op: UInt8 {
             case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual, between, oneOf, prefix
-            /// A text comparison decided on ASCII bytes: `high` holds its operator's place in
-            /// ``RecordFilter/asciiOperators`` (shifted left by one) and whether it folds case (the lowest bit).
+            /// A text comparison with an ASCII constant, decided on bytes: `high` holds its operator's place in
+            /// ``RecordFilter/asciiOperators`` (shifted left by two) and its options' raw value (the lowest bits).
             case ascii
         }
         var op: Op
@@ -88,7 +89,8 @@ final class RecordFilter {
                     if case .string(let v) = value { Array(v.canonicalForm.utf8) } else { nil }
                 }
                 switch (c.op, c.operand) {
-                case (.equal, .value(let v)) where c.options.isEmpty, (.notEqual, .value(let v)) where c.options.isEmpty,
+                case (.equal, .value(let v)) where c.options.isEmpty,
+                    (.notEqual, .value(let v)) where c.options.isEmpty,
                     (.beginsWith, .value(let v)) where c.options.isEmpty:
                     guard let constant = text(v) else { continue }
                     let op: Test.Op = c.op == .equal ? .equal : c.op == .notEqual ? .notEqual : .prefix
@@ -101,10 +103,12 @@ final class RecordFilter {
                     texts += list
                 case (_, .value(.string(let v))):
                     let constant = Array(v.utf8)
-                    guard let place = Self.asciiOperators.firstIndex(of: c.op), !constant.contains(where: { $0 >= 0x80 })
+                    guard let place = Self.asciiOperators.firstIndex(of: c.op),
+                        !constant.contains(where: { $0 >= 0x80 })
                     else { continue }
-                    let foldsCase: UInt64 = c.options.contains(.caseInsensitive) ? 1 : 0
-                    tests.append((index, Test(op: .ascii, low: UInt64(texts.count), high: UInt64(place) << 1 | foldsCase)))
+                    let options = UInt64(c.options.rawValue & 3)
+                    tests.append(
+                        (index, Test(op: .ascii, low: UInt64(texts.count), high: UInt64(place) << 2 | options)))
                     texts.append(constant)
                 default:
                     continue
@@ -302,10 +306,18 @@ final class RecordFilter {
                 if Self.isASCII(text) {
                     // Every test decided on the bytes (ASCII text is in its canonical form).
                     for t in first..<end where !passesASCII(text, tests[t]) { return false }
-                } else if Self.isSurelyCanonical(text) {
-                    // The other tests on text in its canonical form; those of ASCII constants pass (the evaluator
-                    // folds text beyond ASCII).
-                    for t in first..<end where !passes(text, tests[t]) { return false }
+                    continue
+                }
+                // Other text: a test of an ASCII constant decided on the text folded scalar by scalar where each
+                // scalar folds alone; the others on text in its canonical form. What is not decided passes.
+                let canonical = Self.isSurelyCanonical(text)
+                for t in first..<end {
+                    let test = tests[t]
+                    if test.op == .ascii {
+                        if passesFolded(text, test) == false { return false }
+                    } else if canonical && !passes(text, test) {
+                        return false
+                    }
                 }
             case .text:
                 guard let length = Self.varint(base, count, &offset), length <= UInt64(count &- offset) else {
@@ -374,11 +386,25 @@ final class RecordFilter {
     @inline(__always)
     private func passesASCII(_ text: UnsafeRawBufferPointer, _ test: Test) -> Bool {
         guard test.op == .ascii else { return passes(text, test) }
-        let range = textRanges[Int(test.low)]
-        let constant = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(textBytes)[range])
         return ValueComparison.ascii(
-            text.assumingMemoryBound(to: UInt8.self), Self.asciiOperators[Int(test.high &>> 1)],
-            constant.assumingMemoryBound(to: UInt8.self), foldsCase: test.high & 1 != 0)
+            text.assumingMemoryBound(to: UInt8.self), Self.asciiOperators[Int(test.high &>> 2)], constant(test),
+            foldsCase: test.high & 1 != 0)
+    }
+
+    /// Whether text beyond ASCII passes an ``Test/Op/ascii`` test, decided on the text folded scalar by scalar
+    /// (``ValueComparison/folded(_:_:_:_:)``); nil when it is not.
+    private func passesFolded(_ text: UnsafeRawBufferPointer, _ test: Test) -> Bool? {
+        ValueComparison.folded(
+            text.assumingMemoryBound(to: UInt8.self), Self.asciiOperators[Int(test.high &>> 2)], constant(test),
+            FetchPredicate.StringOptions(rawValue: UInt8(test.high & 3)))
+    }
+
+    /// The bytes of the constant of a text test.
+    @inline(__always)
+    private func constant(_ test: Test) -> UnsafeBufferPointer<UInt8> {
+        let range = textRanges[Int(test.low)]
+        return UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(textBytes)[range]).assumingMemoryBound(
+            to: UInt8.self)
     }
 
     /// Whether text in its canonical form passes `test`: its bytes are compared with the constant's canonical
