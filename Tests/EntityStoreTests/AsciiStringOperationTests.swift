@@ -156,6 +156,50 @@ import Testing
         #expect(SortKey.asciiOrder("Zoë", "zoe", foldsCase: false) == nil)
     }
 
+    /// A Finder-like sort orders ASCII titles on their bytes as Foundation's numeric, case-insensitive `compare`
+    /// does: runs of digits by value (leading zeros; a run of 20 digits and more, which Foundation wraps in 64 bits,
+    /// is left to it), letters of both cases, and the characters around them in byte order.
+    @Test func asciiNumericOrdersAreFoundationsOrders() {
+        var g = SeededGenerator(seed: 47)
+        let others = Array("aAbBzZ_[`{ -.")
+        func title() -> String {
+            var title = ""
+            for _ in 0..<Int.random(in: 0...5, using: &g) {
+                if Bool.random(using: &g) {
+                    title.append(others.randomElement(using: &g)!)
+                } else {
+                    let zeros = Int.random(in: 0..<4, using: &g) == 0 ? Int.random(in: 1...3, using: &g) : 0
+                    let length = [1, 1, 2, 3, 18, 19, 24][Int.random(in: 0..<7, using: &g)]
+                    title += String(repeating: "0", count: zeros)
+                    title += String((0..<length).map { _ in "0123456789".randomElement(using: &g)! })
+                }
+            }
+            return title
+        }
+        var titles = (0..<400).map { _ in title() }
+        // Near neighbours: one digit or letter changed.
+        titles += titles.map { title in
+            guard !title.isEmpty else { return title }
+            var characters = Array(title)
+            characters[Int.random(in: 0..<characters.count, using: &g)] = "0123456789aA".randomElement(using: &g)!
+            return String(characters)
+        }
+        var orders: [ComparisonResult: Int] = [:]
+        var left = 0
+        for _ in 0..<20_000 {
+            let (x, y) = (titles.randomElement(using: &g)!, titles.randomElement(using: &g)!)
+            let order = SortKey.asciiNumericOrder(x, y)
+            let foundations = x.compare(y, options: [.caseInsensitive, .numeric])
+            #expect(order == nil || order == foundations, "'\(x)' '\(y)'")
+            #expect(SortKey("t", comparison: .localizedStandard).order(.string(x), .string(y)) == foundations)
+            if let order { orders[order, default: 0] += 1 } else { left += 1 }
+        }
+        // Most are decided here: some of each order, a few left to Foundation.
+        #expect(orders.count == 3 && orders.values.allSatisfy { $0 > 100 } && left < 20_000 / 4, "\(orders) \(left)")
+        #expect(SortKey.asciiNumericOrder("file2", "file10") == .orderedAscending)
+        #expect(SortKey.asciiNumericOrder("Zo\u{EB} 2", "zoe 10") == nil)
+    }
+
     /// A pattern beyond ASCII, text that does not fold scalar by scalar and MATCHES take the general path.
     @Test func textBeyondASCIIGoesTheGeneralWay() {
         #expect(ValueComparison.ascii("Cafe", .contains, "café", .diacriticInsensitive) == nil)

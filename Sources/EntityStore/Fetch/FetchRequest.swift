@@ -63,6 +63,52 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The order of two ASCII strings under ``Comparison/localizedStandard``, on their bytes: letters without their
+    /// case (lowercased, as Foundation folds them), runs of digits by their value (leading zeros ignored), everything
+    /// else byte by byte, then the shorter first; Foundation's `compare(_:options:)` with `.numeric` gives the same
+    /// order (the tests check it on random text) at ~2.5 µs a comparison (sorting 100,000 titles took 2.5 s). Nil
+    /// when either holds anything but ASCII, or a run of more than 18 digits is compared before the order is known.
+    static func asciiNumericOrder(_ x: String, _ y: String) -> ComparisonResult? {
+        var x = x
+        var y = y
+        return x.withUTF8 { a in
+            y.withUTF8 { b -> ComparisonResult? in
+                guard ValueComparison.isASCII(a), ValueComparison.isASCII(b) else { return nil }
+                @inline(__always) func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }
+                var i = 0
+                var j = 0
+                while i < a.count && j < b.count {
+                    if isDigit(a[i]) && isDigit(b[j]) {
+                        // Each run without its leading zeros: the longer is the larger, else the first digit that
+                        // differs decides.
+                        while i < a.count && a[i] == 0x30 { i &+= 1 }
+                        while j < b.count && b[j] == 0x30 { j &+= 1 }
+                        var m = i
+                        var n = j
+                        while m < a.count && isDigit(a[m]) { m &+= 1 }
+                        while n < b.count && isDigit(b[n]) { n &+= 1 }
+                        // Foundation reads a run into 64 bits, and one of 20 digits and more wraps: its order is
+                        // Foundation's to give.
+                        guard m &- i <= 18 && n &- j <= 18 else { return nil }
+                        if m &- i != n &- j { return m &- i < n &- j ? .orderedAscending : .orderedDescending }
+                        while i < m {
+                            if a[i] != b[j] { return a[i] < b[j] ? .orderedAscending : .orderedDescending }
+                            i &+= 1
+                            j &+= 1
+                        }
+                        continue
+                    }
+                    let (p, q) = (ValueComparison.lowered(a[i]), ValueComparison.lowered(b[j]))
+                    if p != q { return p < q ? .orderedAscending : .orderedDescending }
+                    i &+= 1
+                    j &+= 1
+                }
+                let (restA, restB) = (a.count &- i, b.count &- j)
+                return restA == restB ? .orderedSame : restA < restB ? .orderedAscending : .orderedDescending
+            }
+        }
+    }
+
     /// Compares two values in this key's direction and comparison.
     func order(_ a: Value, _ b: Value) -> ComparisonResult {
         let base: ComparisonResult
@@ -82,7 +128,7 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
             }
             base =
                 comparison == .localizedStandard
-                ? x.compare(y, options: options)
+                ? Self.asciiNumericOrder(x, y) ?? x.compare(y, options: options)
                 : Self.asciiOrder(x, y, foldsCase: comparison != .diacriticInsensitive)
                     ?? x.compare(y, options: options)
         default:
