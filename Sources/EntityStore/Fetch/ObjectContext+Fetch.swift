@@ -405,12 +405,7 @@ extension ObjectContext {
 
                 if sortsAfter {
                     // Sorted by index, so that the sort moves integers rather than candidates.
-                    let order = scan.candidates.withUnsafeBufferPointer { buffer in
-                        buffer.indices.sorted { a, b in
-                            Self.precedes(
-                                buffer[a].sortValues, buffer[a].id, buffer[b].sortValues, buffer[b].id, sortKeys)
-                        }
-                    }
+                    let order = scan.candidates.withUnsafeBufferPointer { Self.sortedPlaces($0, by: sortKeys) }
                     scan.candidates = order.map { scan.candidates[$0] }
                 }
                 return Self.window(scan.candidates, request, skipped: scan.skipped)
