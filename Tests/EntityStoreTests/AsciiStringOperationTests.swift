@@ -200,26 +200,28 @@ import Testing
         #expect(SortKey.asciiNumericOrder("Zo\u{EB} 2", "zoe 10") == nil)
     }
 
-    /// A binary sort orders ASCII strings on their bytes as Swift orders them: small strings and large, prefixes,
-    /// and text with a combining mark after an ASCII letter (which makes another scalar of it) left to Swift.
-    @Test func asciiBinaryOrdersAreSwiftsOrders() {
+    /// A binary sort orders text surely in its canonical form on its bytes as Swift orders it: ASCII, Latin,
+    /// Cyrillic and CJK text, small strings and large, prefixes; text with a combining mark after a letter (which
+    /// makes another scalar of it) is left to Swift.
+    @Test func canonicalBinaryOrdersAreSwiftsOrders() {
         var g = SeededGenerator(seed: 48)
-        let alphabet = Array("aAbB09 ~\u{7F}\u{0}")
+        let alphabet = Array("aAbB09 ~\u{7F}\u{0}\u{E9}\u{C9}\u{416}\u{65E5}\u{2026}")
         var orders: [ComparisonResult: Int] = [:]
         for _ in 0..<20_000 {
-            // Up to 40 bytes: stored in the string itself below 16, in a buffer beyond.
+            // Up to 40 characters: stored in the string itself below 16 bytes, in a buffer beyond.
             let x = String((0..<Int.random(in: 0...40, using: &g)).map { _ in alphabet.randomElement(using: &g)! })
             var y = Bool.random(using: &g) ? x : String(x.prefix(Int.random(in: 0...x.count, using: &g)))
             y += String((0..<Int.random(in: 0...3, using: &g)).map { _ in alphabet.randomElement(using: &g)! })
             let swift: ComparisonResult = x < y ? .orderedAscending : x == y ? .orderedSame : .orderedDescending
-            let order = ValueComparison.asciiBinaryOrder(x, y)
+            let order = ValueComparison.canonicalBinaryOrder(x, y)
             #expect(order == swift, "'\(x)' '\(y)'")
             #expect(ValueComparison.order(.string(x), .string(y), []) == swift)
             orders[swift, default: 0] += 1
         }
         #expect(orders.count == 3 && orders.values.allSatisfy { $0 > 1_000 }, "\(orders)")
         // "a" and a combining acute accent is "á", which sorts after "b".
-        #expect(ValueComparison.asciiBinaryOrder("a\u{301}", "b") == nil)
+        #expect(ValueComparison.canonicalBinaryOrder("a\u{301}", "b") == nil)
+        #expect(ValueComparison.canonicalBinaryOrder("\u{E1}", "b") == .orderedDescending)
         #expect(ValueComparison.order(.string("a\u{301}"), .string("b"), []) == .orderedDescending)
     }
 

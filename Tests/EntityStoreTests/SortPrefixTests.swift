@@ -20,6 +20,8 @@ import Testing
         var g = SeededGenerator(seed: 49)
         let doubles: [Double] = [-1.5, -0.0, 0, 2, .infinity, -.infinity, .nan, 1e300, -1e-300]
         let letters = Array("aAbBzZ09 _`{\u{0}")
+        // Text surely in its canonical form beyond ASCII: prefixed in binary order only.
+        let beyond = Array("\u{E9}\u{C9}\u{416}\u{65E5}")
         func text() -> String {
             // Often sharing their first 8 or 16 bytes: ties on the prefix's first word, or on both, are common.
             let head = ["", "Chapter ", "Chapter of part "].randomElement(using: &g)!
@@ -38,7 +40,8 @@ import Testing
             ("double", { .double(doubles.randomElement(using: &g)!) }),
             ("date", { .date(Date(timeIntervalSinceReferenceDate: doubles.randomElement(using: &g)!)) }),
             ("text", { .string(text()) }),
-            // Text beyond ASCII, and a combining mark after an ASCII letter: no prefixes, every comparison by value.
+            ("canonical text", { .string(text() + String(beyond.randomElement(using: &g)!) + text()) }),
+            // A combining mark after an ASCII letter: no prefixes, every comparison by value.
             ("other text", { .string(Bool.random(using: &g) ? text() : text() + "e\u{301}") }),
         ]
         var prefixed = 0

@@ -63,10 +63,11 @@ extension ObjectContext {
 
 /// A candidate's first sort value as words whose order is the sort key's (ascending or descending), and the
 /// candidate's place: nil first (last when descending), then the value. Integers, booleans, doubles and dates map
-/// exactly (doubles as ``ValueSemantics`` orders them: one zero, NaN after every number); ASCII text compared
-/// binary or case- or diacritic-insensitively maps its first 16 bytes (lowercased when case folds), padded with
-/// zeros, so that text whose prefixes differ is in the prefixes' order and text whose prefixes are equal is
-/// compared whole. Other values (text beyond ASCII, `localizedStandard`, decimals, UUIDs, data) have none.
+/// exactly (doubles as ``ValueSemantics`` orders them: one zero, NaN after every number); text compared binary
+/// and surely in its canonical form, and ASCII text compared case- or diacritic-insensitively, map their first 16
+/// bytes (lowercased when case folds), padded with zeros, so that text whose prefixes differ is in the prefixes'
+/// order and text whose prefixes are equal is compared whole. Other values (other text, `localizedStandard`,
+/// decimals, UUIDs, data) have none.
 struct SortPrefix {
     var rank: UInt8
     var high: UInt64
@@ -103,9 +104,9 @@ struct SortPrefix {
                 prefix.high = orderedBits(v.timeIntervalSinceReferenceDate)
                 valueKind = 4
             case .string(let v):
-                guard let (high, low) = asciiPrefix(v, foldsCase: foldsCase && key.comparison != .binary) else {
-                    return nil
-                }
+                guard
+                    let (high, low) = textPrefix(v, foldsCase: foldsCase, anyCanonical: key.comparison == .binary)
+                else { return nil }
                 (prefix.high, prefix.low) = (high, low)
                 valueKind = 5
             default:
@@ -129,11 +130,14 @@ struct SortPrefix {
         return bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
     }
 
-    /// The first 16 bytes of ASCII text (lowercased when `foldsCase`) as two big-endian words padded with zeros;
-    /// nil for text beyond ASCII (its order is its canonical form's) or text that is not contiguous.
-    static func asciiPrefix(_ text: String, foldsCase: Bool) -> (UInt64, UInt64)? {
+    /// The first 16 bytes of text as two big-endian words padded with zeros: of ASCII text (lowercased when
+    /// `foldsCase`), or with `anyCanonical` of text surely in its canonical form (whose binary order is its UTF-8
+    /// bytes'). Nil for other text (its order is its canonical form's, or Foundation's) or text that is not
+    /// contiguous.
+    static func textPrefix(_ text: String, foldsCase: Bool, anyCanonical: Bool) -> (UInt64, UInt64)? {
         let words = text.utf8.withContiguousStorageIfAvailable { bytes -> (UInt64, UInt64)? in
-            guard RecordFilter.isASCII(UnsafeRawBufferPointer(bytes)) else { return nil }
+            let raw = UnsafeRawBufferPointer(bytes)
+            guard anyCanonical ? RecordFilter.isSurelyCanonical(raw) : RecordFilter.isASCII(raw) else { return nil }
             var high: UInt64 = 0
             var low: UInt64 = 0
             for i in 0..<16 {

@@ -671,7 +671,7 @@ enum ValueComparison {
         case (.int(let x), .int(let y)): return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
         case (.string(let x), .string(let y)):
             // Swift orders strings by the scalars of their NFC form: the byte order of index keys.
-            if options.isEmpty, let order = asciiBinaryOrder(x, y) { return order }
+            if options.isEmpty, let order = canonicalBinaryOrder(x, y) { return order }
             let (l, r) = options.isEmpty ? (x, y) : (fold(x, options), fold(y, options))
             return l < r ? .orderedAscending : l == r ? .orderedSame : .orderedDescending
         case (.double(let x), .double(let y)): return ValueSemantics.order(x, y)

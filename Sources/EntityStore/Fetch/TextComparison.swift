@@ -149,15 +149,18 @@ extension ValueComparison {
         }
     }
 
-    /// The order of two ASCII strings, on their bytes in one pass (`memcmp`): Swift's order, the scalars' of their
-    /// canonical form, is their bytes' for ASCII, where `<` and then `==` compared them twice through the standard
-    /// library's general path (a sort by title spent ~1,000 instructions a comparison there). Nil when either holds
-    /// anything else (a combining mark after an ASCII letter makes another scalar of it), or is not contiguous.
+    /// The order of two strings surely in their canonical form (ASCII, and the scalars of
+    /// ``RecordFilter/isSurelyCanonical(_:from:)``), on their bytes in one pass (`memcmp`): Swift's order, the
+    /// scalars' of their canonical form, is their UTF-8 bytes' for such text, where `<` and then `==` compared them
+    /// twice through the standard library's general path (a sort by title spent ~1,000 instructions a comparison
+    /// there). Nil when either holds anything else (a combining mark after a letter makes another scalar of it), or
+    /// is not contiguous.
     @inline(__always)
-    static func asciiBinaryOrder(_ x: String, _ y: String) -> ComparisonResult? {
+    static func canonicalBinaryOrder(_ x: String, _ y: String) -> ComparisonResult? {
         let order = x.utf8.withContiguousStorageIfAvailable { a in
             y.utf8.withContiguousStorageIfAvailable { b -> ComparisonResult? in
-                guard RecordFilter.isASCII(UnsafeRawBufferPointer(a)), RecordFilter.isASCII(UnsafeRawBufferPointer(b))
+                guard RecordFilter.isSurelyCanonical(UnsafeRawBufferPointer(a)),
+                    RecordFilter.isSurelyCanonical(UnsafeRawBufferPointer(b))
                 else { return nil }
                 let shared = min(a.count, b.count)
                 let difference = shared == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, shared)
@@ -165,7 +168,7 @@ extension ValueComparison {
                 return a.count == b.count ? .orderedSame : a.count < b.count ? .orderedAscending : .orderedDescending
             }
         }
-        // Nil at any level: not contiguous, or not ASCII.
+        // Nil at any level: not contiguous, or not surely canonical.
         guard case .some(.some(.some(let decided))) = order else { return nil }
         return decided
     }
