@@ -309,15 +309,17 @@ final class RecordFilter {
                     continue
                 }
                 // Other text: a test of an ASCII constant decided on the text folded scalar by scalar where each
-                // scalar folds alone; the others on text in its canonical form. What is not decided passes.
-                let canonical = Self.isSurelyCanonical(text)
+                // scalar folds alone; the others on text in its canonical form (checked once, if any asks). What is
+                // not decided passes.
+                var canonical: Bool?
                 for t in first..<end {
                     let test = tests[t]
                     if test.op == .ascii {
                         if passesFolded(text, test) == false { return false }
-                    } else if canonical && !passes(text, test) {
-                        return false
+                        continue
                     }
+                    if canonical == nil { canonical = Self.isSurelyCanonical(text) }
+                    if canonical == true && !passes(text, test) { return false }
                 }
             case .text:
                 guard let length = Self.varint(base, count, &offset), length <= UInt64(count &- offset) else {

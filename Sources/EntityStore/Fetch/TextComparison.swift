@@ -62,8 +62,13 @@ extension ValueComparison {
             let out = buffer.baseAddress!
             guard let (count, isASCII) = FoldTable.fold(t, options, into: out, capacity: capacity) else { return nil }
             let pattern = out + count
-            let foldsCase = options.contains(.caseInsensitive)
-            for i in 0..<p.count { pattern[i] = foldsCase ? lowered(p[i]) : p[i] }
+            if let source = p.baseAddress {
+                if options.contains(.caseInsensitive) {
+                    lower(source, p.count, into: pattern)
+                } else {
+                    pattern.update(from: source, count: p.count)
+                }
+            }
             if op == .like && !isASCII {
                 return likeOfScalars(
                     UnsafeBufferPointer(start: out, count: count), UnsafeBufferPointer(start: pattern, count: p.count))
@@ -179,10 +184,10 @@ extension ValueComparison {
         (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
     }
 
-    /// Whether `bytes` are all ASCII.
+    /// Whether `bytes` are all ASCII (eight at a time: ``RecordFilter/isASCII(_:from:)``).
     @inline(__always)
     static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        !bytes.contains { $0 >= 0x80 }
+        RecordFilter.isASCII(UnsafeRawBufferPointer(bytes))
     }
 }
 
