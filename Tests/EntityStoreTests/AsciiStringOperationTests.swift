@@ -158,8 +158,8 @@ import Testing
 
     /// A Finder-like sort orders ASCII titles on their bytes as Foundation's numeric, case-insensitive `compare`
     /// does: runs of digits by value (leading zeros; a run of 20 digits and more, which Foundation wraps in 64 bits,
-    /// is left to it), letters of both cases, and the characters around them in byte order.
-    @Test func asciiNumericOrdersAreFoundationsOrders() {
+    /// by its value here), letters of both cases, and the characters around them in byte order.
+    @Test func numericOrdersAreFoundationsOrders() {
         var g = SeededGenerator(seed: 47)
         let others = Array("aAbBzZ_[`{ -.")
         func title() -> String {
@@ -184,20 +184,39 @@ import Testing
             characters[Int.random(in: 0..<characters.count, using: &g)] = "0123456789aA".randomElement(using: &g)!
             return String(characters)
         }
+        // Foundation reads a run of digits into 64 bits: a run of more than 18 may wrap there, and is ordered here by
+        // its value.
+        func hasLongRun(_ text: String) -> Bool {
+            text.split(whereSeparator: { !$0.isNumber }).contains { $0.drop(while: { $0 == "0" }).count > 18 }
+        }
         var orders: [ComparisonResult: Int] = [:]
-        var left = 0
+        var long = 0
         for _ in 0..<20_000 {
             let (x, y) = (titles.randomElement(using: &g)!, titles.randomElement(using: &g)!)
-            let order = SortKey.asciiNumericOrder(x, y)
+            let order = SortKey.numericOrder(x, y)
+            let reversed = SortKey.numericOrder(y, x)
+            #expect(
+                reversed
+                    == (order == .orderedSame
+                        ? .orderedSame : order == .orderedAscending ? .orderedDescending : .orderedAscending))
+            if hasLongRun(x) || hasLongRun(y) {
+                long += 1
+                continue
+            }
             let foundations = x.compare(y, options: [.caseInsensitive, .numeric])
-            #expect(order == nil || order == foundations, "'\(x)' '\(y)'")
+            #expect(order == foundations, "'\(x)' '\(y)'")
             #expect(SortKey("t", comparison: .localizedStandard).order(.string(x), .string(y)) == foundations)
-            if let order { orders[order, default: 0] += 1 } else { left += 1 }
+            orders[order, default: 0] += 1
         }
-        // Most are decided here: some of each order, a few left to Foundation.
-        #expect(orders.count == 3 && orders.values.allSatisfy { $0 > 100 } && left < 20_000 / 4, "\(orders) \(left)")
-        #expect(SortKey.asciiNumericOrder("file2", "file10") == .orderedAscending)
-        #expect(SortKey.asciiNumericOrder("Zo\u{EB} 2", "zoe 10") == nil)
+        // Some of each order, and some runs too long for Foundation.
+        #expect(orders.count == 3 && orders.values.allSatisfy { $0 > 100 } && long > 100, "\(orders) \(long)")
+        #expect(SortKey.numericOrder("file2", "file10") == .orderedAscending)
+        #expect(SortKey.numericOrder("file 0099999999999999999999", "file 100000000000000000000") == .orderedAscending)
+        // 2^64, which Foundation reads as 0.
+        #expect(SortKey.numericOrder("x5", "x18446744073709551616") == .orderedAscending)
+        // Beyond ASCII: folded for case, then the same.
+        #expect(SortKey.numericOrder("Zo\u{EB} 2", "zo\u{CB} 10") == .orderedAscending)
+        #expect(SortKey.numericOrder("Zoe\u{308} 02", "zo\u{CB} 2") == .orderedSame)
     }
 
     /// A binary sort orders text surely in its canonical form on its bytes as Swift orders it: ASCII, Latin,

@@ -44,8 +44,8 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
     public var description: String { (ascending ? "" : "-") + keyPath }
 
     /// The order of two ASCII strings under a case- or diacritic-insensitive comparison, on their bytes: folding
-    /// ASCII is at most lowercasing it, and Foundation then orders by the folded bytes (sorting 200,000 titles
-    /// case-insensitively through `compare(_:options:)` cost ~3 µs a title). Nil when either holds anything else.
+    /// ASCII is at most lowercasing it, and the folded texts' bytes give the order (see
+    /// ``ValueComparison/order(_:_:_:)``). Nil when either holds anything else.
     static func asciiOrder(_ x: String, _ y: String, foldsCase: Bool) -> ComparisonResult? {
         var x = x
         var y = y
@@ -63,50 +63,59 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The order of two ASCII strings under ``Comparison/localizedStandard``, on their bytes: letters without their
-    /// case (lowercased, as Foundation folds them), runs of digits by their value (leading zeros ignored), everything
-    /// else byte by byte, then the shorter first; Foundation's `compare(_:options:)` with `.numeric` gives the same
-    /// order (the tests check it on random text) at ~2.5 µs a comparison (sorting 100,000 titles took 2.5 s). Nil
-    /// when either holds anything but ASCII, or a run of more than 18 digits is compared before the order is known.
-    static func asciiNumericOrder(_ x: String, _ y: String) -> ComparisonResult? {
+    /// The order of two strings under ``Comparison/localizedStandard``: their text folded for case (ASCII on its
+    /// bytes, anything else through Foundation's folding, then in canonical form), with runs of ASCII digits
+    /// compared by their value (leading zeros ignored, of any length) and everything else by its UTF-8 bytes, the
+    /// shorter first where one ends. Foundation's `compare(_:options:)` with `.numeric` gives the same order for
+    /// ASCII text whose runs of digits fit in 64 bits (the tests check it on random text; it wraps longer runs) at
+    /// ~2.5 µs a comparison, and on Linux its order of text beyond ASCII is not transitive (`"eö" < "Éÿ" < "éı10é"`
+    /// but not `"eö" < "éı10é"`), which left a sort's result to the sort's algorithm.
+    static func numericOrder(_ x: String, _ y: String) -> ComparisonResult {
         var x = x
         var y = y
-        return x.withUTF8 { a in
-            y.withUTF8 { b -> ComparisonResult? in
-                guard ValueComparison.isASCII(a), ValueComparison.isASCII(b) else { return nil }
-                @inline(__always) func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }
-                var i = 0
-                var j = 0
-                while i < a.count && j < b.count {
-                    if isDigit(a[i]) && isDigit(b[j]) {
-                        // Each run without its leading zeros: the longer is the larger, else the first digit that
-                        // differs decides.
-                        while i < a.count && a[i] == 0x30 { i &+= 1 }
-                        while j < b.count && b[j] == 0x30 { j &+= 1 }
-                        var m = i
-                        var n = j
-                        while m < a.count && isDigit(a[m]) { m &+= 1 }
-                        while n < b.count && isDigit(b[n]) { n &+= 1 }
-                        // Foundation reads a run into 64 bits, and one of 20 digits and more wraps: its order is
-                        // Foundation's to give.
-                        guard m &- i <= 18 && n &- j <= 18 else { return nil }
-                        if m &- i != n &- j { return m &- i < n &- j ? .orderedAscending : .orderedDescending }
-                        while i < m {
-                            if a[i] != b[j] { return a[i] < b[j] ? .orderedAscending : .orderedDescending }
-                            i &+= 1
-                            j &+= 1
-                        }
-                        continue
-                    }
-                    let (p, q) = (ValueComparison.lowered(a[i]), ValueComparison.lowered(b[j]))
-                    if p != q { return p < q ? .orderedAscending : .orderedDescending }
+        if let order = x.withUTF8({ a in
+            y.withUTF8 { b in
+                ValueComparison.isASCII(a) && ValueComparison.isASCII(b) ? numericOrder(a, b) : nil
+            }
+        }) {
+            return order
+        }
+        var a = ValueComparison.fold(x, .caseInsensitive)
+        var b = ValueComparison.fold(y, .caseInsensitive)
+        return a.withUTF8 { a in b.withUTF8 { b in numericOrder(a, b) } }
+    }
+
+    /// ``numericOrder(_:_:)`` of two texts' UTF-8 bytes, ASCII letters lowercased.
+    static func numericOrder(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> ComparisonResult {
+        @inline(__always) func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }
+        var i = 0
+        var j = 0
+        while i < a.count && j < b.count {
+            if isDigit(a[i]) && isDigit(b[j]) {
+                // Each run without its leading zeros: the longer is the larger, else the first digit that differs
+                // decides. (A digit against anything else compares as a byte: every other byte is below all digits
+                // or above them, whichever digit starts the run.)
+                while i < a.count && a[i] == 0x30 { i &+= 1 }
+                while j < b.count && b[j] == 0x30 { j &+= 1 }
+                var m = i
+                var n = j
+                while m < a.count && isDigit(a[m]) { m &+= 1 }
+                while n < b.count && isDigit(b[n]) { n &+= 1 }
+                if m &- i != n &- j { return m &- i < n &- j ? .orderedAscending : .orderedDescending }
+                while i < m {
+                    if a[i] != b[j] { return a[i] < b[j] ? .orderedAscending : .orderedDescending }
                     i &+= 1
                     j &+= 1
                 }
-                let (restA, restB) = (a.count &- i, b.count &- j)
-                return restA == restB ? .orderedSame : restA < restB ? .orderedAscending : .orderedDescending
+                continue
             }
+            let (p, q) = (ValueComparison.lowered(a[i]), ValueComparison.lowered(b[j]))
+            if p != q { return p < q ? .orderedAscending : .orderedDescending }
+            i &+= 1
+            j &+= 1
         }
+        let (restA, restB) = (a.count &- i, b.count &- j)
+        return restA == restB ? .orderedSame : restA < restB ? .orderedAscending : .orderedDescending
     }
 
     /// Compares two values in this key's direction and comparison.
@@ -118,19 +127,12 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
         case (.null, _): base = .orderedAscending
         case (_, .null): base = .orderedDescending
         case (.string(let x), .string(let y)) where comparison != .binary:
-            var options: String.CompareOptions
             switch comparison {
-            case .caseInsensitive: options = [.caseInsensitive]
-            case .diacriticInsensitive: options = [.diacriticInsensitive]
-            case .caseDiacriticInsensitive: options = [.caseInsensitive, .diacriticInsensitive]
-            case .localizedStandard: options = [.caseInsensitive, .numeric]
-            case .binary: options = []
+            case .localizedStandard: base = Self.numericOrder(x, y)
+            case .caseInsensitive: base = ValueComparison.order(a, b, .caseInsensitive) ?? .orderedSame
+            case .diacriticInsensitive: base = ValueComparison.order(a, b, .diacriticInsensitive) ?? .orderedSame
+            default: base = ValueComparison.order(a, b, .caseDiacriticInsensitive) ?? .orderedSame
             }
-            base =
-                comparison == .localizedStandard
-                ? Self.asciiNumericOrder(x, y) ?? x.compare(y, options: options)
-                : Self.asciiOrder(x, y, foldsCase: comparison != .diacriticInsensitive)
-                    ?? x.compare(y, options: options)
         default:
             base = ValueComparison.order(a, b, []) ?? .orderedSame
         }

@@ -670,10 +670,9 @@ enum ValueComparison {
         switch (a, b) {
         case (.int(let x), .int(let y)): return x < y ? .orderedAscending : x > y ? .orderedDescending : .orderedSame
         case (.string(let x), .string(let y)):
-            // Swift orders strings by the scalars of their NFC form: the byte order of index keys.
-            if options.isEmpty, let order = canonicalBinaryOrder(x, y) { return order }
-            let (l, r) = options.isEmpty ? (x, y) : (fold(x, options), fold(y, options))
-            return l < r ? .orderedAscending : l == r ? .orderedSame : .orderedDescending
+            if options.isEmpty { return binaryOrder(x, y) }
+            return SortKey.asciiOrder(x, y, foldsCase: options.contains(.caseInsensitive))
+                ?? bytesOrder(fold(x, options), fold(y, options))
         case (.double(let x), .double(let y)): return ValueSemantics.order(x, y)
         case (.date(let x), .date(let y)):
             return ValueSemantics.order(x.timeIntervalSinceReferenceDate, y.timeIntervalSinceReferenceDate)
@@ -707,6 +706,28 @@ enum ValueComparison {
         case .int(let v): Decimal(v)
         case .decimal(let v): v
         default: nil
+        }
+    }
+
+    /// The binary order of two strings: the UTF-8 bytes of their canonical forms (NFC), which is the order of their
+    /// scalars and of index keys. Not the standard library's `<`, which (Swift 6.3 on Linux) answers neither `<` nor
+    /// `>` nor `==` for some text not in canonical form against text that is (`"e\u{301}"` and `"éi"`), so that a
+    /// sort had no consistent order to find and disagreed with the index.
+    static func binaryOrder(_ x: String, _ y: String) -> ComparisonResult {
+        canonicalBinaryOrder(x, y) ?? bytesOrder(x.canonicalForm, y.canonicalForm)
+    }
+
+    /// The order of two strings' UTF-8 bytes (for text in canonical form, its scalars' order).
+    static func bytesOrder(_ x: String, _ y: String) -> ComparisonResult {
+        var x = x
+        var y = y
+        return x.withUTF8 { a in
+            y.withUTF8 { b in
+                let shared = min(a.count, b.count)
+                let difference = shared == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, shared)
+                if difference != 0 { return difference < 0 ? .orderedAscending : .orderedDescending }
+                return a.count == b.count ? .orderedSame : a.count < b.count ? .orderedAscending : .orderedDescending
+            }
         }
     }
 
