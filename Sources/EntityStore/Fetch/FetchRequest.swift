@@ -80,9 +80,7 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
         }) {
             return order
         }
-        var a = ValueComparison.fold(x, .caseInsensitive)
-        var b = ValueComparison.fold(y, .caseInsensitive)
-        return a.withUTF8 { a in b.withUTF8 { b in numericOrder(a, b) } }
+        return ValueComparison.foldedOrder(x, y, .caseInsensitive, numeric: true)
     }
 
     /// ``numericOrder(_:_:)`` of two texts' UTF-8 bytes, ASCII letters lowercased.

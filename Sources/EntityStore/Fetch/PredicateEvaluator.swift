@@ -672,7 +672,7 @@ enum ValueComparison {
         case (.string(let x), .string(let y)):
             if options.isEmpty { return binaryOrder(x, y) }
             return SortKey.asciiOrder(x, y, foldsCase: options.contains(.caseInsensitive))
-                ?? bytesOrder(fold(x, options), fold(y, options))
+                ?? foldedOrder(x, y, options, numeric: false)
         case (.double(let x), .double(let y)): return ValueSemantics.order(x, y)
         case (.date(let x), .date(let y)):
             return ValueSemantics.order(x.timeIntervalSinceReferenceDate, y.timeIntervalSinceReferenceDate)
@@ -715,20 +715,6 @@ enum ValueComparison {
     /// sort had no consistent order to find and disagreed with the index.
     static func binaryOrder(_ x: String, _ y: String) -> ComparisonResult {
         canonicalBinaryOrder(x, y) ?? bytesOrder(x.canonicalForm, y.canonicalForm)
-    }
-
-    /// The order of two strings' UTF-8 bytes (for text in canonical form, its scalars' order).
-    static func bytesOrder(_ x: String, _ y: String) -> ComparisonResult {
-        var x = x
-        var y = y
-        return x.withUTF8 { a in
-            y.withUTF8 { b in
-                let shared = min(a.count, b.count)
-                let difference = shared == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, shared)
-                if difference != 0 { return difference < 0 ? .orderedAscending : .orderedDescending }
-                return a.count == b.count ? .orderedSame : a.count < b.count ? .orderedAscending : .orderedDescending
-            }
-        }
     }
 
     /// `LIKE`: `*` matches any run of characters, `?` one character.

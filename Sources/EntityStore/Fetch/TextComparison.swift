@@ -191,6 +191,65 @@ extension ValueComparison {
     }
 }
 
+/// The orders of text: the UTF-8 bytes of its canonical form, or of its folded canonical form (see
+/// ``ValueComparison/order(_:_:_:)`` and ``SortKey/order(_:_:)``).
+extension ValueComparison {
+    /// The order of two byte strings.
+    @inline(__always)
+    static func bytesOrder(_ p: UnsafeBufferPointer<UInt8>, _ q: UnsafeBufferPointer<UInt8>) -> ComparisonResult {
+        let shared = min(p.count, q.count)
+        let difference = shared == 0 ? 0 : memcmp(p.baseAddress!, q.baseAddress!, shared)
+        if difference != 0 { return difference < 0 ? .orderedAscending : .orderedDescending }
+        return p.count == q.count ? .orderedSame : p.count < q.count ? .orderedAscending : .orderedDescending
+    }
+
+    /// The order of two strings' UTF-8 bytes (for text in canonical form, its scalars' order).
+    static func bytesOrder(_ x: String, _ y: String) -> ComparisonResult {
+        var x = x
+        var y = y
+        return x.withUTF8 { a in y.withUTF8 { b in bytesOrder(a, b) } }
+    }
+
+    /// The order of two strings folded for `options` (not empty): their folded canonical forms' bytes, or with
+    /// `numeric` ``SortKey/numericOrder(_:_:)`` of them. Text the fold table covers is folded on the stack; other
+    /// text through Foundation (microseconds a string, where a sort compares each value many times).
+    static func foldedOrder(
+        _ x: String, _ y: String, _ options: FetchPredicate.StringOptions, numeric: Bool
+    ) -> ComparisonResult {
+        func compare(_ p: UnsafeBufferPointer<UInt8>, _ q: UnsafeBufferPointer<UInt8>) -> ComparisonResult {
+            numeric ? SortKey.numericOrder(p, q) : bytesOrder(p, q)
+        }
+        if case .some(.some(let order)) = withTableFolded(
+            x, options,
+            { p in
+                withTableFolded(y, options) { q in compare(p, q) }
+            })
+        {
+            return order
+        }
+        var a = fold(x, options)
+        var b = fold(y, options)
+        return a.withUTF8 { p in b.withUTF8 { q in compare(p, q) } }
+    }
+
+    /// `body` of `text` folded for `options` by the fold table, in a temporary buffer; nil when the table does not
+    /// cover the text.
+    static func withTableFolded<R>(
+        _ text: String, _ options: FetchPredicate.StringOptions, _ body: (UnsafeBufferPointer<UInt8>) -> R
+    ) -> R? {
+        var text = text
+        return text.withUTF8 { source in
+            // A folded scalar takes at most 7 bytes, 3.5 times its own.
+            let capacity = max(source.count &* 4, 1)
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { out -> R? in
+                guard let (count, _) = FoldTable.fold(source, options, into: out.baseAddress!, capacity: capacity)
+                else { return nil }
+                return body(UnsafeBufferPointer(rebasing: out[..<count]))
+            }
+        }
+    }
+}
+
 /// How the scalars of Latin text beyond ASCII fold for `[]`, `[c]`, `[d]` and `[cd]`, one scalar at a time: each
 /// entry is Foundation's own folding of the scalar alone (``ValueComparison/fold(_:_:)``), so that text of such
 /// scalars folds here as the general path folds it (`É` is `é` for `[c]`, `E` for `[d]`, `e` for `[cd]`; `ß` is
