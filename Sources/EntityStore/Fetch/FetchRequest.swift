@@ -6,15 +6,16 @@ import Foundation
 public struct SortKey: Hashable, Sendable, CustomStringConvertible {
     /// How strings compare.
     public enum Comparison: String, Hashable, Sendable {
-        /// By UTF-8 bytes (the order of an index).
+        /// By the UTF-8 bytes of the text's canonical form, NFC (the order of an index).
         case binary
-        /// Ignoring case.
+        /// Ignoring case: by the bytes of the text folded as `[c]` folds it, in canonical form.
         case caseInsensitive
-        /// Ignoring diacritics.
+        /// Ignoring diacritics: by the bytes of the text folded as `[d]` folds it, in canonical form.
         case diacriticInsensitive
-        /// Ignoring case and diacritics.
+        /// Ignoring case and diacritics: by the bytes of the text folded as `[cd]` folds it, in canonical form.
         case caseDiacriticInsensitive
-        /// Finder-like: ignoring case, numbers by value ("file2" before "file10").
+        /// Finder-like: ignoring case, runs of ASCII digits by their value ("file2" before "file10"), then as
+        /// ``caseInsensitive``.
         case localizedStandard
     }
 
