@@ -76,6 +76,9 @@ extension ObjectContext {
                 switch shape {
                 case .objects, .objectIDs:
                     return windowed
+                case .count(let counter):
+                    counter.value &+= window.count
+                    return []
                 case .dictionaries(let keys):
                     let paths = try keys.map { key in
                         (

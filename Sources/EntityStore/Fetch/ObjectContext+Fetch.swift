@@ -100,6 +100,13 @@ extension ObjectContext {
         case dictionaries([String])
         /// The values of the sink's key paths for each match, handed to the sink as read (nothing is kept).
         case aggregate(AggregateSink)
+        /// Only how many match: counted as read, nothing is kept.
+        case count(MatchCounter)
+    }
+
+    /// The number of matches of a fetch of shape ``Shape/count(_:)``.
+    final class MatchCounter {
+        @exclusivity(unchecked) var value = 0
     }
 
     /// The mutable state of one scan (see `run`).
@@ -155,10 +162,11 @@ extension ObjectContext {
         case .aggregate(let aggregateSink):
             sink = aggregateSink
             dictionaryKeys = aggregateSink.keys
-        case .objects, .objectIDs:
+        case .objects, .objectIDs, .count:
             sink = nil
             dictionaryKeys = nil
         }
+        let counter: MatchCounter? = if case .count(let counter) = shape { counter } else { nil }
         if let keys = dictionaryKeys {
             dictionaryPaths = try keys.map { key in
                 let path = try ResolvedKeyPath.resolve(
@@ -193,6 +201,9 @@ extension ObjectContext {
         let filter = plan.filters ? predicate : nil
         // Simple comparisons of scalars are first tested on the encoded record.
         let recordFilter = filter == nil ? nil : prepared.recordFilter
+        // Where those are the whole predicate, what the record filter accepts matches: no record is decoded for the
+        // evaluator (a count of half a million matches of `n < %@` decoded and evaluated each).
+        let filterDecides = recordFilter?.decidesAll == true
         var needed = [Bool](repeating: false, count: entity.attributes.count)
         if filter != nil { for i in prepared.filterAttributes { needed[i] = true } }
         for path in valuePaths + dictionaryPaths.map(\.1) where path.steps.isEmpty {
@@ -200,7 +211,8 @@ extension ObjectContext {
         }
         // Whether a record is decoded into a subject at all (an exact index range with no sort in memory and no
         // dictionaries needs none).
-        let needsSubject = filter != nil || !valuePaths.isEmpty || !dictionaryPaths.isEmpty || sink != nil
+        let needsSubject =
+            (filter != nil && !filterDecides) || !valuePaths.isEmpty || !dictionaryPaths.isEmpty || sink != nil
         // An aggregate whose key paths are all the object's own attributes reads them from the decoded record.
         let sinkPositions: [Int]? =
             sink == nil
@@ -250,7 +262,9 @@ extension ObjectContext {
                 }
 
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
-                    if recordFilter?.matches(bytes) == false { return }
+                    // nil: no filter, or a record that is not what the entity's look like (the full path reports it).
+                    let filtered = recordFilter?.matches(bytes)
+                    if filtered == false { return }
                     let id = ObjectID(entityName: entity.name, primaryKey: try IndexKey.primaryKey(from: key))
                     if hasPending && pendingKeys.contains(id.primaryKey) { return }
                     if let position = boundPosition, let bound = scan.bound,
@@ -262,11 +276,11 @@ extension ObjectContext {
                     }
                     var sortValues: [Value] = []
                     var dictionary: [String: Value]?
-                    if needsSubject {
+                    if needsSubject || (filter != nil && filtered == nil) {
                         try RecordCodec.decode(
                             bytes, entity: entity, needed: needed, into: &scan.scratch, key: id.primaryKey)
                         let subject = RecordSubject(id: id, entity: entity, values: scan.scratch, reader: reader)
-                        if let filter, try !filter.evaluate(subject) { return }
+                        if let filter, !(filterDecides && filtered == true), try !filter.evaluate(subject) { return }
                         if skipsBeforeWindow() { return }
                         sortValues = try valuePaths.indices.map { k in
                             if let position = ownPositions[k] { return scan.scratch[position] }
@@ -292,6 +306,10 @@ extension ObjectContext {
                             dictionary = try self.dictionary(dictionaryPaths, subject)
                         }
                     } else if skipsBeforeWindow() {
+                        return
+                    }
+                    if let counter {
+                        counter.value &+= 1
                         return
                     }
                     let record = wantsRecords ? try RecordCodec.checkedCopy(bytes, entityBox, key: id.primaryKey) : nil
@@ -393,6 +411,10 @@ extension ObjectContext {
                                 })
                             continue
                         }
+                        if let counter {
+                            counter.value &+= 1
+                            continue
+                        }
                         var candidate = Candidate(
                             id: id,
                             sortValues: try sortPaths.map {
@@ -432,7 +454,10 @@ extension ObjectContext {
             part.entity = name
             candidates += try run(part, shape: shape, in: txn, keepsSortValues: true)
         }
-        if case .aggregate = shape { return [] }
+        switch shape {
+        case .aggregate, .count: return []
+        default: break
+        }
         if entities.count > 1 { Self.sort(&candidates, by: request.sortKeys) }
         return Self.window(candidates, request)
     }

@@ -53,6 +53,10 @@ final class RecordFilter {
 
     /// The entity's attribute count (a record holds them all).
     let attributeCount: Int
+    /// Whether the tests are the whole predicate and each decides its comparison on every well-formed record (the
+    /// comparisons of int64, double, date and bool attributes; not text, which may pass undecided): a record
+    /// ``matches(_:)`` accepts then matches the predicate, and the evaluator need not see it.
+    let decidesAll: Bool
     /// The scan's walks through a record, in memory of their own: trivial values only, read per record without
     /// retaining anything or checking bounds. `scalarWalk` is format 2's: the fixed-size attributes up to the last
     /// tested one (the tested types are all fixed-size, and come first); `schemaWalk` is format 1's: every attribute
@@ -79,12 +83,17 @@ final class RecordFilter {
         var tests: [(attribute: Int, test: Test)] = []
         var lists: [[UInt64]] = []
         var texts: [[UInt8]] = []
+        var decidesAll = true
         for part in parts {
-            guard case .comparison(let c) = part, c.quantifier == nil, c.keyPath.count == 1,
+            // A part that adds no test is left to the evaluator.
+            let testsBefore = tests.count
+            defer { if tests.count == testsBefore { decidesAll = false } }
+            guard case .comparison(let c) = part, c.quantifier == nil, c.subquery == nil, c.keyPath.count == 1,
                 let index = entity.attributeIndex(c.keyPath[0])
             else { continue }
             let type = entity.attributes[index].type
             if type == .string {
+                decidesAll = false
                 func text(_ value: Value) -> [UInt8]? {
                     if case .string(let v) = value { Array(v.canonicalForm.utf8) } else { nil }
                 }
@@ -156,6 +165,7 @@ final class RecordFilter {
             }
         }
         guard !tests.isEmpty else { return nil }
+        self.decidesAll = decidesAll
         tests.sort { $0.attribute < $1.attribute }
         attributeCount = entity.attributes.count
         let last = tests.last!.attribute
