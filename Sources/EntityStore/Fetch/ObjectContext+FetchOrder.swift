@@ -182,7 +182,7 @@ struct SortPrefix {
     struct Collation {
         let key: SortKey
         var prefixes: [SortPrefix] = []
-        /// Each candidate's text in `bytes`: its start and length (nil: none).
+        /// Each candidate's text in `bytes`: its start and length (empty for a nil value).
         var spans: [(start: Int, count: Int)] = []
         var bytes: [UInt8] = []
 
