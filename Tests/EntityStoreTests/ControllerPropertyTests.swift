@@ -267,7 +267,7 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
         groups += groups.compactMap { $0?.decomposedStringWithCanonicalMapping }.prefix(4).map { $0 }
         groups += groups.compactMap { $0?.uppercased() }.prefix(4).map { $0 }
         groups.append(nil)
-        try checkSections(comparison: comparison, groups: groups, rounds: 120)
+        try checkSections(comparison: comparison, groups: groups, rounds: 80)
     }
 
     func checkSections(comparison: SortKey.Comparison, groups: [String?], rounds: Int) throws {
