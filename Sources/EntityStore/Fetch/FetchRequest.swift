@@ -17,6 +17,16 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
         /// Finder-like: ignoring case, runs of ASCII digits by their value ("file2" before "file10"), then as
         /// ``caseInsensitive``.
         case localizedStandard
+
+        /// How the comparison folds text before comparing its bytes, as a predicate's options fold it.
+        var foldOptions: FetchPredicate.StringOptions {
+            switch self {
+            case .binary: []
+            case .caseInsensitive, .localizedStandard: .caseInsensitive
+            case .diacriticInsensitive: .diacriticInsensitive
+            case .caseDiacriticInsensitive: .caseDiacriticInsensitive
+            }
+        }
     }
 
     /// The key path, e.g. `"title"` or `"author.name"`.
@@ -126,20 +136,23 @@ public struct SortKey: Hashable, Sendable, CustomStringConvertible {
         case (.null, _): base = .orderedAscending
         case (_, .null): base = .orderedDescending
         case (.string(let x), .string(let y)) where comparison != .binary:
-            switch comparison {
-            case .localizedStandard: base = Self.numericOrder(x, y)
-            case .caseInsensitive: base = ValueComparison.order(a, b, .caseInsensitive) ?? .orderedSame
-            case .diacriticInsensitive: base = ValueComparison.order(a, b, .diacriticInsensitive) ?? .orderedSame
-            default: base = ValueComparison.order(a, b, .caseDiacriticInsensitive) ?? .orderedSame
-            }
+            base =
+                comparison == .localizedStandard
+                ? Self.numericOrder(x, y) : ValueComparison.order(a, b, comparison.foldOptions) ?? .orderedSame
         default:
             base = ValueComparison.order(a, b, []) ?? .orderedSame
         }
-        guard !ascending else { return base }
-        switch base {
-        case .orderedAscending: return .orderedDescending
-        case .orderedDescending: return .orderedAscending
-        case .orderedSame: return .orderedSame
+        return ascending ? base : base.reversed
+    }
+}
+
+extension ComparisonResult {
+    /// The order the other way round (a descending key's).
+    var reversed: ComparisonResult {
+        switch self {
+        case .orderedAscending: .orderedDescending
+        case .orderedDescending: .orderedAscending
+        case .orderedSame: .orderedSame
         }
     }
 }

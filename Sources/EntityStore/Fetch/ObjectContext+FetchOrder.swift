@@ -159,21 +159,27 @@ struct SortPrefix {
         let words = text.utf8.withContiguousStorageIfAvailable { bytes -> (UInt64, UInt64)? in
             let raw = UnsafeRawBufferPointer(bytes)
             guard anyCanonical ? RecordFilter.isSurelyCanonical(raw) : RecordFilter.isASCII(raw) else { return nil }
-            var high: UInt64 = 0
-            var low: UInt64 = 0
-            for i in 0..<16 {
-                var byte = i < bytes.count ? bytes[i] : 0
-                if foldsCase { byte = ValueComparison.lowered(byte) }
-                if i < 8 {
-                    high |= UInt64(byte) << (56 - 8 * UInt64(i))
-                } else {
-                    low |= UInt64(byte) << (120 - 8 * UInt64(i))
-                }
-            }
-            return (high, low)
+            return SortPrefix.words(bytes, foldsCase: foldsCase)
         }
         guard case .some(.some(let prefix)) = words else { return nil }
         return prefix
+    }
+
+    /// The first 16 of `bytes` as two big-endian words padded with zeros (ASCII letters lowercased when
+    /// `foldsCase`): words whose order is the bytes' where they differ there.
+    static func words(_ bytes: UnsafeBufferPointer<UInt8>, foldsCase: Bool) -> (UInt64, UInt64) {
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for i in 0..<16 {
+            var byte = i < bytes.count ? bytes[i] : 0
+            if foldsCase { byte = ValueComparison.lowered(byte) }
+            if i < 8 {
+                high |= UInt64(byte) << (56 - 8 * UInt64(i))
+            } else {
+                low |= UInt64(byte) << (120 - 8 * UInt64(i))
+            }
+        }
+        return (high, low)
     }
 
     /// The text of a sort key's values as it compares them, made once per candidate: the UTF-8 of its canonical form
@@ -190,13 +196,7 @@ struct SortPrefix {
         init?(_ candidates: UnsafeBufferPointer<ObjectContext.Candidate>, by key: SortKey) {
             guard candidates.count < Int(Int32.max) else { return nil }
             self.key = key
-            let options: FetchPredicate.StringOptions
-            switch key.comparison {
-            case .binary: options = []
-            case .caseInsensitive, .localizedStandard: options = .caseInsensitive
-            case .diacriticInsensitive: options = .diacriticInsensitive
-            case .caseDiacriticInsensitive: options = .caseDiacriticInsensitive
-            }
+            let options = key.comparison.foldOptions
             prefixes.reserveCapacity(candidates.count)
             spans.reserveCapacity(candidates.count)
             for place in candidates.indices {
@@ -210,13 +210,8 @@ struct SortPrefix {
                     Self.append(text, options, to: &bytes)
                     spans.append((start, bytes.count - start))
                     if key.comparison != .localizedStandard {
-                        for i in 0..<min(16, bytes.count - start) {
-                            let byte = UInt64(bytes[start + i])
-                            if i < 8 {
-                                prefix.high |= byte << (56 - 8 * UInt64(i))
-                            } else {
-                                prefix.low |= byte << (120 - 8 * UInt64(i))
-                            }
+                        (prefix.high, prefix.low) = bytes.withUnsafeBufferPointer {
+                            SortPrefix.words(UnsafeBufferPointer(rebasing: $0[start...]), foldsCase: false)
                         }
                     }
                 default:
@@ -254,9 +249,7 @@ struct SortPrefix {
                 return key.comparison == .localizedStandard
                     ? SortKey.numericOrder(p, q) : ValueComparison.bytesOrder(p, q)
             }
-            guard !key.ascending else { return base }
-            return base == .orderedAscending
-                ? .orderedDescending : base == .orderedDescending ? .orderedAscending : base
+            return key.ascending ? base : base.reversed
         }
     }
 }

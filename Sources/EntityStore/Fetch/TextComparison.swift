@@ -167,10 +167,7 @@ extension ValueComparison {
                 guard RecordFilter.isSurelyCanonical(UnsafeRawBufferPointer(a)),
                     RecordFilter.isSurelyCanonical(UnsafeRawBufferPointer(b))
                 else { return nil }
-                let shared = min(a.count, b.count)
-                let difference = shared == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, shared)
-                if difference != 0 { return difference < 0 ? .orderedAscending : .orderedDescending }
-                return a.count == b.count ? .orderedSame : a.count < b.count ? .orderedAscending : .orderedDescending
+                return bytesOrder(a, b)
             }
         }
         // Nil at any level: not contiguous, or not surely canonical.

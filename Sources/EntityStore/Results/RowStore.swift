@@ -432,8 +432,7 @@ struct RowKeyTable {
         default:
             return key.order(value(column, at: bucket), other)
         }
-        guard !key.ascending else { return base }
-        return base == .orderedAscending ? .orderedDescending : base == .orderedDescending ? .orderedAscending : base
+        return key.ascending ? base : base.reversed
     }
 
     /// `key`'s word for ordering in column `column` (ascending): the word's unsigned order is the keys' order.
