@@ -77,6 +77,15 @@ final class PricedBook: Model {
             #expect(try reader.existingObject(with: ids[0])["title"] == "a")
             let fault = entityStoreError { _ = try reader.existingObject(with: ids[1]) }
             #expect(fault?.objectID == ids[1])
+            // A predicate the record filter decides whole, read for IDs or a count only (no record decoded for
+            // what the filter accepts): the record it cannot read still takes the full path, which names it.
+            let decided = FetchRequest(entity: "Book", predicate: try FetchPredicate("score >= 0.0"))
+            let counting = entityStoreError { _ = try ObjectContext(store: store).count(for: decided) }
+            #expect(counting?.code == .corruptData)
+            #expect(counting?.objectID == ids[1])
+            let listing = entityStoreError { _ = try ObjectContext(store: store).fetchObjectIDs(decided) }
+            #expect(listing?.code == .corruptData)
+            #expect(listing?.objectID == ids[1])
         }
     }
 }
