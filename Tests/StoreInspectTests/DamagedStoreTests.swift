@@ -10,7 +10,7 @@ import Testing
         let store = try InspectedStore()
         defer { store.remove() }
         let original = try #require(FileManager.default.contents(atPath: store.path + "/data.mdb"))
-        let copies = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 500 : 2000
+        let copies = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 300 : 2000
         var generator = SeededGenerator(seed: 2026)
         var codes: [Int32: Int] = [:]
         var pageReports = 0
