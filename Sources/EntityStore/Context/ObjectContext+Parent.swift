@@ -72,12 +72,11 @@ extension ObjectContext {
                     Self.sort(&candidates, by: request.sortKeys)
                 }
                 let windowed = Self.window(candidates, request)
-                let window = windowed.map(\.id)
                 switch shape {
                 case .objects, .objectIDs:
                     return windowed
                 case .count(let counter):
-                    counter.value &+= window.count
+                    counter.value &+= windowed.count
                     return []
                 case .dictionaries(let keys):
                     let paths = try keys.map { key in
@@ -87,7 +86,8 @@ extension ObjectContext {
                                 key.keyPathComponents, from: entity, in: store.schema)
                         )
                     }
-                    return try window.map { id in
+                    return try windowed.map { candidate in
+                        let id = candidate.id
                         let subject = ContextSubject(object: try object(with: id), reader: reader)
                         var candidate = Candidate(id: id, sortValues: [])
                         var dictionary: [String: Value] = [:]
@@ -102,8 +102,8 @@ extension ObjectContext {
                         try ResolvedKeyPath.resolve(
                             $0.keyPathComponents, from: entity, in: store.schema)
                     }
-                    for id in window {
-                        let subject = ContextSubject(object: try object(with: id), reader: reader)
+                    for candidate in windowed {
+                        let subject = ContextSubject(object: try object(with: candidate.id), reader: reader)
                         try sink.add(try paths.map { try CompiledPredicate.values(of: $0, subject).first ?? .null })
                     }
                     return []
