@@ -52,6 +52,11 @@ public struct EntityStoreError: Error, CustomStringConvertible, Sendable {
         case invalidFetchRequest
         /// An undo or redo with nothing to undo or redo.
         case nothingToUndo
+        /// History entries were pruned (`pruneHistory(before:)`, by this process or another)
+        /// before an observer or a merging context read them: the changes they held were not delivered. Fetch again
+        /// (or reset the context) to see the store as it is; delivery goes on with the saves after them. Core Data's
+        /// `NSPersistentHistoryTokenExpiredError`.
+        case historyPruned
         /// The device holding the store is full: nothing was written; free space and try again (the same save can be
         /// retried).
         case diskFull

@@ -111,8 +111,14 @@ import Testing
         #expect(context.observers.handlers.isEmpty)
     }
 
-    @Test func aDamagedHistoryEntryIsReportedAndDeliveryGoesOnPastIt() throws {
-        try withStore { store, _ in
+    @Test func aDamagedHistoryEntryIsReportedAndDeliveryGoesOnPastIt() async throws {
+        // Async, and the stream read with `await`: a test that blocks its thread on a semaphore while a task reads
+        // the stream holds one of the cooperative pool's threads (two on this machine), and two such tests at once
+        // left the tasks nowhere to run.
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        do {
             for name in ["a", "b", "c"] { try Self.saveTag(store, name) }
             try store.environment.write { txn in
                 try txn.put(IndexKey.primaryKey(2), [0xFF, 0x01], in: try txn.openDatabase("history"))
@@ -145,21 +151,141 @@ import Testing
             #expect(historyError?.message.contains("history entry 2") == true)
 
             // And a stream ends by throwing it.
-            let stream = store.changes(since: 0)
             let streamed = Failures()
-            let done = DispatchSemaphore(value: 0)
-            Task {
-                do {
-                    for try await record in stream { streamed.add("record \(record.transaction ?? 0)") }
-                } catch {
-                    streamed.add("error \(error)")
-                }
-                done.signal()
+            do {
+                for try await record in store.changes(since: 0) { streamed.add("record \(record.transaction ?? 0)") }
+            } catch {
+                streamed.add("error \(error)")
             }
-            done.wait()
             #expect(streamed.all.first == "record 1")
             #expect(streamed.all.last?.contains("history entry 2") == true)
         }
+    }
+
+    @Test func entriesPrunedBeforeTheyWereReadAreReportedNeverSkipped() async throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        do {
+            for name in ["a", "b", "c", "d"] { try Self.saveTag(store, name) }
+            #expect(try store.pruneHistory(before: 3) == 2)
+            func observe(since: UInt64) throws -> (seen: NumberBox, failures: Failures, token: ObservationToken) {
+                let seen = NumberBox()
+                let failures = Failures()
+                let token = try store.observeCommits(
+                    since: since, onError: { failures.add("\($0.code): \($0.message)") }
+                ) { seen.append($0.transaction ?? 0) }
+                return (seen, failures, token)
+            }
+            // From before the pruned entries: told which, then given the rest.
+            let early = try observe(since: 0)
+            #expect(early.seen.values == [3, 4])
+            #expect(
+                early.failures.all == [
+                    "historyPruned: history entries 1-2 were pruned before they were delivered here: their changes"
+                        + " were not merged or observed; fetch again (or reset the context) to see the store as it is"
+                ])
+            early.token.cancel()
+            // From after them: nothing is missing.
+            let late = try observe(since: 2)
+            #expect(late.seen.values == [3, 4])
+            #expect(late.failures.all.isEmpty)
+            late.token.cancel()
+
+            // The newest entries pruned too: no entry follows the gap, yet it is told; the next save arrives.
+            #expect(try store.pruneHistory(before: 5) == 2)
+            #expect(try store.lastTransaction() == 4)
+            let newest = try observe(since: 3)
+            defer { newest.token.cancel() }
+            #expect(newest.seen.values.isEmpty)
+            #expect(newest.failures.all.count == 1)
+            #expect(newest.failures.all.first?.hasPrefix("historyPruned: history entry 4 was pruned") == true)
+            try Self.saveTag(store, "e")
+            let deadline = Date().addingTimeInterval(20)
+            while newest.seen.values.isEmpty && Date() < deadline { usleep(1000) }
+            #expect(newest.seen.values == [5])
+            #expect(newest.failures.all.count == 1)
+
+            // A stream from before them ends by throwing it.
+            let outcome = Failures()
+            do {
+                for try await record in store.changes(since: 0) {
+                    outcome.add("record \(record.transaction ?? 0)")
+                    if record.transaction == 5 { break }
+                }
+            } catch let error as EntityStoreError {
+                outcome.add("\(error.code): \(error.message)")
+            }
+            #expect(outcome.all.count == 1)
+            #expect(outcome.all.first?.hasPrefix("historyPruned: history entries 1-4 were pruned") == true)
+            // The history itself returns what is left.
+            #expect(try store.history(since: 0).map(\.transaction) == [5])
+        }
+    }
+
+    @Test func aMergingContextIsToldOfSavesPrunedBeforeItMergedThem() throws {
+        try withStore { store, _ in
+            try Self.saveTag(store, "a")
+            let context = ObjectContext(store: store)
+            context.automaticallyMergesChangesFromStore = true
+            // Another process's two saves, pruned before this process read them: what the store holds then is a
+            // history whose last transaction is two beyond its newest entry.
+            try store.environment.write { txn in
+                try txn.put(StoreNames.MetaKey.historySequence, IndexKey.primaryKey(3), in: store.meta)
+            }
+            store.publisher.catchUp(store, force: true)
+            let error = entityStoreError { _ = try context.fetch(FetchRequest(entity: "Tag")) }
+            #expect(error?.code == .historyPruned)
+            #expect(error?.message.hasPrefix("history entries 2-3 were pruned before they were delivered here") == true)
+            // Once; merging goes on with the next save.
+            let tags = try context.fetch(FetchRequest(entity: "Tag"))
+            #expect(tags.count == 1)
+            var request = FetchRequest(entity: "Tag", sortKeys: [SortKey("name")])
+            request.includesPendingChanges = false
+            let controller = FetchedResultsController(fetchRequest: request, context: context)
+            try controller.performFetch()
+            try Self.saveTag(store, "b")
+            context.processPendingChanges()
+            #expect(try controller.fetchedObjects.map { try $0.value(forKey: "name") } == ["a", "b"])
+        }
+    }
+
+    /// Another process saves and prunes each save's entry at once (an app that keeps no history) while this
+    /// process's watcher is held up in a slow observer: the merging context is told which saves it missed, and its
+    /// controller shows them once fetched again.
+    @Test func aMergingContextBehindAnotherProcesssPrunesIsToldWhatItMissed() throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        let context = ObjectContext(store: store)
+        context.automaticallyMergesChangesFromStore = true
+        let controller = FetchedResultsController(
+            fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
+        try controller.performFetch()
+        // Subscribed after the context: the watcher delivers to the context first, then stops here, on whatever
+        // it read first, until released.
+        let release = DispatchSemaphore(value: 0)
+        let held = Failures()
+        let hold: @Sendable (String) -> Void = { what in
+            held.add(what)
+            if held.all.count == 1 { release.wait() }
+        }
+        let slow = try store.observeCommits(onError: { hold("\($0.code)") }) { hold("\($0.transaction ?? 0)") }
+        defer {
+            release.signal()
+            slow.cancel()
+        }
+        let count = 30
+        let output = try ChildProcess.helper(["tag-saver-pruning", temporary.path, "\(count)"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(try store.lastTransaction() == UInt64(count))
+        #expect(try store.history().isEmpty)
+        store.publisher.catchUp(store, force: true)
+        let error = entityStoreError { _ = try context.fetch(FetchRequest(entity: "Tag")) }
+        #expect(error?.code == .historyPruned, "\(String(describing: error))")
+        #expect(controller.fetchedObjects.count < count)
+        try controller.performFetch()
+        #expect(controller.fetchedObjects.count == count)
     }
 
     @Test func aNewSubscriberRightAfterTheLastOneLeftGetsAnotherProcesssSaves() throws {

@@ -321,6 +321,20 @@ do {
         }
         print("saved \(count)")
 
+    case "tag-saver-pruning":
+        // tag-saver-pruning PATH COUNT: COUNT saves on the fixture library store, each inserting one Tag "t<i>" and
+        // then pruning the history up to its own entry (an app that keeps no history).
+        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: tag-saver-pruning PATH N") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
+        let context = ObjectContext(store: store, name: "pruner")
+        for i in 0..<count {
+            let tag = try context.insert("Tag")
+            try tag.setValue(.string("p\(getpid())-\(i)"), forKey: "name")
+            try context.save()
+            try store.pruneHistory(before: try store.lastTransaction() + 1)
+        }
+        print("saved and pruned \(count)")
+
     case "author-upserter":
         // author-upserter PATH ROUNDS TAG: ROUNDS batch upserts on the fixture library store, each of the ten
         // authors "shared-K@example.com" (the case varied by round), named "TAG-ROUND".

@@ -196,8 +196,9 @@ extension ObjectContext {
     /// with no code of its own. A context made outside any actor merges at its next processing point
     /// (``processPendingChanges()``, a fetch, a save).
     ///
-    /// When the store's history cannot be read (a damaged entry, a failing read), the next fetch or save throws
-    /// that error, once; merging goes on with the entries after it.
+    /// When the store's history cannot be read (a damaged entry, a failing read), or entries were pruned before the
+    /// context merged them (``EntityStoreError/Code/historyPruned``: their changes are not in the context), the next
+    /// fetch or save throws that error, once; merging goes on with the entries after it.
     public var automaticallyMergesChangesFromStore: Bool {
         get { inboxIfAny?.subscription.withLock { $0 != nil } ?? false }
         set {

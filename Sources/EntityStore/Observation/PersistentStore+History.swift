@@ -13,6 +13,11 @@ extension PersistentStore {
     ///
     /// Each record holds what its save delivered, but an insert's values (see ``ObjectChange/newValues``).
     ///
+    /// This returns what the history still holds: transactions follow each other, so when the first record's
+    /// ``ChangeRecord/transaction`` is above `since + 1`, the ones between were pruned (`pruneHistory(before:)`, by
+    /// number or date). The live deliveries (``changes(since:)``, ``observeCommits(since:onError:onChange:)``, merging
+    /// contexts) report such a gap as ``EntityStoreError/Code/historyPruned``.
+    ///
     /// - Parameters:
     ///   - since: Return transactions numbered above this.
     ///   - limit: At most this many (at least 1); `nil` for all.
@@ -31,9 +36,12 @@ extension PersistentStore {
         var record: Result<ChangeRecord, EntityStoreError>
     }
 
-    /// The entries after `since`, each decoded on its own (a bad entry does not hide the ones after it), and the
-    /// LMDB transaction of the snapshot they were read from.
-    func historyEntries(since: UInt64, limit: Int? = nil) throws -> (entries: [HistoryEntry], snapshot: Int) {
+    /// The entries after `since`, each decoded on its own (a bad entry does not hide the ones after it), the LMDB
+    /// transaction of the snapshot they were read from, and the number of the last saved transaction in it
+    /// (``historySequence(_:)``: above the last entry's when the newest entries were pruned).
+    func historyEntries(
+        since: UInt64, limit: Int? = nil
+    ) throws -> (entries: [HistoryEntry], snapshot: Int, sequence: UInt64) {
         try mappingStorageErrors("reading the history") {
             try environment.read { txn in
                 var entries: [HistoryEntry] = []
@@ -54,7 +62,7 @@ extension PersistentStore {
                     }
                     return limit.map { entries.count >= $0 ? .stop : .continue } ?? .continue
                 }
-                return (entries, try txn.id)
+                return (entries, try txn.id, try historySequence(txn))
             }
         }
     }

@@ -12,7 +12,9 @@ import LMDB
 /// merging context's inbox, a `changes()` stream) are waited for instead, so that a save is in them when it returns.
 ///
 /// A history entry that cannot be read reaches each subscriber as a failure naming its transaction, and delivery
-/// goes on after it.
+/// goes on after it. So do entries pruned before a subscriber read them (transaction numbers follow each other, so
+/// the numbers missing before the next entry, or before the last saved transaction, were pruned): a
+/// ``EntityStoreError/Code/historyPruned`` failure naming them, never a silent skip.
 final class StorePublisher: Sendable {
     typealias Handler = @Sendable (Result<ChangeRecord, EntityStoreError>) -> Void
 
@@ -102,10 +104,13 @@ final class StorePublisher: Sendable {
                 return state.subscribers.values.map(\.lastDelivered).min()
             })
         else { return false }
-        let entries: [PersistentStore.HistoryEntry]
+        // Each entry, and the last saved transaction when the newest entries were pruned: nothing to deliver there
+        // but the gap before it.
+        var deliveries: [(number: UInt64, record: Result<ChangeRecord, EntityStoreError>?)]
         do {
             let read = try store.historyEntries(since: oldest)
-            entries = read.entries
+            deliveries = read.entries.map { ($0.number, $0.record) }
+            if read.sequence > (read.entries.last?.number ?? oldest) { deliveries.append((read.sequence, nil)) }
             state.withLock {
                 $0.lastSnapshot = max($0.lastSnapshot, read.snapshot)
                 $0.lastFailure = nil
@@ -121,13 +126,16 @@ final class StorePublisher: Sendable {
             return false
         }
         var again = false
-        for entry in entries {
+        for delivery in deliveries {
             let ids = state.withLock { state in
-                state.subscribers.keys.sorted().filter { state.subscribers[$0]!.lastDelivered < entry.number }
+                state.subscribers.keys.sorted().filter { state.subscribers[$0]!.lastDelivered < delivery.number }
             }
             for id in ids {
-                guard let handler = claim(id, for: entry.number) else { continue }
-                handler(entry.record)
+                guard let (handler, previous) = claim(id, for: delivery.number) else { continue }
+                // Numbers follow each other: the ones between the subscriber's last and this one were pruned.
+                let missing = (previous + 1, delivery.record == nil ? delivery.number : delivery.number - 1)
+                if missing.0 <= missing.1 { handler(.failure(Self.pruned(missing.0, missing.1))) }
+                if let record = delivery.record { handler(record) }
                 again =
                     state.withLock { state -> Bool in
                         guard state.subscribers[id] != nil else { return false }
@@ -143,11 +151,23 @@ final class StorePublisher: Sendable {
         return again
     }
 
-    /// Marks subscriber `id` busy with entry `number` and returns its handler; `nil` when it has the entry already,
-    /// is gone, or is busy on another thread (then that thread is asked for another pass).
-    private func claim(_ id: Int, for number: UInt64) -> Handler? {
+    /// The failure a subscriber gets for the transactions `first...last`, pruned before it read them.
+    static func pruned(_ first: UInt64, _ last: UInt64) -> EntityStoreError {
+        let entries =
+            first == last
+            ? "history entry \(first) was pruned before it was delivered here: its changes were"
+            : "history entries \(first)-\(last) were pruned before they were delivered here: their changes were"
+        return EntityStoreError(
+            .historyPruned,
+            "\(entries) not merged or observed; fetch again (or reset the context) to see the store as it is")
+    }
+
+    /// Marks subscriber `id` busy with entry `number` and returns its handler and the number it had before; `nil`
+    /// when it has the entry already, is gone, or is busy on another thread (then that thread is asked for another
+    /// pass).
+    private func claim(_ id: Int, for number: UInt64) -> (Handler, UInt64)? {
         while true {
-            let outcome = state.withLock { state -> (handler: Handler?, wait: Bool) in
+            let outcome = state.withLock { state -> (handler: (Handler, UInt64)?, wait: Bool) in
                 guard let subscriber = state.subscribers[id], subscriber.lastDelivered < number else {
                     return (nil, false)
                 }
@@ -158,7 +178,7 @@ final class StorePublisher: Sendable {
                 }
                 state.subscribers[id]?.isBusy = true
                 state.subscribers[id]?.lastDelivered = number
-                return (subscriber.handler, false)
+                return ((subscriber.handler, subscriber.lastDelivered), false)
             }
             if let handler = outcome.handler { return handler }
             guard outcome.wait else { return nil }
@@ -264,8 +284,10 @@ extension PersistentStore {
     /// ```
     ///
     /// The stream ends by throwing when the history cannot be read: ``EntityStoreError/Code/corruptData`` names a
-    /// history entry that does not decode (subscribe again `since:` its number to go on past it), a
-    /// ``EntityStoreError/Code/storage`` error a failing read. It unsubscribes when it ends or is cancelled.
+    /// history entry that does not decode (subscribe again `since:` its number to go on past it),
+    /// ``EntityStoreError/Code/historyPruned`` entries pruned before the stream read them (their saves cannot be
+    /// delivered: fetch again, and subscribe again from ``lastTransaction()``), a ``EntityStoreError/Code/storage``
+    /// error a failing read. It unsubscribes when it ends or is cancelled.
     public func changes(since: UInt64? = nil) -> AsyncThrowingStream<ChangeRecord, any Error> {
         let (stream, continuation) = AsyncThrowingStream<ChangeRecord, any Error>.makeStream()
         do {
@@ -288,8 +310,10 @@ extension PersistentStore {
     /// Calls `onChange` (on the thread that delivers: the saving thread or the watcher's) with every save after
     /// transaction `since`, in order, each exactly once, until the token is cancelled or released.
     ///
-    /// `onError` is called when a history entry cannot be read (naming its transaction; delivery goes on after it)
-    /// or the history cannot be read at all (once, until a read succeeds again).
+    /// `onError` is called when a history entry cannot be read (naming its transaction; delivery goes on after it),
+    /// when entries were pruned before they were delivered here (``EntityStoreError/Code/historyPruned``, naming
+    /// them; delivery goes on after them), or when the history cannot be read at all (once, until a read succeeds
+    /// again).
     ///
     /// - Throws: A storage error when the starting transaction cannot be read or the watcher cannot start.
     public func observeCommits(
