@@ -276,7 +276,7 @@ import Testing
             slow.cancel()
         }
         let count = 30
-        let output = try ChildProcess.helper(["tag-saver-pruning", temporary.path, "\(count)"])
+        let output = try ChildProcess.helper(["tag-saver", temporary.path, "\(count)", "prune"])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(try store.lastTransaction() == UInt64(count))
         #expect(try store.history().isEmpty)

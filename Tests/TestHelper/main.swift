@@ -310,30 +310,19 @@ do {
         print("opened")
 
     case "tag-saver":
-        // tag-saver PATH COUNT: COUNT saves on the fixture library store, each inserting one Tag "t<i>".
-        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: tag-saver PATH N") }
+        // tag-saver PATH COUNT [prune]: COUNT saves on the fixture library store, each inserting one Tag "t<i>";
+        // with `prune`, each then prunes the history up to its own entry (an app that keeps no history).
+        guard arguments.count == 3 || (arguments.count == 4 && arguments[3] == "prune"), let count = Int(arguments[2])
+        else { fail("usage: tag-saver PATH N [prune]") }
         let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
         let context = ObjectContext(store: store, name: "helper")
         for i in 0..<count {
             let tag = try context.insert("Tag")
             try tag.setValue(.string("t\(getpid())-\(i)"), forKey: "name")
             try context.save()
+            if arguments.count == 4 { try store.pruneHistory(before: try store.lastTransaction() + 1) }
         }
         print("saved \(count)")
-
-    case "tag-saver-pruning":
-        // tag-saver-pruning PATH COUNT: COUNT saves on the fixture library store, each inserting one Tag "t<i>" and
-        // then pruning the history up to its own entry (an app that keeps no history).
-        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: tag-saver-pruning PATH N") }
-        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
-        let context = ObjectContext(store: store, name: "pruner")
-        for i in 0..<count {
-            let tag = try context.insert("Tag")
-            try tag.setValue(.string("p\(getpid())-\(i)"), forKey: "name")
-            try context.save()
-            try store.pruneHistory(before: try store.lastTransaction() + 1)
-        }
-        print("saved and pruned \(count)")
 
     case "author-upserter":
         // author-upserter PATH ROUNDS TAG: ROUNDS batch upserts on the fixture library store, each of the ten
