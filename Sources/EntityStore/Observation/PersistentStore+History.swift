@@ -38,7 +38,8 @@ extension PersistentStore {
 
     /// The entries after `since`, each decoded on its own (a bad entry does not hide the ones after it), the LMDB
     /// transaction of the snapshot they were read from, and the number of the last saved transaction in it
-    /// (``historySequence(_:)``: above the last entry's when the newest entries were pruned).
+    /// (``historySequence(_:)``: above the last entry's when the newest entries were pruned; without a limit, when
+    /// no entry follows `since` and the history was never pruned past it, a number no greater than `since`).
     func historyEntries(
         since: UInt64, limit: Int? = nil
     ) throws -> (entries: [HistoryEntry], snapshot: Int, sequence: UInt64) {
@@ -62,7 +63,10 @@ extension PersistentStore {
                     }
                     return limit.map { entries.count >= $0 ? .stop : .continue } ?? .continue
                 }
-                return (entries, try txn.id, try historySequence(txn))
+                // Read to the end, the last entry is the newest: only the mark is left to read.
+                let sequence =
+                    limit == nil ? max(try pruningMark(txn), entries.last?.number ?? 0) : try historySequence(txn)
+                return (entries, try txn.id, sequence)
             }
         }
     }
@@ -114,14 +118,18 @@ extension PersistentStore {
     /// The number of the last saved transaction: the newest history entry's, or the high-water mark kept in the
     /// meta database when pruning (stores written before the mark was only kept at pruning hold it too).
     func historySequence(_ txn: ReadTransaction) throws -> UInt64 {
-        let mark =
-            try txn.get(StoreNames.MetaKey.historySequence, in: meta).map { try IndexKey.primaryKey(from: $0) } ?? 0
+        let mark = try pruningMark(txn)
         var newest: UInt64 = 0
         try txn.forEach(in: historyDatabase, reverse: true) { key, _ in
             newest = try IndexKey.primaryKey(from: key)
             return .stop
         }
         return max(mark, newest)
+    }
+
+    /// The high-water mark pruning keeps in the meta database (0 when the history was never pruned).
+    private func pruningMark(_ txn: ReadTransaction) throws -> UInt64 {
+        try txn.get(StoreNames.MetaKey.historySequence, in: meta).map { try IndexKey.primaryKey(from: $0) } ?? 0
     }
 
     /// Appends one history entry in the save's write transaction; returns its transaction number. The entry goes
