@@ -151,6 +151,52 @@ import Testing
         #expect(try ledger.storedRatings() == ["y": 0])
     }
 
+    /// A tag linked to a book, read by `mine` (the book's values too when `readsTheBook`); elsewhere the book is
+    /// deleted; then `mine` unlinks it from the tag, which changes only the book's `tags` (loaded) as the inverse
+    /// side.
+    private func unlinkABookDeletedElsewhere(
+        policy: MergePolicy, readsTheBook: Bool
+    ) throws -> (TemporaryStore, ObjectContext, tag: ObjectID, book: ObjectID, before: UInt64) {
+        let temporary = try TemporaryStore()
+        let setup = ObjectContext(store: temporary.store)
+        let tag = try setup.insert("Tag")
+        try tag.setValue("fable", forKey: "name")
+        let book = try setup.insert("Book")
+        try book.setValue("Momo", forKey: "title")
+        try tag.add(book, toKey: "books")
+        try setup.save()
+        let mine = ObjectContext(store: temporary.store)
+        mine.mergePolicy = policy
+        let myTag = try mine.existingObject(with: tag.objectID)
+        let myBook = try #require(try myTag.objects(forKey: "books").first)
+        if readsTheBook { _ = try myBook["title"] }
+        // The book's side loaded, so that the unlink changes it here.
+        #expect(try myBook.objectIDs(forKey: "tags") == [tag.objectID])
+        try setup.delete(book)
+        try setup.save()
+        let before = try temporary.store.lastTransaction()
+        try myTag.remove(myBook, fromKey: "books")
+        #expect(myBook.hasChanges)
+        return (temporary, mine, tag.objectID, book.objectID, before)
+    }
+
+    /// The book's only change is the inverse side of the unlink, which the delete elsewhere already made: under every
+    /// policy the save writes the tag's side and records no update of the deleted book (a history reader saw a change
+    /// of an object no one has), and the book stays deleted here.
+    @Test(arguments: [MergePolicy.error, .storeWins, .propertyLevel, .contextWins], [true, false])
+    func anUnlinkOfAnObjectDeletedElsewhereRecordsNoUpdateOfIt(policy: MergePolicy, readsTheBook: Bool) throws {
+        let (temporary, mine, tag, book, before) = try unlinkABookDeletedElsewhere(
+            policy: policy, readsTheBook: readsTheBook)
+        defer { temporary.remove() }
+        try mine.save()
+        let saved = try temporary.store.history(since: before).flatMap(\.changes)
+        #expect(saved.map(\.objectID) == [tag])
+        #expect(saved.first?.changedKeys == ["books"])
+        #expect(!mine.registeredObjects.map(\.objectID).contains(book))
+        #expect(!mine.hasChanges)
+        #expect(try temporary.store.checkIntegrity().findings.isEmpty)
+    }
+
     @Test func storeWinsKeepsTheStoredObjectAndDropsTheDeleteAndItsCascade() throws {
         let temporary = try TemporaryStore()
         defer { temporary.remove() }

@@ -70,8 +70,8 @@ import Testing
             try chapter.setValue("c", forKey: "title")
             try chapter.setObject(first, forKey: "book")
             try ui.save()
-            // The chapter moves to the second book, which another context deletes meanwhile. The book's side of the
-            // link is written first (books sort before chapters), and the chapter's then finds the pair there.
+            // The chapter moves to the second book, which another context deletes meanwhile. The book's own side
+            // is not written (it is gone), and the chapter's link names it.
             try chapter.setObject(second, forKey: "book")
             let other = ObjectContext(store: store, name: "other")
             try other.delete(try other.existingObject(with: second.objectID))
@@ -79,7 +79,7 @@ import Testing
 
             let error = entityStoreError { try ui.save() }
             #expect(error?.code == .conflict)
-            #expect(error?.message.contains("\(second.objectID) was deleted elsewhere") == true)
+            #expect(error?.message.contains("book links to \(second.objectID), which was deleted elsewhere") == true)
             let (findings, _) = try store.checkIntegrity()
             #expect(findings.isEmpty, "\(findings)")
         }

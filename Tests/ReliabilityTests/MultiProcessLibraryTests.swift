@@ -99,7 +99,19 @@ import Glibc
                 }
             }
         }
-        #expect(problems.isEmpty, "\(problems.prefix(10))")
+        // On a problem, what the history says of the objects it names: every change to them, with its record.
+        var named = Set<ObjectID>()
+        for record in history where !problems.isEmpty {
+            for change in record.changes where problems.contains(where: { $0.contains(" \(change.objectID),") }) {
+                named.insert(change.objectID)
+            }
+        }
+        let told = history.flatMap { record in
+            record.changes.filter { named.contains($0.objectID) }.map {
+                "\(record.transaction!) \(record.author ?? "-"): \($0)"
+            }
+        }
+        #expect(problems.isEmpty, "\(problems.prefix(10)); their history: \(told.prefix(40))")
         let context = ObjectContext(store: store)
         var stored: [ObjectID: ManagedObject] = [:]
         for entity in store.schema.entities {

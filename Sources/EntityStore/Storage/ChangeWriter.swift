@@ -340,56 +340,65 @@ struct ChangeWriter {
     }
 
     /// Writes an update under `policy`; returns a conflict (for the error policy) or how a conflict was resolved.
+    ///
+    /// An object deleted elsewhere since the context read it stays deleted, and the save records no update of it:
+    /// a change of its attributes is a conflict under ``MergePolicy/error`` and dropped under the others. An object
+    /// whose only changes are relationships (the inverse side of links its context changed) loses nothing it was
+    /// asked for by staying deleted, under every policy: unlinking it would write nothing, and a link to it is
+    /// refused by ``danglingLinks()``, which names the link.
     mutating func update(
         _ object: ManagedObject, policy: MergePolicy
     ) throws -> (EntityStoreError.Failure?, Resolution?) {
         let storage = try store.storage(for: object.entity.name)
         let pk = object.objectID.primaryKey
         var resolution: Resolution?
-        if let values = object.values, values != object.committed {
-            guard let bytes = try txn.get(pk, in: storage.records) else {
-                switch policy {
-                case .error:
-                    return (
-                        .init(
-                            entity: object.entity.name, objectID: object.objectID,
-                            message: "the object was deleted elsewhere since it was read"), nil
-                    )
-                case .storeWins, .propertyLevel, .contextWins:
-                    // A delete is not undone by a policy: the object's cascade targets, its links and perhaps its
-                    // unique values are gone or taken since, and no version of it could be written whole.
-                    return (nil, .deletedElsewhere)
-                }
+        guard let values = object.values, values != object.committed else {
+            guard try txn.get(pk, in: storage.records) != nil else { return (nil, .deletedElsewhere) }
+            try writeRelationships(of: object, storage)
+            return (nil, nil)
+        }
+        guard let bytes = try txn.get(pk, in: storage.records) else {
+            switch policy {
+            case .error:
+                return (
+                    .init(
+                        entity: object.entity.name, objectID: object.objectID,
+                        message: "the object was deleted elsewhere since it was read"), nil
+                )
+            case .storeWins, .propertyLevel, .contextWins:
+                // A delete is not undone by a policy: the object's cascade targets, its links and perhaps its
+                // unique values are gone or taken since, and no version of it could be written whole.
+                return (nil, .deletedElsewhere)
             }
-            let (stored, rowVersion) = try RecordCodec.decode(bytes, object.entityBox, key: pk)
-            var final = values
-            if rowVersion != object.rowVersion {
-                if policy != .error { baselines[object.objectID] = stored }
-                switch policy {
-                case .error:
-                    return (
-                        .init(
-                            entity: object.entity.name, objectID: object.objectID,
-                            message: "the object was saved elsewhere (row version \(rowVersion), read at"
-                                + " \(object.rowVersion))"), nil
-                    )
-                case .storeWins:
-                    try writeRelationships(of: object, storage)
-                    return (nil, .keepStored(stored, rowVersion))
-                case .contextWins:
-                    resolution = .wrote(values, rowVersion + 1)
-                case .propertyLevel:
-                    final = stored
-                    for i in values.indices where values[i] != object.committed?[i] { final[i] = values[i] }
-                    resolution = .wrote(final, rowVersion + 1)
-                }
+        }
+        let (stored, rowVersion) = try RecordCodec.decode(bytes, object.entityBox, key: pk)
+        var final = values
+        if rowVersion != object.rowVersion {
+            if policy != .error { baselines[object.objectID] = stored }
+            switch policy {
+            case .error:
+                return (
+                    .init(
+                        entity: object.entity.name, objectID: object.objectID,
+                        message: "the object was saved elsewhere (row version \(rowVersion), read at"
+                            + " \(object.rowVersion))"), nil
+                )
+            case .storeWins:
+                try writeRelationships(of: object, storage)
+                return (nil, .keepStored(stored, rowVersion))
+            case .contextWins:
+                resolution = .wrote(values, rowVersion + 1)
+            case .propertyLevel:
+                final = stored
+                for i in values.indices where values[i] != object.committed?[i] { final[i] = values[i] }
+                resolution = .wrote(final, rowVersion + 1)
             }
-            RecordCodec.encode(final, rowVersion: rowVersion + 1, into: &buffer)
-            try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
-            for (i, index) in storage.indexes where stored[i] != final[i] {
-                try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
-                try putIndex(final[i], object.entity.attributes[i], pk, index)
-            }
+        }
+        RecordCodec.encode(final, rowVersion: rowVersion + 1, into: &buffer)
+        try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
+        for (i, index) in storage.indexes where stored[i] != final[i] {
+            try deleteIndex(stored[i], object.entity.attributes[i], pk, index)
+            try putIndex(final[i], object.entity.attributes[i], pk, index)
         }
         try writeRelationships(of: object, storage)
         return (nil, resolution)
