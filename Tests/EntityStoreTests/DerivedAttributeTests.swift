@@ -207,6 +207,51 @@ final class Shelf: Model {
         #expect(findings.isEmpty, "\(findings)")
     }
 
+    /// A stale context moves w's one volume out and a new one in: its own count stays 1 (as it read it), so the save
+    /// writes only w's relationships, but the store held 0 (the volume was moved out elsewhere), and the values
+    /// derived again in the save's transaction go from 0 to 1 and 10. The history records that change from the
+    /// stored values: told from the context's stale ones, it named no change of the count, and a reader replaying
+    /// the history kept 0 (found by the racing contexts' history replay).
+    @Test(arguments: [MergePolicy.error, .propertyLevel, .contextWins, .storeWins])
+    func aDerivedValueRewrittenFromTheStoreIsRecordedFromTheStoredValue(policy: MergePolicy) throws {
+        try withStore(schema: try DerivedAttributeTests().schema()) { store, _ in
+            let setup = ObjectContext(store: store)
+            let writer = try setup.insert("Writer")
+            try writer.setValue("w", forKey: "name")
+            let first = try setup.insert("Volume")
+            try first.setValue("v1", forKey: "title")
+            try first.setValue(.int(10), forKey: "pages")
+            try first.setObject(writer, forKey: "writer")
+            try setup.save()
+            let stale = ObjectContext(store: store, name: "stale")
+            stale.mergePolicy = policy
+            let staleWriter = try stale.existingObject(with: writer.objectID)
+            #expect(try staleWriter.value(forKey: "bookCount") == .int(1))
+            let staleFirst = try #require(try staleWriter.objects(forKey: "books").first)
+            try first.setObject(nil, forKey: "writer")
+            try setup.save()
+
+            let before = try store.lastTransaction()
+            try staleWriter.remove(staleFirst, fromKey: "books")
+            let second = try stale.insert("Volume")
+            try second.setValue("v2", forKey: "title")
+            try second.setValue(.int(10), forKey: "pages")
+            try second.setObject(staleWriter, forKey: "writer")
+            try stale.save()
+            let check = try ObjectContext(store: store).existingObject(with: writer.objectID)
+            #expect(try check.value(forKey: "bookCount") == .int(1))
+            #expect(try check.value(forKey: "totalPages") == .int(10))
+            let change = try #require(
+                try store.history(since: before).flatMap(\.changes).first { $0.objectID == writer.objectID })
+            #expect(change.oldValues["bookCount"] == .int(0))
+            #expect(change.newValues["bookCount"] == .int(1))
+            #expect(change.oldValues["totalPages"] == .int(0))
+            #expect(change.newValues["totalPages"] == .int(10))
+            #expect(try HistoryReplay(store).problems.isEmpty)
+            try expectHealthy(store)
+        }
+    }
+
     @Test(arguments: [MergePolicy.propertyLevel, .contextWins, .storeWins])
     func aCountFromAStaleViewIsRecomputedFromTheStore(policy: MergePolicy) throws {
         try withStore(schema: try DerivedAttributeTests().schema()) { store, _ in

@@ -8,7 +8,8 @@ import Testing
 /// others' saves from the history as another process does (or, for even seeds, two of them as the store delivers
 /// them), with short-lived contexts, child contexts, undo, refreshes and the store's batch changes in between.
 /// After every step each party's controllers equal their callback replicas and, when nothing was saved since its
-/// last merge, a fresh fetch; its unchanged objects equal the store's.
+/// last merge, a fresh fetch; its unchanged objects equal the store's. At the end the history, replayed, gives back
+/// what the store holds (`HistoryReplay`).
 @Suite struct InterleavedWorkloadTests {
     static var steps: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 600 : 4_000 }
 
@@ -34,6 +35,9 @@ import Testing
             }
         }
         #expect(try store.checkIntegrity().findings.isEmpty)
+        let replay = try HistoryReplay(store)
+        #expect(replay.problems.isEmpty, "seed \(seed): \(replay.problems.prefix(40))")
+        #expect(replay.compared > 10)
         #expect(parties.map(\.saves).reduce(0, +) > Self.steps / 4)
         #expect(parties.map(\.checks).reduce(0, +) > Self.steps / 2)
     }
@@ -89,5 +93,7 @@ import Testing
             #expect(findings.checks > 20, "the views were compared with the store (\(findings.checks) times)")
         }
         #expect(try store.checkIntegrity().findings.isEmpty)
+        let replay = try HistoryReplay(store)
+        #expect(replay.problems.isEmpty, "seed \(seed): \(replay.problems.prefix(40))")
     }
 }

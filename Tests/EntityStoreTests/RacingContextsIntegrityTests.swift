@@ -144,6 +144,9 @@ private func seedLibrary(_ store: PersistentStore) throws {
         }
         let (findings, _) = try store.checkIntegrity()
         #expect(findings.isEmpty, "\(findings.prefix(10))")
+        // The history, replayed, gives back what the store holds: no save recorded a change it did not make.
+        let replay = try HistoryReplay(store)
+        #expect(replay.problems.isEmpty, "seed \(seed): \(replay.problems.prefix(40))")
         #expect(saves > steps / 4)
         print("racing contexts, seed \(seed): \(saves) saves, \(refused) refused")
     }

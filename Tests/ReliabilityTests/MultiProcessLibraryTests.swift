@@ -71,68 +71,12 @@ import Glibc
         let store = try PersistentStore.open(path: path, schema: try Fixtures.librarySchemaWithDerivations())
         let (findings, _) = try store.checkIntegrity()
         #expect(findings.isEmpty, "\(findings.prefix(10))")
-        let history = try store.history()
-        let last = try store.lastTransaction()
-        #expect(history.map { $0.transaction ?? 0 } == Array(1...last))
-        // The history replayed. It keeps no values for an insert (they are its record's) nor for a batch update,
-        // but every other change names its new values: the last change the history recorded of each attribute
-        // holds the value stored now, when it recorded one.
-        var replayed: [ObjectID: [String: Value?]] = [:]
-        var problems: [String] = []
-        for record in history {
-            for change in record.changes {
-                let id = change.objectID
-                switch change.kind {
-                case .insert:
-                    if replayed[id] != nil { problems.append("\(record.transaction!): inserts \(id) again") }
-                    replayed[id] = Dictionary(uniqueKeysWithValues: change.changedKeys.map { ($0, nil) })
-                case .update:
-                    guard replayed[id] != nil else {
-                        problems.append("\(record.transaction!): updates \(id), which is not there")
-                        continue
-                    }
-                    for key in change.changedKeys { replayed[id]![key] = .some(change.newValues[key]) }
-                case .delete:
-                    if replayed.removeValue(forKey: id) == nil {
-                        problems.append("\(record.transaction!): deletes \(id), which is not there")
-                    }
-                }
-            }
-        }
-        // On a problem, what the history says of the objects it names: every change to them, with its record.
-        var named = Set<ObjectID>()
-        for record in history where !problems.isEmpty {
-            for change in record.changes where problems.contains(where: { $0.contains(" \(change.objectID),") }) {
-                named.insert(change.objectID)
-            }
-        }
-        let told = history.flatMap { record in
-            record.changes.filter { named.contains($0.objectID) }.map {
-                "\(record.transaction!) \(record.author ?? "-"): \($0)"
-            }
-        }
-        #expect(problems.isEmpty, "\(problems.prefix(10)); their history: \(told.prefix(40))")
-        let context = ObjectContext(store: store)
-        var stored: [ObjectID: ManagedObject] = [:]
-        for entity in store.schema.entities {
-            for object in try context.fetch(FetchRequest(entity: entity.name)) { stored[object.objectID] = object }
-        }
-        #expect(Set(replayed.keys) == Set(stored.keys))
-        var differences: [String] = []
-        var compared = 0
-        for (id, object) in stored {
-            for (name, recorded) in replayed[id] ?? [:] {
-                guard let value = recorded else { continue }
-                compared += 1
-                let now = try object[name]
-                if now != value { differences.append("\(id).\(name): stored \(now), last recorded \(value)") }
-            }
-        }
-        #expect(differences.isEmpty, "\(differences.count): \(differences.sorted().prefix(10))")
-        #expect(compared > 50)
+        let replay = try HistoryReplay(store)
+        #expect(replay.problems.isEmpty, "\(replay.problems.prefix(40))")
+        #expect(replay.compared > 50)
         print(
             "library processes: \(steps) steps and \(saves) saves by the surviving processes, \(checks) checks of"
-                + " their views, \(killed.count) processes killed, \(last) transactions, \(stored.count) objects, \(compared)"
-                + " values checked against the history")
+                + " their views, \(killed.count) processes killed, \(replay.transactions) transactions, \(replay.objects) objects,"
+                + " \(replay.compared) values checked against the history")
     }
 }

@@ -243,6 +243,7 @@ extension ObjectContext {
                 var writer = ChangeWriter(store: store, txn: txn)
                 writer.appendable = Self.insertedEntities(objects)
                 writer.savedObjects = objects
+                writer.keepsRederivedBaselines = true
                 var failures = requiredFailures
                 var conflicts: [EntityStoreError.Failure] = []
                 var resolutions: [ObjectID: ChangeWriter.Resolution] = [:]
@@ -300,6 +301,11 @@ extension ObjectContext {
                     for (id, (values, version)) in fixed {
                         if let object = registered[id], dirty.contains(object) {
                             resolutions[id] = .wrote(values, version)
+                            // Its attributes unwritten by the save (only its relationships changed): its change
+                            // runs from what was stored, not from what the context read (perhaps stale).
+                            if !object.isInserted && (object.values == nil || object.values == object.committed) {
+                                writer.tellFromRederivedBaseline(id)
+                            }
                         } else {
                             rederivedElsewhere[id] = Set(
                                 PersistentStore.namesDerivedThroughRelationships(of: id.entityName, derivations))

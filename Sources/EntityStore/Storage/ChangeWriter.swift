@@ -80,6 +80,18 @@ struct ChangeWriter {
     /// change would leave out values the save put back (another writer's change that `contextWins` overwrote) and
     /// give wrong old values.
     private(set) var baselines: [ObjectID: [Value]] = [:]
+    /// The stored values of each record ``rederive(_:_:context:now:includingOwnValues:version:)`` rewrote, as they
+    /// were before: the baseline of an object whose attributes the save did not write itself (only its
+    /// relationships), which another writer may have changed since the context read them. Kept for a context's
+    /// save only (``keepsRederivedBaselines``): a batch change or a migration records names, not values.
+    private(set) var rederivedFrom: [ObjectID: [Value]] = [:]
+    var keepsRederivedBaselines = false
+
+    /// Tells `id`'s change from the values stored before ``rederive(_:_:context:now:includingOwnValues:version:)``
+    /// rewrote it, unless a baseline is set already.
+    mutating func tellFromRederivedBaseline(_ id: ObjectID) {
+        if baselines[id] == nil, let before = rederivedFrom[id] { baselines[id] = before }
+    }
 
     /// One inverse side a save changed (see ``inverseWrites``).
     struct InverseWrite {
@@ -582,6 +594,7 @@ struct ChangeWriter {
             let pk = id.primaryKey
             guard let bytes = try txn.get(pk, in: storage.records) else { continue }
             var (values, rowVersion) = try RecordCodec.decode(bytes, entity: entity, key: pk)
+            let before = values
             let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
             var changed = false
             for derivation in list where derivation.firstStep != nil || includingOwnValues && !derivation.isNow {
@@ -599,6 +612,7 @@ struct ChangeWriter {
             RecordCodec.encode(values, rowVersion: rowVersion, into: &buffer)
             try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
             rewritten[id] = (values, rowVersion)
+            if keepsRederivedBaselines { rederivedFrom[id] = before }
         }
         return rewritten
     }
