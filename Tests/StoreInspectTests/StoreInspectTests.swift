@@ -130,6 +130,24 @@ import Testing
         #expect(lines.dropFirst().map { $0.split(separator: ",")[0] } == ["2", "3", "4"])
     }
 
+    @Test func watchNamesEntriesPrunedBeforeItReadThemAndGoesOn() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        // Transactions 2 and 3 are saved and pruned (with the fixture's 1); 4 and 5 are kept.
+        let pruning = try ChildProcess.helper(["tag-saver", store.path, "2", "prune"])
+        #expect(pruning.status == 0, "\(pruning.stderr)")
+        let saver = try ChildProcess.helper(["tag-saver", store.path, "2"])
+        #expect(saver.status == 0, "\(saver.stderr)")
+        let output = try inspect(["watch", store.path, "--since", "0", "--max", "2", "--format", "csv"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.hasPrefix("store-inspect watch: warning: history entries 1-3 were pruned"))
+        #expect(output.stderr.hasSuffix("; watching on\n"))
+        #expect(output.stderr.split(separator: "\n").count == 1)
+        let lines = output.stdout.split(separator: "\n")
+        #expect(lines.dropFirst().map { $0.split(separator: ",")[0] } == ["4", "5"])
+        #expect(lines.dropFirst().allSatisfy { $0.contains(",insert,Tag/p") })
+    }
+
     @Test func helpExistsForEverySubcommand() throws {
         let general = try inspect(["--help"])
         #expect(general.status == 0)

@@ -136,7 +136,11 @@ enum Commands {
             name: "watch", overview: "Follow commits made by any process, live.", positionals: ["ENTITY?"],
             options: [
                 ("--where PREDICATE", "Only changes to objects matching the predicate."),
-                ("--since TX", "Start after TX (default: now)."), ("--max N", "Stop after N transactions."),
+                (
+                    "--since TX",
+                    "Start after TX (default: now). Entries pruned before they were shown are named in a warning on"
+                        + " stderr, and the watch goes on."
+                ), ("--max N", "Stop after N transactions."),
             ], flags: [],
             examples: ["library.store Book --where \"pages > 300\"", "library.store --since 0 --max 5 --format ndjson"]),
         CommandSpec(

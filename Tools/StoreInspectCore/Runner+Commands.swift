@@ -290,7 +290,13 @@ extension Runner {
         case .json, .ndjson:
             break
         }
-        let token = try store.observeCommits(since: since, onError: { error in state.fail(error) }) { record in
+        let err = self.err
+        let onError: @Sendable (EntityStoreError) -> Void = { error in
+            // Entries pruned before the watch read them: a viewer says so and shows the ones after them.
+            guard error.code == .historyPruned else { return state.fail(error) }
+            err("store-inspect watch: warning: \(Cell.visible(error.message)); watching on\n")
+        }
+        let token = try store.observeCommits(since: since, onError: onError) { record in
             // Transactions past --max (already stored ones arrive in one go) are not shown.
             if let maximum, state.shown >= maximum { return }
             let rows = Self.changeRows(record) { change in

@@ -57,7 +57,7 @@ public enum StoreInspect {
             if invocation.command == "import" {
                 return try Importer(invocation: invocation, format: format, out: out).run()
             }
-            let runner = try Runner(invocation: invocation, format: format, color: color, out: out)
+            let runner = try Runner(invocation: invocation, format: format, color: color, out: out, err: err)
             if !runner.store.environment.registersReaders {
                 err(
                     "store-inspect: note: \(Cell.visible(invocation.store)) is on a read-only file system: reading it"
@@ -137,13 +137,19 @@ struct Runner {
     let format: OutputFormat
     let color: Bool
     let out: @Sendable (String) -> Void
+    /// Notes on stderr that do not end the command (a failure is thrown instead).
+    let err: @Sendable (String) -> Void
     let store: PersistentStore
 
-    init(invocation: Invocation, format: OutputFormat, color: Bool, out: @escaping @Sendable (String) -> Void) throws {
+    init(
+        invocation: Invocation, format: OutputFormat, color: Bool, out: @escaping @Sendable (String) -> Void,
+        err: @escaping @Sendable (String) -> Void
+    ) throws {
         self.invocation = invocation
         self.format = format
         self.color = color
         self.out = out
+        self.err = err
         try Self.checkStorePath(invocation.store)
         // LMDB walks the store's pages from its first read on: a fault on a damaged one is exit 65 naming the
         // page (`CrashGuard`, when the executable installed it). The environment is opened first, so that the
