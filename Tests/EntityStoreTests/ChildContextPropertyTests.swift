@@ -358,6 +358,10 @@ import Testing
         #expect(mine == theirs, "at the end: \(difference(mine, theirs))")
         #expect(try first.store.checkIntegrity().findings.isEmpty)
         #expect(try second.store.checkIntegrity().findings.isEmpty)
+        for store in [first.store, second.store] {
+            let replay = try HistoryReplay(store)
+            #expect(replay.problems.isEmpty, "\(replay.problems.prefix(40))")
+        }
         #expect((counts["child save"] ?? 0) > Self.rounds / 20, "steps \(counts)")
         print("child context property test: \(Self.rounds) rounds, steps \(counts)")
     }

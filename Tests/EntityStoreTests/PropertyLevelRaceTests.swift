@@ -73,6 +73,8 @@ import Testing
         }
         let (findings, _) = try store.checkIntegrity()
         #expect(findings.isEmpty, "\(findings)")
+        let replay = try HistoryReplay(store)
+        #expect(replay.problems.isEmpty, "\(replay.problems.prefix(40))")
         // Each owner's items are exactly the items that name it.
         for owner in owners {
             let members = try check.existingObject(with: owner).objectIDs(forKey: "items")
@@ -118,6 +120,8 @@ import Testing
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
         let (findings, _) = try store.checkIntegrity()
         #expect(findings.isEmpty, "\(findings)")
+        let replay = try HistoryReplay(store)
+        #expect(replay.problems.isEmpty, "\(replay.problems.prefix(40))")
         let check = ObjectContext(store: store)
         var listed: [ObjectID] = []
         for owner in owners {

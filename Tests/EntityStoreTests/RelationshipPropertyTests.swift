@@ -256,6 +256,8 @@ import Testing
         for delegate in delegates + twinDelegates {
             #expect(delegate.problems.isEmpty, "\(delegate.problems.prefix(5))")
         }
+        let replay = try HistoryReplay(store)
+        #expect(replay.problems.isEmpty, "seed \(seed): \(replay.problems.prefix(40))")
         #expect(totalBatches >= 2_000, "only \(totalBatches) batches")
         print("relationship property test: \(Self.rounds) rounds, \(totalBatches) batches checked, steps \(steps)")
     }

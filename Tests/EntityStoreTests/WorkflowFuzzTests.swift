@@ -345,6 +345,8 @@ import Testing
             if failed || delegates.contains(where: { !$0.problems.isEmpty }) { break }
         }
         for d in delegates { #expect(d.problems.isEmpty, "\(d.problems.prefix(3))") }
+        let replay = try HistoryReplay(store)
+        #expect(replay.problems.isEmpty, "seed \(seed): \(replay.problems.prefix(40))")
     }
 }
 
