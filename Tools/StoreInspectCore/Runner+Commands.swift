@@ -292,9 +292,11 @@ extension Runner {
         }
         let err = self.err
         let onError: @Sendable (EntityStoreError) -> Void = { error in
-            // Entries pruned before the watch read them: a viewer says so and shows the ones after them.
+            // Entries pruned before the watch read them: a viewer says so and shows the ones after them. (The
+            // message's advice after its first ";" is for apps: fetch again, reset the context.)
             guard error.code == .historyPruned else { return state.fail(error) }
-            err("store-inspect watch: warning: \(Cell.visible(error.message)); watching on\n")
+            let what = error.message.split(separator: ";", maxSplits: 1).first.map(String.init) ?? error.message
+            err("store-inspect watch: warning: \(Cell.visible(what)); the watch goes on with the entries after them\n")
         }
         let token = try store.observeCommits(since: since, onError: onError) { record in
             // Transactions past --max (already stored ones arrive in one go) are not shown.
