@@ -243,7 +243,6 @@ extension ObjectContext {
                 var writer = ChangeWriter(store: store, txn: txn)
                 writer.appendable = Self.insertedEntities(objects)
                 writer.savedObjects = objects
-                writer.keepsRederivedBaselines = true
                 var failures = requiredFailures
                 var conflicts: [EntityStoreError.Failure] = []
                 var resolutions: [ObjectID: ChangeWriter.Resolution] = [:]
@@ -295,17 +294,19 @@ extension ObjectContext {
                     let fixed =
                         candidates.isEmpty
                         ? [:]
-                        : try writer.rederive(candidates, derivations, context: self, now: Date()) { id, stored in
-                            rederivedVersion(id, stored, resolutions)
-                        }
+                        : try writer.rederive(
+                            candidates, derivations, context: self, now: Date(),
+                            tellsFromStored: { id in
+                                // A saved object whose attributes the save did not write (only its relationships):
+                                // its change runs from what was stored, not from what the context read (perhaps
+                                // stale).
+                                guard let object = registered[id], dirty.contains(object) else { return false }
+                                return !object.isInserted && (object.values == nil || object.values == object.committed)
+                            }
+                        ) { id, stored in rederivedVersion(id, stored, resolutions) }
                     for (id, (values, version)) in fixed {
                         if let object = registered[id], dirty.contains(object) {
                             resolutions[id] = .wrote(values, version)
-                            // Its attributes unwritten by the save (only its relationships changed): its change
-                            // runs from what was stored, not from what the context read (perhaps stale).
-                            if !object.isInserted && (object.values == nil || object.values == object.committed) {
-                                writer.tellFromRederivedBaseline(id)
-                            }
                         } else {
                             rederivedElsewhere[id] = Set(
                                 PersistentStore.namesDerivedThroughRelationships(of: id.entityName, derivations))

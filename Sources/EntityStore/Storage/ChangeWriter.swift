@@ -80,18 +80,6 @@ struct ChangeWriter {
     /// change would leave out values the save put back (another writer's change that `contextWins` overwrote) and
     /// give wrong old values.
     private(set) var baselines: [ObjectID: [Value]] = [:]
-    /// The stored values of each record ``rederive(_:_:context:now:includingOwnValues:version:)`` rewrote, as they
-    /// were before: the baseline of an object whose attributes the save did not write itself (only its
-    /// relationships), which another writer may have changed since the context read them. Kept for a context's
-    /// save only (``keepsRederivedBaselines``): a batch change or a migration records names, not values.
-    private(set) var rederivedFrom: [ObjectID: [Value]] = [:]
-    var keepsRederivedBaselines = false
-
-    /// Tells `id`'s change from the values stored before ``rederive(_:_:context:now:includingOwnValues:version:)``
-    /// rewrote it, unless a baseline is set already.
-    mutating func tellFromRederivedBaseline(_ id: ObjectID) {
-        if baselines[id] == nil, let before = rederivedFrom[id] { baselines[id] = before }
-    }
 
     /// One inverse side a save changed (see ``inverseWrites``).
     struct InverseWrite {
@@ -581,9 +569,14 @@ struct ChangeWriter {
     /// the context computed them from its own view, stale when other writers changed the relationships it read or
     /// when a merge policy kept stored values. `version` gives the row version to write, from the stored one (an
     /// object this save already rewrote keeps its new version). Returns each rewritten object's values and version.
+    ///
+    /// A rewritten object for which `tellsFromStored` holds gets the values stored before as its baseline (see
+    /// ``baselines``), unless it has one: a saved object whose attributes the save did not write itself (only its
+    /// relationships), which another writer may have changed since the context read them.
     mutating func rederive(
         _ candidates: Set<ObjectID>, _ derivations: [String: [Derivation]], context: ObjectContext, now: Date,
-        includingOwnValues: Bool = false, version: (ObjectID, UInt64) -> UInt64
+        includingOwnValues: Bool = false, tellsFromStored: (ObjectID) -> Bool = { _ in false },
+        version: (ObjectID, UInt64) -> UInt64
     ) throws -> [ObjectID: (values: [Value], version: UInt64)] {
         var rewritten: [ObjectID: (values: [Value], version: UInt64)] = [:]
         let reader = FetchReader(txn: txn, store: store, context: context, includesPending: false)
@@ -594,7 +587,8 @@ struct ChangeWriter {
             let pk = id.primaryKey
             guard let bytes = try txn.get(pk, in: storage.records) else { continue }
             var (values, rowVersion) = try RecordCodec.decode(bytes, entity: entity, key: pk)
-            let before = values
+            // (Shared with `values` until they change: no copy for an object that keeps none.)
+            let before = baselines[id] == nil && tellsFromStored(id) ? values : nil
             let subject = RecordSubject(id: id, entity: entity, values: values, reader: reader)
             var changed = false
             for derivation in list where derivation.firstStep != nil || includingOwnValues && !derivation.isNow {
@@ -612,7 +606,7 @@ struct ChangeWriter {
             RecordCodec.encode(values, rowVersion: rowVersion, into: &buffer)
             try buffer.withUnsafeBytes { try txn.put(pk, $0, in: storage.records) }
             rewritten[id] = (values, rowVersion)
-            if keepsRederivedBaselines { rederivedFrom[id] = before }
+            if let before { baselines[id] = before }
         }
         return rewritten
     }

@@ -424,7 +424,7 @@ extension PersistentStore {
     }
 
     /// Recomputes in `txn` the derived attributes read through relationships of `candidates` from what the store
-    /// holds (see ``ChangeWriter/rederive(_:_:context:now:version:)``), each rewritten record at its next row
+    /// holds (see ``ChangeWriter/rederive(_:_:context:now:includingOwnValues:tellsFromStored:version:)``), each rewritten record at its next row
     /// version; returns the names of the attributes recomputed for each rewritten object.
     func rederive(
         _ candidates: Set<ObjectID>, _ derivations: [String: [Derivation]], _ txn: WriteTransaction
