@@ -250,6 +250,98 @@ import Testing
         }
     }
 
+    /// A merge that meets a gap tells the context's controllers at once, so that a screen which neither fetches nor
+    /// saves hears of it; told to a controller, the gap is reported, and the context's next fetch does not throw
+    /// it again. With no controller following, the next fetch throws it.
+    @Test func aMergingContextTellsItsControllersOfSavesPrunedBeforeItMergedThem() throws {
+        try withStore { store, _ in
+            try Self.saveTag(store, "a")
+            let context = ObjectContext(store: store)
+            context.automaticallyMergesChangesFromStore = true
+            var request = FetchRequest(entity: "Tag", sortKeys: [SortKey("name")])
+            request.includesPendingChanges = false
+            let controller = FetchedResultsController(fetchRequest: request, context: context)
+            let delegate = RecordingDelegate()
+            controller.delegate = delegate
+            try controller.performFetch()
+            // Not fetched yet: it follows nothing, and is not told.
+            let idle = FetchedResultsController(fetchRequest: request, context: context)
+            let idleDelegate = RecordingDelegate()
+            idle.delegate = idleDelegate
+            func skipSaves(to last: UInt64) throws {
+                try store.environment.write { txn in
+                    try txn.put(StoreNames.MetaKey.historySequence, IndexKey.primaryKey(last), in: store.meta)
+                }
+                store.publisher.catchUp(store, force: true)
+            }
+            try skipSaves(to: 3)
+            context.processPendingChanges()
+            #expect(
+                delegate.calls == [
+                    "failed: history entries 2-3 were pruned before they were delivered here: their changes were not"
+                        + " merged or observed; fetch again (or reset the context) to see the store as it is"
+                ])
+            #expect(controller.failure?.code == .historyPruned)
+            #expect(idleDelegate.calls.isEmpty)
+            #expect(idle.failure == nil)
+            // Reported once: the context's fetch does not throw it again, and fetching again starts the controller.
+            #expect(try context.fetch(request).count == 1)
+            try controller.performFetch()
+            #expect(controller.failure == nil)
+            try Self.saveTag(store, "b")
+            context.processPendingChanges()
+            #expect(try controller.fetchedObjects.map { try $0.value(forKey: "name") } == ["a", "b"])
+
+            // Told again; the controller, not fetched since, follows nothing: the next gap waits for the fetch.
+            try skipSaves(to: 6)
+            context.processPendingChanges()
+            #expect(delegate.calls.count(where: { $0.hasPrefix("failed: ") }) == 2)
+            #expect(delegate.calls.last?.hasPrefix("failed: history entries 5-6 were pruned") == true)
+            try skipSaves(to: 8)
+            context.processPendingChanges()
+            let unfollowed = entityStoreError { _ = try context.fetch(request) }
+            #expect(unfollowed?.message.hasPrefix("history entries 7-8 were pruned") == true)
+            #expect(delegate.calls.count(where: { $0.hasPrefix("failed: ") }) == 2)
+        }
+    }
+
+    /// A main-actor screen whose context merges by itself is told by its controller, with no fetch or save of its
+    /// own, of another process's saves pruned before this process read them; fetching again shows them.
+    @Test @MainActor func aMainActorScreenIsToldOfAnotherProcesssSavesPrunedBeforeItMergedThem() async throws {
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let store = temporary.store
+        let context = ObjectContext(store: store)
+        context.automaticallyMergesChangesFromStore = true
+        let controller = FetchedResultsController(
+            fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
+        let delegate = RecordingDelegate()
+        controller.delegate = delegate
+        try controller.performFetch()
+        // The watcher is held in a slow observer (subscribed after the context) while the other process saves and
+        // prunes each save's entry at once.
+        let release = DispatchSemaphore(value: 0)
+        let held = Failures()
+        let hold: @Sendable (String) -> Void = { what in
+            held.add(what)
+            if held.all.count == 1 { release.wait() }
+        }
+        let slow = try store.observeCommits(onError: { hold("\($0.code)") }) { hold("\($0.transaction ?? 0)") }
+        defer { slow.cancel() }
+        let count = 30
+        let output = try ChildProcess.helper(["tag-saver", temporary.path, "\(count)", "prune"])
+        #expect(output.status == 0, "\(output.stderr)")
+        release.signal()
+        store.publisher.catchUp(store, force: true)
+        try await eventually("the screen's controller is told of the pruned saves") { controller.failure != nil }
+        #expect(controller.failure?.code == .historyPruned, "\(String(describing: controller.failure))")
+        #expect(delegate.calls.last?.hasPrefix("failed: history entr") == true, "\(delegate.calls)")
+        #expect(controller.fetchedObjects.count < count)
+        try controller.performFetch()
+        #expect(controller.fetchedObjects.count == count)
+        #expect(controller.failure == nil)
+    }
+
     /// Another process saves and prunes each save's entry at once (an app that keeps no history) while this
     /// process's watcher is held up in a slow observer: the merging context is told which saves it missed, and its
     /// controller shows them once fetched again.

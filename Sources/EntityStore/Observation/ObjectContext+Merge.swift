@@ -197,8 +197,12 @@ extension ObjectContext {
     /// (``processPendingChanges()``, a fetch, a save).
     ///
     /// When the store's history cannot be read (a damaged entry, a failing read), or entries were pruned before the
-    /// context merged them (``EntityStoreError/Code/historyPruned``: their changes are not in the context), the next
-    /// fetch or save throws that error, once; merging goes on with the entries after it.
+    /// context merged them (``EntityStoreError/Code/historyPruned``: their changes are not in the context), the
+    /// merge that meets it tells the context's fetched-results controllers at once
+    /// (``FetchedResultsControllerDelegate/controller(_:didFailWith:)``: their results may lack those saves, and
+    /// ``FetchedResultsController/performFetch()`` starts them again); a context with no controller following
+    /// throws it from its next fetch or save instead. Either way it is reported once, and merging goes on with the
+    /// entries after it.
     public var automaticallyMergesChangesFromStore: Bool {
         get { inboxIfAny?.subscription.withLock { $0 != nil } ?? false }
         set {
@@ -259,6 +263,20 @@ extension ObjectContext {
     func mergeInbox() {
         guard let inbox = inboxIfAny, inbox.subscription.withLock({ $0 != nil }) else { return }
         for record in inbox.take() { merge(record) }
+    }
+
+    /// Tells the context's controllers of a failure to read the store's changes as soon as a merge meets it: their
+    /// results may lack the saves it names, and a screen that neither fetches nor saves would not hear of it
+    /// otherwise. Told to a controller, the failure is reported; with no controller following, the next fetch or
+    /// save throws it (``mergeInboxReportingFailures()``).
+    func tellMergeFailure() {
+        guard let inbox = inboxIfAny, inbox.subscription.withLock({ $0 != nil }),
+            let receivers = observersIfAny?.mergeFailureReceivers, !receivers.isEmpty
+        else { return }
+        let following = receivers.sorted(by: { $0.key < $1.key }).map(\.value).filter { $0.isFollowing() }
+        guard !following.isEmpty, let failure = inbox.takeFailure() else { return }
+        // A delegate may fail or fetch another controller meanwhile: each is asked again.
+        for receiver in following where receiver.isFollowing() { receiver.fail(failure) }
     }
 
     /// Merges what is waiting, then throws a failure to read the store's changes that has not been reported.

@@ -29,6 +29,13 @@ extension Notification.Name {
     public static let entityStoreDidSave = Notification.Name("EntityStoreDidSave")
 }
 
+/// An observer told of a failure to merge the store's changes: `fail` runs only while `isFollowing` holds (a
+/// controller that already failed, or has not fetched, has nothing to stop).
+struct MergeFailureReceiver {
+    let isFollowing: () -> Bool
+    let fail: (EntityStoreError) -> Void
+}
+
 /// The observers of one context.
 final class ContextObservers {
     var nextID = 0
@@ -36,6 +43,9 @@ final class ContextObservers {
     /// Called when a batch of records ends (a save delivers up to three records: its processed changes before the
     /// write, those of its delete rules, the did-save record); controllers deliver one batch then.
     var batchEnds: [Int: () -> Void] = [:]
+    /// Told of a failure to read the store's changes as soon as a merge meets it (controllers, whose results may
+    /// lack the saves it names; see ``ObjectContext/tellMergeFailure()``).
+    var mergeFailureReceivers: [Int: MergeFailureReceiver] = [:]
     /// Open batches: records delivered meanwhile belong to one batch.
     var batchDepth = 0
     /// The ``ObjectContext/changes`` streams, by ID: a stream leaves (from any thread) as soon as its consumer
@@ -60,17 +70,21 @@ extension ObjectContext {
         addObserver(handler, endOfBatch: nil)
     }
 
-    /// Adds an observer that is also told when a batch of records ends (see ``beginBatch()``).
+    /// Adds an observer that is also told when a batch of records ends (see ``beginBatch()``) and, when it asks,
+    /// of a failure to merge the store's changes (see ``tellMergeFailure()``).
     func addObserver(
-        _ handler: @escaping (ChangeRecord) -> Void, endOfBatch: (() -> Void)?
+        _ handler: @escaping (ChangeRecord) -> Void, endOfBatch: (() -> Void)?,
+        onMergeFailure: MergeFailureReceiver? = nil
     ) -> ObservationToken {
         let id = observers.nextID
         observers.nextID += 1
         observers.handlers[id] = handler
         observers.batchEnds[id] = endOfBatch
+        observers.mergeFailureReceivers[id] = onMergeFailure
         return ObservationToken { [weak observers] in
             observers?.handlers[id] = nil
             observers?.batchEnds[id] = nil
+            observers?.mergeFailureReceivers[id] = nil
         }
     }
 
@@ -123,6 +137,7 @@ extension ObjectContext {
     /// calls it. Changes that cancel out (a value set and set back, an object inserted and deleted) deliver nothing.
     public func processPendingChanges() {
         mergeInbox()
+        tellMergeFailure()
         guard !pending.isEmpty else { return }
         var entries = pending.take { registered[$0] }
         var changes: [ObjectChange] = []

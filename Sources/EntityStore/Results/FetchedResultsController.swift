@@ -33,7 +33,7 @@ public final class FetchedResultsController {
     /// Whether the batch being delivered is user-driven (only when the delegate asks for such batches).
     public internal(set) var isUserDrivenBatch = false
     /// Why the controller stopped following changes: a batch could not be computed (its rows could not be read,
-    /// say). The delegate was told (``FetchedResultsControllerDelegate/controller(_:didFailWith:)``); the results
+    /// say), or the context's merge met saves it cannot merge (history pruned before it was read). The delegate was told (``FetchedResultsControllerDelegate/controller(_:didFailWith:)``); the results
     /// stay as they were before that batch until ``performFetch()`` succeeds, which clears it.
     public internal(set) var failure: EntityStoreError?
 
@@ -290,7 +290,10 @@ public final class FetchedResultsController {
         hasFetched = true
         if observation == nil {
             observation = context.addObserver(
-                { [weak self] record in self?.handle(record) }, endOfBatch: { [weak self] in self?.endBatch() })
+                { [weak self] record in self?.handle(record) }, endOfBatch: { [weak self] in self?.endBatch() },
+                onMergeFailure: MergeFailureReceiver(
+                    isFollowing: { [weak self] in self.map { $0.hasFetched && $0.failure == nil } ?? false },
+                    fail: { [weak self] error in self?.fail(error) }))
         }
         failure = nil
         pendingBatch = AffectedRows()

@@ -53,8 +53,10 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
         for type: ResultsChangeType)
     /// The batch has been reported.
     func controllerDidChangeContent(_ controller: FetchedResultsController)
-    /// A batch could not be computed (its rows could not be read): the controller stops following changes, its
-    /// results stay as they were before that batch, and ``FetchedResultsController/failure`` holds `error` until
+    /// A batch could not be computed (its rows could not be read), or the context's merge of the store's changes
+    /// met saves it cannot merge (``EntityStoreError/Code/historyPruned``: entries pruned before they were read; a
+    /// history entry that cannot be read): the controller stops following changes, its results stay as they were
+    /// before that batch, and ``FetchedResultsController/failure`` holds `error` until
     /// ``FetchedResultsController/performFetch()`` succeeds again.
     func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError)
     /// The index title of a section; `nil` for the default (the name's capitalised first letter).
