@@ -10,7 +10,7 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := liblmdb-dev lmdb-utils
 
-.PHONY: all deps build demo test lint format bench bench-quick fuzz docs share stress tsan asan clean
+.PHONY: all deps build demo test lint format bench bench-quick bench-build fuzz fuzz-build docs share stress tsan asan clean
 
 all: build
 
@@ -64,6 +64,14 @@ bench-quick: deps
 # kept in Fuzz/crashers and replayed by the tests.
 fuzz: deps
 	bash scripts/fuzz.sh
+
+# The fuzz targets built, not run (CI builds them beside the benchmarks: each release build is mostly one compiler
+# process at a time, so the two share the machine's cores).
+fuzz-build: deps
+	bash scripts/fuzz.sh build
+
+bench-build: deps
+	cd Benchmarks && $(SWIFT) build -c release
 
 stress: deps
 	ENTITYSTORE_STRESS=1 $(SWIFT) test --filter 'CrashTests|FaultInjectionTests|MalformedFileTests|MultiProcessReliabilityTests|LedgerTests|SchemaChangeTests|MigrationKillTests|RelationshipPropertyTests|MultiProcessLibraryTests|InterleavedWorkloadTests|ThreadedWorkloadTests|HostileValueOrderTests|PredicatePathAgreementTests|ConcurrencyTests'

@@ -2,22 +2,29 @@
 # Builds the libFuzzer targets against fuzzer-instrumented library modules and runs each for RUNS executions
 # (default 1,000,000), or for FUZZ_SECONDS seconds each when that comes first (CI sets it, to stay in its time budget on a
 # slow machine; unset, every target runs its RUNS). Crashing inputs land in Fuzz/crashers/TARGET/ (commit them: the
-# tests replay them).
+# tests replay them). `scripts/fuzz.sh build` only builds the targets (CI builds them beside the benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-1000000}"
 FUZZ_SECONDS="${FUZZ_SECONDS:-0}"
+targets="RecordDecoder HistoryDecoder PredicateParser ArgumentParser"
 scratch=.build-fuzz
 swift build -c release --scratch-path "$scratch" --target StoreInspectCore \
     -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing
 objects=$(ls "$scratch"/release/{LMDB,SectionedDiff,EntityStore,EntityStoreSync,StoreInspectCore}.build/*.o)
-export SWIFT_BACKTRACE=enable=no
-for target in RecordDecoder HistoryDecoder PredicateParser ArgumentParser; do
+for target in $targets; do
     binary="$scratch/fuzz-$target"
+    # Linked again only when a source or a library object is newer than the binary.
+    if [ -e "$binary" ] && [ -z "$(find "Fuzz/$target.swift" $objects -newer "$binary" | head -n 1)" ]; then continue; fi
     swiftc -O -sanitize=fuzzer -parse-as-library -module-name "Fuzz$target" \
         -I "$scratch/release/Modules" -I Sources/CLMDB -Xcc -fmodule-map-file=Sources/CLMDB/module.modulemap \
         -I Sources/CLibPQ -Xcc -fmodule-map-file=Sources/CLibPQ/module.modulemap -Xcc -I"$(pkg-config --variable=includedir libpq)" \
         "Fuzz/$target.swift" $objects -llmdb -lpq -o "$binary"
+done
+if [ "${1:-}" = build ]; then exit 0; fi
+export SWIFT_BACKTRACE=enable=no
+for target in $targets; do
+    binary="$scratch/fuzz-$target"
     mkdir -p "Fuzz/corpus/$target" "Fuzz/crashers/$target" "$scratch/corpus-$target"
     # Crashers found before (committed, replayed by the tests) are not this run's.
     before=$(ls "Fuzz/crashers/$target" | sort)
