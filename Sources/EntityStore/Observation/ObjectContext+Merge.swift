@@ -270,8 +270,9 @@ extension ObjectContext {
     /// otherwise. Told to a controller, the failure is reported; with no controller following, the next fetch or
     /// save throws it (``mergeInboxReportingFailures()``).
     func tellMergeFailure() {
-        guard let inbox = inboxIfAny, inbox.subscription.withLock({ $0 != nil }),
-            let receivers = observersIfAny?.mergeFailureReceivers, !receivers.isEmpty
+        guard let inbox = inboxIfAny, inbox.failure.withLock({ $0 != nil }),
+            let receivers = observersIfAny?.mergeFailureReceivers, !receivers.isEmpty,
+            inbox.subscription.withLock({ $0 != nil })
         else { return }
         let following = receivers.sorted(by: { $0.key < $1.key }).map(\.value).filter { $0.isFollowing() }
         guard !following.isEmpty, let failure = inbox.takeFailure() else { return }
