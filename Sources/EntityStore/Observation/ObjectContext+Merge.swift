@@ -283,6 +283,7 @@ extension ObjectContext {
     /// Merges what is waiting, then throws a failure to read the store's changes that has not been reported.
     func mergeInboxReportingFailures() throws {
         mergeInbox()
+        tellMergeFailure()
         if let failure = inboxIfAny?.takeFailure() { throw failure }
     }
 
