@@ -33,8 +33,9 @@ public final class FetchedResultsController {
     /// Whether the batch being delivered is user-driven (only when the delegate asks for such batches).
     public internal(set) var isUserDrivenBatch = false
     /// Why the controller stopped following changes: a batch could not be computed (its rows could not be read,
-    /// say), or the context's merge met saves it cannot merge (history pruned before it was read). The delegate was told (``FetchedResultsControllerDelegate/controller(_:didFailWith:)``); the results
-    /// stay as they were before that batch until ``performFetch()`` succeeds, which clears it.
+    /// say), or the context's merge met saves it cannot merge (history pruned before it was read). The delegate was
+    /// told (``FetchedResultsControllerDelegate/controller(_:didFailWith:)``); the results stay as they were before
+    /// that batch until ``performFetch()`` succeeds, which clears it.
     public internal(set) var failure: EntityStoreError?
 
     /// A row on its way in: an object and its keys (the section value first when sectioned, then the sort keys).
