@@ -16,6 +16,18 @@ import Testing
         try context.save()
     }
 
+    /// A context made where the caller runs, merging the store's saves automatically, and a controller of its tags
+    /// by name.
+    static func mergingTagController(
+        _ store: PersistentStore, isolation: isolated (any Actor)? = #isolation
+    ) -> (ObjectContext, FetchedResultsController) {
+        let context = ObjectContext(store: store, isolation: isolation)
+        context.automaticallyMergesChangesFromStore = true
+        let controller = FetchedResultsController(
+            fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
+        return (context, controller)
+    }
+
     /// Another process saves `count` tags to `temporary`'s store and prunes each save's entry at once (an app that
     /// keeps no history), while this process's watcher is held in a slow observer, subscribed after the store's
     /// merging contexts: the watcher delivers to them first, then stops there on whatever it read first, until the
@@ -331,10 +343,7 @@ import Testing
         let temporary = try TemporaryStore()
         defer { temporary.remove() }
         let store = temporary.store
-        let context = ObjectContext(store: store)
-        context.automaticallyMergesChangesFromStore = true
-        let controller = FetchedResultsController(
-            fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
+        let (_, controller) = Self.mergingTagController(store)  // the controller keeps its context
         let delegate = RecordingDelegate()
         controller.delegate = delegate
         try controller.performFetch()
@@ -357,10 +366,7 @@ import Testing
         let temporary = try TemporaryStore()
         defer { temporary.remove() }
         let store = temporary.store
-        let context = ObjectContext(store: store)
-        context.automaticallyMergesChangesFromStore = true
-        let controller = FetchedResultsController(
-            fetchRequest: FetchRequest(entity: "Tag", sortKeys: [SortKey("name")]), context: context)
+        let (context, controller) = Self.mergingTagController(store)
         try controller.performFetch()
         let count = 30
         try Self.saveAndPruneBehindAHeldWatcher(temporary, count)

@@ -270,6 +270,8 @@ extension ObjectContext {
     /// otherwise. Told to a controller, the failure is reported; with no controller following, the next fetch or
     /// save throws it (``mergeInboxReportingFailures()``).
     func tellMergeFailure() {
+        // Not while a merge of the inbox's records processes the context's changes
+        // (`processPendingChangesWithoutMerging` lifts the subscription meanwhile): the records come first.
         guard let inbox = inboxIfAny, inbox.failure.withLock({ $0 != nil }),
             let receivers = observersIfAny?.mergeFailureReceivers, !receivers.isEmpty,
             inbox.subscription.withLock({ $0 != nil })

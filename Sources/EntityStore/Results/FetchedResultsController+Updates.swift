@@ -16,7 +16,7 @@ extension FetchedResultsController {
     /// Applies a processed change record: user-driven changes first (silently, unless the delegate asks for
     /// them), then the others, delivered against the state after the user's changes.
     func handle(_ record: ChangeRecord) {
-        guard hasFetched, failure == nil, let plan else { return }
+        guard isFollowingChanges, let plan else { return }
         do {
             let affected = try collect(record, plan)
             guard !affected.isEmpty else { return }
@@ -37,7 +37,7 @@ extension FetchedResultsController {
         var affected = pendingBatch
         pendingBatch = AffectedRows()
         affected.normalize()
-        guard hasFetched, failure == nil, let plan else { return }
+        guard isFollowingChanges, let plan else { return }
         do {
             try apply(affected, plan)
         } catch {

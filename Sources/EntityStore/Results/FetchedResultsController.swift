@@ -37,6 +37,8 @@ public final class FetchedResultsController {
     /// told (``FetchedResultsControllerDelegate/controller(_:didFailWith:)``); the results stay as they were before
     /// that batch until ``performFetch()`` succeeds, which clears it.
     public internal(set) var failure: EntityStoreError?
+    /// Whether the controller follows the context's changes: fetched, and not stopped by a failure since.
+    var isFollowingChanges: Bool { hasFetched && failure == nil }
 
     /// A row on its way in: an object and its keys (the section value first when sectioned, then the sort keys).
     struct Row {
@@ -293,7 +295,7 @@ public final class FetchedResultsController {
             observation = context.addObserver(
                 { [weak self] record in self?.handle(record) }, endOfBatch: { [weak self] in self?.endBatch() },
                 onMergeFailure: MergeFailureReceiver(
-                    isFollowing: { [weak self] in self.map { $0.hasFetched && $0.failure == nil } ?? false },
+                    isFollowing: { [weak self] in self?.isFollowingChanges ?? false },
                     fail: { [weak self] error in self?.fail(error) }))
         }
         failure = nil

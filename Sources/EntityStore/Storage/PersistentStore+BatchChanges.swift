@@ -424,8 +424,9 @@ extension PersistentStore {
     }
 
     /// Recomputes in `txn` the derived attributes read through relationships of `candidates` from what the store
-    /// holds (see ``ChangeWriter/rederive(_:_:context:now:includingOwnValues:tellsFromStored:version:)``), each rewritten record at its next row
-    /// version; returns the names of the attributes recomputed for each rewritten object.
+    /// holds (see ``ChangeWriter/rederive(_:_:context:now:includingOwnValues:tellsFromStored:version:)``), each
+    /// rewritten record at its next row version; returns the names of the attributes recomputed for each rewritten
+    /// object.
     func rederive(
         _ candidates: Set<ObjectID>, _ derivations: [String: [Derivation]], _ txn: WriteTransaction
     ) throws -> [ObjectID: [String]] {
