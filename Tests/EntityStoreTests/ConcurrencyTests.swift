@@ -175,7 +175,8 @@ func replay(_ batch: ResultsBatch, on old: ResultsSnapshot) -> ResultsSnapshot {
 
 /// Waits (yielding the actor it runs on) until `condition` holds, or fails after `seconds`.
 func eventually(
-    _ what: String, seconds: Double = 20, isolation: isolated (any Actor)? = #isolation, _ condition: () -> Bool
+    _ what: String, seconds: Double = RunningProcess.hangDeadline, isolation: isolated (any Actor)? = #isolation,
+    _ condition: () -> Bool
 ) async throws {
     let deadline = Date().addingTimeInterval(seconds)
     while !condition() {
@@ -260,11 +261,11 @@ func eventually(
     }
 
     /// Four editors on actors of their own and two streams of `performBackgroundTask` (a third of them cancelled)
-    /// race for a few seconds while a main-actor screen follows by itself. Every batch the screen's stream delivers
+    /// race, a fixed number of steps each, while a main-actor screen follows by itself. Every batch the screen's stream delivers
     /// replays onto the one before; afterwards the screen, a fresh controller and every editor still alive (two are
     /// released while merges may be on their way) show what the store holds.
     @Test @MainActor func editorsOnActorsAndBackgroundTasksRaceWhileAScreenFollows() async throws {
-        let seconds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 3.0 : 30.0
+        let (edits, tasks) = TestScale.size((60, 30), stress: (1_000, 500))
         let world = try TypedWorld()
         defer { world.temporary.remove() }
         let store = world.store
@@ -280,7 +281,6 @@ func eventually(
             }
             return wrong
         }
-        let end = Date().addingTimeInterval(seconds)
         let policies: [MergePolicy] = [.propertyLevel, .storeWins, .contextWins, .propertyLevel]
         var editors = (0..<4).map {
             TicketEditor(store: store, name: "editor \($0)", seed: UInt64($0), policy: policies[$0])
@@ -289,22 +289,14 @@ func eventually(
             for (index, editor) in editors.enumerated() {
                 group.addTask {
                     var saved = 0
-                    var step = 0
-                    // A number of steps at least: a test run that keeps the cooperative pool busy may start this
-                    // task after the end.
-                    while step < 30 || Date() < end {
-                        step += 1
-                        if try await editor.edit(index * 1_000_000 + step) { saved += 1 }
-                    }
+                    for step in 1...edits where try await editor.edit(index * 1_000_000 + step) { saved += 1 }
                     return saved
                 }
             }
             for stream in 0..<2 {
                 group.addTask {
                     var saved = 0
-                    var step = 0
-                    while step < 15 || Date() < end {
-                        step += 1
+                    for step in 1...tasks {
                         let title = "background \(stream)-\(step)"
                         let task = Task {
                             try await store.performBackgroundTask(name: "background \(stream)") { context in
@@ -329,7 +321,7 @@ func eventually(
         #expect(saves > 20)
         editors.removeLast(2)
         let stored = Set(try ObjectContext(store: store).fetch(Ticket.self).map(\.objectID))
-        try await eventually("the screen shows what the store holds", seconds: 30) {
+        try await eventually("the screen shows what the store holds") {
             Set(screen.controller.fetchedObjects.map(\.objectID)) == stored
         }
         #expect(screen.shown == screen.controller.snapshot)
@@ -340,7 +332,7 @@ func eventually(
         try fresh.performFetch()
         #expect(fresh.sections.map(\.objectIDs) == screen.controller.controller.sections.map(\.objectIDs))
         for editor in editors {
-            let deadline = Date().addingTimeInterval(20)
+            let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline)
             while try await editor.ticketIDs() != stored && Date() < deadline {
                 try await Task.sleep(nanoseconds: 10_000_000)
             }
@@ -524,7 +516,7 @@ func eventually(
         try other.insert(Ticket.self).title = "from elsewhere"
         try other.save()
         // No call into the actor's context: its executor runs the merge between the actor's jobs.
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline)
         while importer.merges.onExecutor == 0 && Date() < deadline {
             try await Task.sleep(nanoseconds: 2_000_000)
         }

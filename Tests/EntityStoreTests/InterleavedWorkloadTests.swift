@@ -11,7 +11,7 @@ import Testing
 /// last merge, a fresh fetch; its unchanged objects equal the store's. At the end the history, replayed, gives back
 /// what the store holds (`HistoryReplay`).
 @Suite struct InterleavedWorkloadTests {
-    static var steps: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 600 : 4_000 }
+    static var steps: Int { TestScale.size(250, stress: 2_000) }
 
     @Test(arguments: [1 as UInt64, 2, 3, 4])
     func partiesTakingTurnsKeepTheirViewsEqualToTheStore(seed: UInt64) throws {
@@ -57,7 +57,9 @@ import Testing
 
     @Test(arguments: [1 as UInt64, 2])
     func partiesOnThreadsOfTheirOwnKeepTheirViewsEqualToTheStore(seed: UInt64) throws {
-        let seconds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 3.0 : 30.0
+        // Each party makes `steps` steps and, at least, `checks` checks of its view (a check needs a moment when no
+        // other thread commits: a party short of them goes on, up to 20 times its steps).
+        let (steps, checks) = TestScale.size((40, 4), stress: (600, 40))
         let temporary = try TemporaryStore(schema: try Fixtures.librarySchemaWithDerivations())
         defer { temporary.remove() }
         let store = temporary.store
@@ -71,8 +73,11 @@ import Testing
                 do {
                     // Made and used on this thread only.
                     let party = try LibraryWorkload(store: store, name: "t\(i)", seed: seed * 10 + UInt64(i))
-                    let end = Date().addingTimeInterval(seconds)
-                    while Date() < end && party.violations.isEmpty { try party.step() }
+                    while party.violations.isEmpty
+                        && (party.steps < steps || (party.checks < checks && party.steps < steps * 20))
+                    {
+                        try party.step()
+                    }
                     findings.lock.withLock {
                         findings.violations += party.violations
                         findings.steps += party.steps
@@ -89,8 +94,8 @@ import Testing
         findings.lock.withLock {
             #expect(findings.errors.isEmpty, "\(findings.errors)")
             #expect(findings.violations.isEmpty, "\(findings.violations.prefix(3))")
-            #expect(findings.steps > 100)
-            #expect(findings.checks > 20, "the views were compared with the store (\(findings.checks) times)")
+            #expect(findings.steps >= 3 * steps)
+            #expect(findings.checks >= 3 * checks, "the views were compared with the store (\(findings.checks) times)")
         }
         #expect(try store.checkIntegrity().findings.isEmpty)
         let replay = try HistoryReplay(store)

@@ -71,13 +71,15 @@ import Testing
             try Self.saveTag(store, "first")
             // The watcher thread may have taken the delivery (it wakes on the commit too): wait for the handler.
             let start = Date()
-            while lateSeen.values.isEmpty && Date().timeIntervalSince(start) < 20 { usleep(1000) }
+            while lateSeen.values.isEmpty && Date().timeIntervalSince(start) < RunningProcess.hangDeadline {
+                usleep(1000)
+            }
             #expect(failures.all.isEmpty)
             #expect(seen.values == [1], "cancelled inside its handler: no more deliveries")
             #expect(lateSeen.values == [2], "the handler's own save reached the new subscriber")
             try Self.saveTag(store, "third")
             // A handler may be running on the watcher thread: then it receives the save a moment later.
-            let deadline = Date().addingTimeInterval(20)
+            let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline)
             while lateSeen.values.count < 2 && Date() < deadline { usleep(1000) }
             #expect(lateSeen.values == [2, 3])
         }
@@ -233,7 +235,7 @@ import Testing
             #expect(newest.failures.all.count == 1)
             #expect(newest.failures.all.first?.hasPrefix("historyPruned: history entry 4 was pruned") == true)
             try Self.saveTag(store, "e")
-            let deadline = Date().addingTimeInterval(20)
+            let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline)
             while newest.seen.values.isEmpty && Date() < deadline { usleep(1000) }
             #expect(newest.seen.values == [5])
             #expect(newest.failures.all.count == 1)
@@ -394,7 +396,7 @@ import Testing
             defer { token.cancel() }
             let output = try ChildProcess.helper(["tag-saver", temporary.path, "1"])
             #expect(output.status == 0, "\(output.stderr)")
-            let deadline = Date().addingTimeInterval(20)
+            let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline)
             while received.values.isEmpty && Date() < deadline { usleep(1000) }
             #expect(received.values == [UInt64(round + 1)], "round \(round)")
         }

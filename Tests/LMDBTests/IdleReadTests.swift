@@ -14,8 +14,10 @@ import Testing
             let committed = Atomic(0)
             let failures = Locked<[String]>([])
             let done = Atomic(false)
+            let finished = DispatchSemaphore(value: 0)
             let threads = (0..<4).map { _ in
                 Thread {
+                    defer { finished.signal() }
                     while !done.load() {
                         let floor = committed.load()
                         do {
@@ -35,7 +37,7 @@ import Testing
                 committed.store(n)
             }
             done.store(true)
-            Thread.sleep(forTimeInterval: 0.2)
+            for _ in threads { finished.wait() }
             #expect(failures.withLock { $0 }.isEmpty)
 
             // Idle transactions keep reader slots (at most four), holding no snapshot: nothing pins old pages.

@@ -13,28 +13,35 @@ import Glibc
     /// test before the writer lock; see `WriterLock`). Each round kills one of five writers in mid-stream: the
     /// others must all finish.
     @Test func writersWaitingWhenAnotherIsKilledAllFinish() throws {
-        let helper = ChildProcess.executable("es-test-helper")
+        let rounds = TestScale.size(6, stress: 24)
         var stranded: [Int] = []
-        for round in 0..<24 {
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<rounds {
             let dir = try TemporaryDirectory()
             defer { dir.remove() }
             let path = dir.path("contended.store")
-            let writers = try (0..<5).map { _ in try ChildProcess.start(helper, ["lmdb-counter-writer", path, "400"]) }
-            usleep(150_000)
-            kill(writers[0].0.processIdentifier, SIGKILL)
-            let deadline = Date().addingTimeInterval(30)
-            while writers.dropFirst().contains(where: { $0.0.isRunning }) && Date() < deadline { usleep(20_000) }
-            if writers.dropFirst().contains(where: { $0.0.isRunning }) {
-                stranded.append(round)
-                for writer in writers where writer.0.isRunning { kill(writer.0.processIdentifier, SIGKILL) }
+            let writers = try (0..<5).map { _ in try RunningProcess.helper(["lmdb-counter-writer", path, "400"]) }
+            // The victim is killed once it has committed a random number of its transactions, while the others
+            // are writing or waiting for the writer mutex.
+            try writers[0].waitForLines(Int.random(in: 1...200, using: &generator), "commits") {
+                $0.hasPrefix("wrote ")
             }
-            for (process, _, err) in writers {
-                process.waitUntilExit()
-                if process !== writers[0].0 && !stranded.contains(round) {
-                    let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                    #expect(process.terminationStatus == 0, "round \(round): \(stderr)")
+            writers[0].kill()
+            // A stranded writer waits for good: the deadline only tells a hang from a slow machine.
+            let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline / 4)
+            while writers.dropFirst().contains(where: { $0.process.isRunning }) && Date() < deadline { usleep(20_000) }
+            if writers.dropFirst().contains(where: { $0.process.isRunning }) {
+                stranded.append(round)
+                for writer in writers where writer.process.isRunning { writer.kill() }
+            }
+            for writer in writers.dropFirst() {
+                let output = writer.finish()
+                if !stranded.contains(round) {
+                    #expect(output.status == 0, "round \(round): \(output.stderr)")
+                    #expect(output.stdout.hasSuffix("done 400\n"), "round \(round)")
                 }
             }
+            _ = writers[0].finish()
         }
         #expect(stranded.isEmpty, "writers left waiting for good in rounds \(stranded)")
     }
@@ -46,11 +53,10 @@ import Glibc
         let env = try Environment.open(path: path)
         let db = try env.openDatabase("numbers")
         let transactions = 300
-        let (process, out, err) = try ChildProcess.start(
-            ChildProcess.executable("es-test-helper"), ["lmdb-counter-writer", path, "\(transactions)"])
+        let writer = try RunningProcess.helper(["lmdb-counter-writer", path, "\(transactions)"])
         var snapshots = 0
         var lastCounter: UInt64 = 0
-        while process.isRunning || snapshots == 0 {
+        while writer.process.isRunning || snapshots == 0 {
             // In every snapshot the counter equals the number of keys written: a writer's transaction is atomic.
             let (counter, keys) = try env.read { txn -> (UInt64, Int) in
                 let counter = try txn.get(b("counter"), in: db).map { $0.loadUnaligned(as: UInt64.self).bigEndian }
@@ -61,11 +67,9 @@ import Glibc
             lastCounter = counter
             snapshots += 1
         }
-        process.waitUntilExit()
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "\(stderr)")
-        #expect(stdout.contains("done \(transactions)"))
+        let output = writer.finish()
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("done \(transactions)"))
         let final = try env.read { txn in
             try txn.get(b("counter"), in: db).map { $0.loadUnaligned(as: UInt64.self).bigEndian }
         }
@@ -83,12 +87,11 @@ import Glibc
         let env = try Environment.open(path: path)
         let db = try env.openDatabase("numbers")
         let transactions = 3000
-        let (process, _, err) = try ChildProcess.start(
-            ChildProcess.executable("es-test-helper"), ["lmdb-counter-writer", path, "\(transactions)"])
+        let writer = try RunningProcess.helper(["lmdb-counter-writer", path, "\(transactions)"])
         var last: UInt64 = 0
         var reads = 0
         var backwards: [(UInt64, UInt64)] = []
-        while process.isRunning || reads == 0 {
+        while writer.process.isRunning || reads == 0 {
             let counter = try env.read { txn in
                 try txn.get(b("counter"), in: db).map { $0.loadUnaligned(as: UInt64.self).bigEndian } ?? 0
             }
@@ -96,9 +99,8 @@ import Glibc
             last = max(last, counter)
             reads += 1
         }
-        process.waitUntilExit()
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "\(stderr)")
+        let output = writer.finish()
+        #expect(output.status == 0, "\(output.stderr)")
         #expect(backwards.isEmpty, "\(backwards.count) of \(reads) reads went back: \(backwards.prefix(5))")
     }
 
@@ -110,15 +112,11 @@ import Glibc
             let env = try Environment.open(path: path, options: .init(mapSize: 1 << 20))
             _ = try env.openDatabase("bulk")
         }
-        let writers = try ["a", "b"].map { tag in
-            try ChildProcess.start(
-                ChildProcess.executable("es-test-helper"), ["lmdb-bulk-writer", path, tag, "40"])
-        }
-        for (process, out, err) in writers {
-            process.waitUntilExit()
-            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            #expect(process.terminationStatus == 0, "\(stderr)")
-            #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "done 10240\n")
+        let writers = try ["a", "b"].map { tag in try RunningProcess.helper(["lmdb-bulk-writer", path, tag, "40"]) }
+        for writer in writers {
+            let output = writer.finish()
+            #expect(output.status == 0, "\(output.stderr)")
+            #expect(output.stdout == "done 10240\n")
         }
         let env = try Environment.open(path: path)
         #expect(env.info().mapSize > 64 << 20)

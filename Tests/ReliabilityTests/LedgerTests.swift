@@ -8,48 +8,54 @@ import Glibc
 #endif
 
 /// Four writer processes move money between accounts, open and close accounts (a close moves the balance as read);
-/// two reader processes check the total in every snapshot; one writer is killed halfway. No snapshot may show
+/// two reader processes check the total in every snapshot; one writer is killed part of the way. No snapshot may show
 /// another total, the final total is exact and the integrity check is clean.
 @Suite struct LedgerTests {
     @Test func writersReadersAndAKilledWriterKeepTheTotalExact() throws {
-        let seconds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 4.0 : 60.0
+        // Each writer makes `operations` operations; the first is killed after a random number of them.
+        let operations = TestScale.size(300, stress: 5_000)
         let dir = try TemporaryDirectory(prefix: "ledger-test")
         defer { dir.remove() }
         let path = dir.path("ledger.store")
         let created = try ChildProcess.helper(["ledger-create", path])
         #expect(created.status == 0, "\(created.stderr)")
-        let helper = ChildProcess.executable("es-test-helper")
+        let readers = try (0..<2).map { _ in try RunningProcess.helper(["ledger-reader", path]) }
         let writers = try (0..<4).map { i in
-            try ChildProcess.start(helper, ["ledger-writer", path, "\(seconds)", "\(1000 + i)"])
+            try RunningProcess.helper(["ledger-writer", path, "\(operations)", "\(1000 + i)"])
         }
-        let readers = try (0..<2).map { _ in try ChildProcess.start(helper, ["ledger-reader", path, "\(seconds)"]) }
-        usleep(UInt32(seconds / 2 * 1_000_000))
-        kill(writers[0].0.processIdentifier, SIGKILL)
+        var generator = SystemRandomNumberGenerator()
+        try writers[0].waitForLines(
+            Int.random(in: operations / 4...operations / 2, using: &generator), "operations"
+        ) { $0.hasPrefix("op ") }
+        writers[0].kill()
         var saves = 0
         var conflicts = 0
         var snapshots = 0
-        for (i, (process, out, err)) in writers.enumerated() {
-            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            if i == 0 { continue }
-            #expect(process.terminationStatus == 0, "writer \(i): \(stderr)")
-            let numbers = stdout.split(separator: "\n").last?.split(separator: " ") ?? []
+        for (i, writer) in writers.enumerated() {
+            let output = writer.finish()
+            if i == 0 {
+                #expect(output.terminationReason == .uncaughtSignal, "the first writer was killed mid-run")
+                continue
+            }
+            #expect(output.status == 0, "writer \(i): \(output.stderr)")
+            let numbers = output.stdout.split(separator: "\n").last?.split(separator: " ") ?? []
+            #expect(numbers.count == 4, "writer \(i): \(output.stdout.suffix(200))")
             if numbers.count == 4 {
                 saves += Int(numbers[1]) ?? 0
                 conflicts += Int(numbers[3]) ?? 0
             }
         }
-        for (process, out, err) in readers {
-            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "\(stderr)")
-            #expect(stdout.contains("violations 0"), "\(stdout) \(stderr.prefix(500))")
-            let numbers = stdout.split(separator: "\n").last?.split(separator: " ") ?? []
+        #expect(saves + conflicts == 3 * operations, "every operation of the surviving writers was saved or refused")
+        #expect(saves > 0)
+        for reader in readers {
+            // The readers read on while the writers write (they began first), and stop when told.
+            reader.stop()
+            let output = reader.finish()
+            #expect(output.status == 0, "\(output.stderr)")
+            #expect(output.stdout.contains("violations 0"), "\(output.stdout) \(output.stderr.prefix(500))")
+            let numbers = output.stdout.split(separator: "\n").last?.split(separator: " ") ?? []
             if numbers.count == 4 { snapshots += Int(numbers[1]) ?? 0 }
         }
-        #expect(saves > 20, "the writers got work done (\(saves) saves, \(conflicts) conflicts)")
 
         let store = try PersistentStore.open(path: path, schema: try ledgerSchema())
         let context = ObjectContext(store: store)
@@ -66,7 +72,7 @@ import Glibc
         }
         #expect(deletes.values.allSatisfy { $0 == 1 })
         print(
-            "ledger: \(seconds) s, \(saves) saves and \(conflicts) conflicts by the surviving writers,"
+            "ledger: \(operations) operations a writer, \(saves) saves and \(conflicts) conflicts by the surviving writers,"
                 + " \(snapshots) snapshots checked, \(deletes.count) accounts closed, total \(total)")
     }
 

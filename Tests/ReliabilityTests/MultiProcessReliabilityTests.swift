@@ -9,7 +9,8 @@ import Glibc
 
 @Suite struct MultiProcessReliabilityTests {
     @Test func aWriterReadersAndAHistoryConsumerWithReadersKilledAlongTheWay() throws {
-        let seconds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 4.0 : 30.0
+        // `kills` readers are killed, each after a random number of its reads; the writer after `saves` saves.
+        let (kills, saves) = TestScale.size((6, 300), stress: (40, 3_000))
         let dir = try TemporaryDirectory(prefix: "multiprocess-test")
         defer { dir.remove() }
         let path = dir.path("bank.store")
@@ -21,47 +22,45 @@ import Glibc
         }
         defer { token.cancel() }
 
-        let helper = ChildProcess.executable("es-test-helper")
-        let (writer, _, writerErrors) = try ChildProcess.start(helper, ["bank-saver", path, "1"])
-        var readers = try (0..<3).map { _ in
-            try ChildProcess.start(helper, ["bank-reader", path, "\(Int(seconds) + 30)"])
+        let writer = try RunningProcess.helper(["bank-saver", path, "1"])
+        var readers = try (0..<3).map { _ in try RunningProcess.helper(["bank-reader", path]) }
+        var generator = SystemRandomNumberGenerator()
+        var killed: [RunningProcess] = []
+        for round in 0..<kills {
+            let victim = round % readers.count
+            try readers[victim].waitForLines(Int.random(in: 1...20, using: &generator), "reads") {
+                $0.hasPrefix("read ")
+            }
+            readers[victim].kill()
+            killed.append(readers[victim])
+            readers[victim] = try RunningProcess.helper(["bank-reader", path])
         }
-        var killed = 0
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
-            usleep(700_000)
-            let victim = killed % readers.count
-            kill(readers[victim].0.processIdentifier, SIGKILL)
-            readers[victim].0.waitUntilExit()
-            readers[victim] = try ChildProcess.start(helper, ["bank-reader", path, "\(Int(seconds) + 30)"])
-            killed += 1
-        }
-        kill(writer.processIdentifier, SIGKILL)
-        writer.waitUntilExit()
-        let writerStderr = String(decoding: writerErrors.fileHandleForReading.availableData, as: UTF8.self)
-        #expect(!writerStderr.contains("MDB_"), "\(writerStderr)")
-        for (reader, _, errors) in readers {
-            kill(reader.processIdentifier, SIGKILL)
-            reader.waitUntilExit()
-            let stderr = String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self)
+        try writer.waitForLines(saves, "acknowledged saves") { $0.hasPrefix("acked ") }
+        writer.kill()
+        #expect(!writer.finish().stderr.contains("MDB_"), "\(writer.errorText)")
+        for reader in readers { reader.stop() }
+        for reader in readers + killed {
+            let output = reader.finish()
             #expect(
-                !stderr.contains("violation") && !stderr.contains("MDB_READERS_FULL")
-                    && !stderr.contains("MDB_BAD_RSLOT"), "\(stderr)")
+                !output.stderr.contains("violation") && !output.stderr.contains("MDB_READERS_FULL")
+                    && !output.stderr.contains("MDB_BAD_RSLOT"), "\(output.stderr)")
+        }
+        for reader in readers {
+            #expect(reader.process.terminationStatus == 0)
         }
         // The consumer catches up and has seen every transaction once, in order, with no gap.
         let last = try store.lastTransaction()
-        let deadline = Date().addingTimeInterval(10)
+        let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline)
         while seen.values.last != last && Date() < deadline { usleep(10_000) }
         #expect(seen.values == Array(1...last), "saw \(seen.values.count) of \(last)")
-        #expect(last > 20)
-        #expect(killed >= 4)
+        #expect(last >= UInt64(saves))
         // Stale reader slots were cleared; the file stayed bounded.
         store.environment.checkReaders()
         #expect(try store.checkIntegrity().findings.isEmpty)
         let size = (try FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int) ?? 0
         #expect(size < 64 << 20)
         print(
-            "several processes: \(last) transactions seen once in order, \(killed) readers killed, data file \(size / 1024) KiB"
+            "several processes: \(last) transactions seen once in order, \(killed.count) readers killed, data file \(size / 1024) KiB"
         )
     }
 }

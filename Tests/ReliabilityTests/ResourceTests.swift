@@ -1,3 +1,4 @@
+import EntityStore
 import Foundation
 import TestSupport
 import Testing
@@ -30,22 +31,24 @@ import Glibc
         defer { dir.remove() }
         let path = dir.path("lib.store")
         #expect(try ChildProcess.helper(["library-store", path]).status == 0)
-        let (watcher, _, _) = try ChildProcess.start(
-            ChildProcess.executable("store-inspect"), ["watch", path, "--format", "ndjson"])
+        let last = try PersistentStore.openReadOnly(path: path).lastTransaction()
+        let watcher = try RunningProcess(
+            ChildProcess.executable("store-inspect"), ["watch", path, "--format", "ndjson", "--since", "\(last)"])
         defer {
             // SIGKILL: a child started from a test thread inherits its blocked SIGTERM.
-            kill(watcher.processIdentifier, SIGKILL)
-            watcher.waitUntilExit()
+            watcher.kill()
         }
         func descriptors() -> Int {
-            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(watcher.processIdentifier)/fd").count) ?? -1
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(watcher.process.processIdentifier)/fd").count)
+                ?? -1
         }
+        // Each save inserts one tag: one line of the watch.
         #expect(try ChildProcess.helper(["tag-saver", path, "20"]).status == 0)
-        usleep(200_000)
+        try watcher.waitForLines(20, "watched changes") { $0.contains("\"insert\"") }
         let early = descriptors()
         #expect(try ChildProcess.helper(["tag-saver", path, "300"]).status == 0)
-        usleep(200_000)
-        #expect(watcher.isRunning)
+        try watcher.waitForLines(320, "watched changes") { $0.contains("\"insert\"") }
+        #expect(watcher.process.isRunning)
         #expect(descriptors() == early, "the watch opened descriptors as commits went by")
     }
 
@@ -54,40 +57,22 @@ import Glibc
         defer { dir.remove() }
         let path = dir.path("demo.store")
         let demo = ChildProcess.executable("store-demo")
-        let (process, out, _) = try ChildProcess.start(demo, ["--live", "--store", path])
-        defer {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        let output = GrowingText()
-        out.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
-        defer { out.fileHandleForReading.readabilityHandler = nil }
-        func waitFor(_ text: String) -> Bool {
-            let deadline = Date().addingTimeInterval(60)
-            while !output.value.contains(text) && Date() < deadline && process.isRunning { usleep(10_000) }
-            return output.value.contains(text)
-        }
+        let live = try RunningProcess(demo, ["--live", "--store", path])
+        defer { live.kill() }
+        func waitFor(_ text: String) throws { try live.waitForLines(1, "'\(text)'") { $0.contains(text) } }
         func descriptors() -> Int {
-            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd").count) ?? -1
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(live.process.processIdentifier)/fd").count)
+                ?? -1
         }
-        try #require(waitFor("Live:"), "the demo did not reach its live mode: \(output.value)")
+        try waitFor("Live:")
         #expect(try ChildProcess.run(demo, ["add", "first", "4", "9", "--store", path]).status == 0)
-        try #require(waitFor("insert first"))
+        try waitFor("insert first")
         let early = descriptors()
         for index in 0..<40 {
             #expect(try ChildProcess.run(demo, ["add", "item\(index)", "5", "\(index)", "--store", path]).status == 0)
         }
-        try #require(waitFor("insert item39"), "\(output.value.suffix(2000))")
-        #expect(process.isRunning)
+        try waitFor("insert item39")
+        #expect(live.process.isRunning)
         #expect(descriptors() == early, "the live demo opened descriptors as commits went by")
     }
-}
-
-/// Text read from a child's pipe as it comes; guarded by a lock.
-final class GrowingText: @unchecked Sendable {
-    // @unchecked Sendable: `text` is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var text = ""
-    func append(_ data: Data) { lock.withLock { text += String(decoding: data, as: UTF8.self) } }
-    var value: String { lock.withLock { text } }
 }

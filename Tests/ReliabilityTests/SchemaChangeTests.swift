@@ -15,26 +15,18 @@ import Glibc
         defer { dir.remove() }
         let path = dir.path("lib.store")
         #expect(try ChildProcess.helper(["library-store", path]).status == 0)
-        let (saver, out, err) = try ChildProcess.start(
-            ChildProcess.executable("es-test-helper"), ["tag-saver-until-error", path])
+        let saver = try RunningProcess.helper(["tag-saver-until-error", path])
         // Wait until the old-schema process is saving.
-        var text = ""
-        while !text.contains("ready") {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
+        try saver.waitForLine("ready")
         let migrated = try PersistentStore.open(path: path, schema: try Fixtures.librarySchemaWithTagColor(version: 2))
         let context = ObjectContext(store: migrated)
         let tag = try context.insert("Tag")
         try tag.setValue("new", forKey: "name")
         try tag.setValue("blue", forKey: "color")
         try context.save()
-        saver.waitUntilExit()
-        text += String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(saver.terminationStatus == 0, "\(stderr)")
-        #expect(text.contains(": schemaChanged"), "\(text)")
+        let output = saver.finish()
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains(": schemaChanged"), "\(output.stdout)")
         // Every record decodes with the new schema; the integrity check is clean.
         let tags = try ObjectContext(store: migrated).fetch(FetchRequest(entity: "Tag"))
         #expect(tags.count >= 21)
@@ -69,24 +61,20 @@ import Glibc
     @Test func processesCreatingOneStoreAtOnce() throws {
         let dir = try TemporaryDirectory(prefix: "schema-change")
         defer { dir.remove() }
-        let helper = ChildProcess.executable("es-test-helper")
         for round in 0..<10 {
             // The same schema: every process opens the store.
             let same = dir.path("same\(round).store")
-            let openers = try (0..<4).map { _ in try ChildProcess.start(helper, ["open-library", same, "a"]) }
-            for (process, _, err) in openers {
-                process.waitUntilExit()
-                let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                #expect(process.terminationStatus == 0, "round \(round): \(stderr)")
+            let openers = try (0..<4).map { _ in try RunningProcess.helper(["open-library", same, "a"]) }
+            for opener in openers {
+                let output = opener.finish()
+                #expect(output.status == 0, "round \(round): \(output.stderr)")
             }
             // Two schemas at one version: one creates the store, the other is refused clearly.
             let different = dir.path("different\(round).store")
-            let rivals = try ["a", "b"].map { try ChildProcess.start(helper, ["open-library", different, $0]) }
-            var outcomes: [String] = []
-            for (process, _, err) in rivals {
-                process.waitUntilExit()
-                let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                outcomes.append(process.terminationStatus == 0 ? "opened" : stderr)
+            let rivals = try ["a", "b"].map { try RunningProcess.helper(["open-library", different, $0]) }
+            let outcomes = rivals.map { rival in
+                let output = rival.finish()
+                return output.status == 0 ? "opened" : output.stderr
             }
             #expect(outcomes.filter { $0 == "opened" }.count == 1, "round \(round): \(outcomes)")
             #expect(outcomes.contains { $0.contains("error migrationRefused") }, "round \(round): \(outcomes)")
@@ -96,27 +84,29 @@ import Glibc
     }
 
     @Test func killsDuringTheFirstOpenLeaveNoStoreOrAValidOne() throws {
-        let kills = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 60 : 400
+        let kills = TestScale.size(60, stress: 400)
         let dir = try TemporaryDirectory(prefix: "creation-kill")
         defer { dir.remove() }
-        let helper = ChildProcess.executable("es-test-helper")
         var g = SeededGenerator(seed: 99)
-        // The creation happens near the end of the helper's short life (most of it is starting the process): time a
-        // few whole runs and kill in the second half of that span, where the files are created.
+        // Each kill waits for the helper to say it is opening the store, then comes at a random moment of the
+        // opening: within the time a whole opening takes from that line (the median of five).
         var durations: [Double] = []
         for i in 0..<5 {
+            let opener = try RunningProcess.helper(["open-library", dir.path("timing\(i).store"), "a"])
+            try opener.waitForLine("opening")
             let start = Date()
-            _ = try ChildProcess.helper(["open-library", dir.path("timing\(i).store"), "a"])
+            #expect(opener.finish().status == 0)
             durations.append(Date().timeIntervalSince(start))
         }
         let span = UInt32(durations.sorted()[2] * 1_000_000)
         var emptyDataFiles = 0
         for round in 0..<kills {
             let path = dir.path("k\(round).store")
-            let (process, _, _) = try ChildProcess.start(helper, ["open-library", path, "a"])
-            usleep(UInt32.random(in: (span / 2)...(span + span / 5), using: &g))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            let opener = try RunningProcess.helper(["open-library", path, "a"])
+            try opener.waitForLine("opening")
+            usleep(UInt32.random(in: 0...span, using: &g))
+            opener.kill()
+            _ = opener.finish()
             var info = stat()
             if stat(path + "/data.mdb", &info) == 0 && info.st_size == 0 { emptyDataFiles += 1 }
             // Whatever the moment of the kill, the next open gives a valid store.
@@ -136,31 +126,25 @@ import Glibc
 /// transaction, which a kill can leave undone).
 @Suite struct MigrationKillTests {
     @Test func killsDuringAMigrationLeaveTheOldStoreOrTheMigratedOne() throws {
-        let kills = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 10 : 100
+        let kills = TestScale.size(10, stress: 100)
         let books = 5_000
         let dir = try TemporaryDirectory(prefix: "migration-kill")
         defer { dir.remove() }
-        let helper = ChildProcess.executable("es-test-helper")
         let original = dir.path("original.store")
         let made = try ChildProcess.helper(["library-store", original, "\(books)"])
         #expect(made.status == 0, "\(made.stderr)")
-        // How long a whole migration takes, from the helper's "opening".
+        // Each kill waits for the helper to say it is opening the store; it comes at once, or at a random moment
+        // within the time a whole migration takes from that line.
         func migrate(_ path: String, killAfter delay: UInt32?) throws -> (migrated: Bool, seconds: Double) {
-            let (process, out, _) = try ChildProcess.start(helper, ["migrate-library", path])
-            var output = Data()
-            while !String(decoding: output, as: UTF8.self).contains("opening\n") {
-                let chunk = out.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                output.append(chunk)
-            }
+            let migrator = try RunningProcess.helper(["migrate-library", path])
+            try migrator.waitForLine("opening")
             let start = Date()
             if let delay {
-                usleep(delay)
-                kill(process.processIdentifier, SIGKILL)
+                if delay > 0 { usleep(delay) }
+                migrator.kill()
             }
-            process.waitUntilExit()
-            output.append(out.fileHandleForReading.readDataToEndOfFile())
-            return (String(decoding: output, as: UTF8.self).contains("migrated"), Date().timeIntervalSince(start))
+            let output = migrator.finish()
+            return (output.stdout.contains("migrated"), Date().timeIntervalSince(start))
         }
         let timing = dir.path("timing.store")
         try FileManager.default.copyItem(atPath: original, toPath: timing)
@@ -172,7 +156,9 @@ import Glibc
             let path = dir.path("k\(round).store")
             try FileManager.default.copyItem(atPath: original, toPath: path)
             let span = UInt32(whole.seconds * 1_000_000)
-            let outcome = try migrate(path, killAfter: UInt32.random(in: 0...(span + span / 4), using: &g))
+            // Every third kill comes as soon as the helper says it is opening: before the migration can commit.
+            let delay = round % 3 == 0 ? 0 : UInt32.random(in: 0...(span + span / 4), using: &g)
+            let outcome = try migrate(path, killAfter: delay)
             if outcome.migrated { finished += 1 }
             // Still on the old schema (the migration's transaction never committed), or migrated.
             do {

@@ -136,21 +136,16 @@ import Testing
     @Test func readersListsAnotherProcesssSnapshotAndInfoCountsFreePages() throws {
         let store = try InspectedStore(books: 2000)
         defer { store.remove() }
-        let (holder, out, _) = try ChildProcess.start(
-            ChildProcess.executable("es-test-helper"), ["hold-read", store.path])
-        defer {
-            kill(holder.processIdentifier, SIGKILL)  // it sleeps inside a read transaction
-            holder.waitUntilExit()
-        }
-        let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-        #expect(line.hasPrefix("holding"))
+        let holder = try RunningProcess.helper(["hold-read", store.path])
+        defer { holder.kill() }  // it sleeps inside a read transaction
+        try holder.waitForLine("holding")
         let readers = try inspect(["readers", store.path, "--format", "csv"])
         #expect(readers.status == 0, "\(readers.stderr)")
         let rows = readers.stdout.split(separator: "\n").map {
             $0.split(separator: ",", omittingEmptySubsequences: false)
         }
         #expect(rows.first == ["process", "thread", "snapshot", "alive"])
-        let held = rows.first { $0.first.map(String.init) == String(holder.processIdentifier) }
+        let held = rows.first { $0.first.map(String.init) == String(holder.process.processIdentifier) }
         #expect(held?[3] == "true", "\(readers.stdout)")
         #expect(held.map { Int($0[2]) != nil } == true, "\(readers.stdout)")
 

@@ -113,17 +113,16 @@ import Testing
     @Test func watchFollowsAnotherProcessesCommits() throws {
         let store = try InspectedStore()
         defer { store.remove() }
-        let (watcher, out, _) = try ChildProcess.start(
-            ChildProcess.executable("store-inspect"), ["watch", store.path, "Tag", "--max", "3", "--format", "csv"])
-        usleep(300_000)
+        // From the fixture's last transaction: the saves that follow are watched however soon they come.
+        let last = try PersistentStore.openReadOnly(path: store.path).lastTransaction()
+        let watcher = try RunningProcess(
+            ChildProcess.executable("store-inspect"),
+            ["watch", store.path, "Tag", "--max", "3", "--format", "csv", "--since", "\(last)"])
         let saver = try ChildProcess.helper(["tag-saver", store.path, "3"])
         #expect(saver.status == 0, "\(saver.stderr)")
-        let deadline = Date().addingTimeInterval(20)
-        while watcher.isRunning && Date() < deadline { usleep(20_000) }
-        if watcher.isRunning { watcher.terminate() }
-        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(
-            separator: "\n")
-        #expect(watcher.terminationStatus == 0)
+        let output = watcher.finish()
+        let lines = output.stdout.split(separator: "\n")
+        #expect(output.status == 0, "\(output.stderr)")
         #expect(lines.count == 4)
         #expect(lines.first == "transaction,date,author,process,kind,object,keys,user-driven")
         #expect(lines.dropFirst().allSatisfy { $0.contains(",insert,Tag/p") })

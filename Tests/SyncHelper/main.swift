@@ -5,10 +5,11 @@ import TestSupport
 
 // es-sync-helper work STORE CONNECTION SEED ROUNDS
 //
-// One replica of the sync tests: ROUNDS rounds of one random local edit (inserts, updates of the same attributes
-// as the other replicas, deletes, relationship changes), each saved and followed by a sync. A sync that cannot
-// reach PostgreSQL is expected (the tests stop the server midway): the replica goes on offline. Any other failure
-// ends the process with status 1, naming it.
+// One replica of the sync tests: rounds of one random local edit (inserts, updates of the same attributes as the
+// other replicas, deletes, relationship changes), each saved and followed by a sync, at least ROUNDS of them and
+// until standard input ends. Each round is acknowledged with "round N online" or "round N offline": a sync that
+// cannot reach PostgreSQL is expected (the tests stop the server midway), and the replica goes on offline. Any other
+// failure ends the process with status 1, naming it.
 
 // es-sync-helper sync STORE CONNECTION
 //
@@ -49,7 +50,10 @@ do {
     var random = SeededGenerator(seed: seed)
     let tagNames = ["urgent", "later", "home", "work", "errand", "idea"]
     var offline = 0
-    for round in 0..<rounds {
+    let stop = StopRequest()
+    var round = 0
+    while round < rounds || !stop.isRequested {
+        defer { round += 1 }
         let context = ObjectContext(store: store)
         let tasks = try context.fetch(FetchRequest(entity: "Task"))
         let projects = try context.fetch(FetchRequest(entity: "Project"))
@@ -97,10 +101,12 @@ do {
         if context.hasChanges { try context.save() }
         do {
             try engine.syncNow()
+            print("round \(round) online")
         } catch let error as SyncError where error.code == .serverUnavailable {
             offline += 1
+            print("round \(round) offline")
         }
-        print("round \(round)")
+        fflush(nil)
         usleep(UInt32.random(in: 5_000..<25_000, using: &random))
     }
     print("done offline=\(offline)")

@@ -18,36 +18,45 @@ struct SyncConvergenceTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let helper = ChildProcess.executable("es-sync-helper")
-        let rounds = 80
-        func start(_ i: Int, seed: UInt64, rounds: Int) throws -> (Process, Pipe, Pipe) {
-            try ChildProcess.start(
+        // Each worker makes at least `rounds` rounds of an edit and a sync, and goes on until it is stopped.
+        let rounds = 60
+        func start(_ i: Int, seed: UInt64, rounds: Int) throws -> RunningProcess {
+            try RunningProcess(
                 helper, ["work", directory.path("s\(i).store"), server.connection, "\(seed)", "\(rounds)"])
         }
+        func isRound(_ line: String) -> Bool { line.hasPrefix("round ") }
         var workers = try (0..<4).map { try start($0, seed: UInt64(100 + $0), rounds: rounds) }
+        var random = SeededGenerator(seed: 5)
 
-        // Midway: kill one worker, stop the server, start it again, start the worker again on its store.
-        Thread.sleep(forTimeInterval: 0.8)
-        kill(workers[2].0.processIdentifier, SIGKILL)
-        workers[2].0.waitUntilExit()
-        #expect(workers[2].0.terminationReason == .uncaughtSignal)
+        // Midway: kill one worker after a random number of its rounds, stop the server until every other worker
+        // has found it down, start it again, and start the worker again on its store.
+        try workers[2].waitForLines(Int.random(in: 5...30, using: &random), "rounds", where: isRound)
+        workers[2].kill()
+        #expect(workers[2].finish().terminationReason == .uncaughtSignal)
         try server.stop(immediately: true)
-        Thread.sleep(forTimeInterval: 0.7)
+        for i in [0, 1, 3] { try workers[i].waitForLines(1, "offline rounds") { $0.hasSuffix(" offline") } }
         try server.start()
         workers[2] = try start(2, seed: 777, rounds: rounds / 2)
+        // Every worker syncs again once the server is back.
+        func isOnline(_ line: String) -> Bool { isRound(line) && line.hasSuffix(" online") }
+        for worker in workers {
+            try worker.waitForLines(worker.outputLines.filter(isOnline).count + 1, "rounds online", where: isOnline)
+        }
 
         var offlineSyncs = 0
-        for (i, (process, out, err)) in workers.enumerated() {
-            let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "worker \(i): \(errors)")
-            #expect(output.contains("done"), "worker \(i) did not finish: \(output.suffix(200)) \(errors)")
-            if let count = output.split(separator: "offline=").last.flatMap({ Int($0.prefix { $0.isNumber }) }) {
+        for (i, worker) in workers.enumerated() {
+            worker.stop()
+            let output = worker.finish()
+            #expect(output.status == 0, "worker \(i): \(output.stderr)")
+            #expect(
+                output.stdout.contains("done"),
+                "worker \(i) did not finish: \(output.stdout.suffix(200)) \(output.stderr)")
+            if let count = output.stdout.split(separator: "offline=").last.flatMap({ Int($0.prefix { $0.isNumber }) }) {
                 offlineSyncs += count
             }
         }
         // The restart happened while the workers synced: some of their syncs found the server down.
-        #expect(offlineSyncs > 0)
+        #expect(offlineSyncs >= 3)
 
         // Each store syncs until a whole pass moves nothing; controllers watch while it happens.
         var replicas: [(store: PersistentStore, engine: SyncEngine, screen: ObjectContext)] = []
@@ -106,13 +115,13 @@ struct SyncConvergenceTests {
         // Each store syncs in a process killed at a random moment, again and again, then once to the end.
         for name in ["a.store", "b.store", "a.store", "b.store"] {
             for _ in 0..<4 {
-                let (process, _, _) = try ChildProcess.start(helper, ["sync", directory.path(name), server.connection])
+                let syncer = try RunningProcess(helper, ["sync", directory.path(name), server.connection])
                 usleep(UInt32.random(in: 50_000..<400_000, using: &random))
-                if process.isRunning {
-                    kill(process.processIdentifier, SIGKILL)
+                if syncer.process.isRunning {
+                    syncer.kill()
                     kills += 1
                 }
-                process.waitUntilExit()
+                _ = syncer.finish()
             }
             let finished = try ChildProcess.run(helper, ["sync", directory.path(name), server.connection])
             #expect(finished.status == 0, "\(finished.stderr)")

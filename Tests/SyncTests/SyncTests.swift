@@ -180,7 +180,7 @@ struct SyncTests {
         let task = try a.context.insert("Task")
         try task.setValue("Pushed by itself", forKey: "title")
         try a.context.save()
-        let deadline = Date().addingTimeInterval(10)
+        let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline)
         var arrived = false
         while !arrived && Date() < deadline {
             arrived = try ObjectContext(store: b.store).count(for: FetchRequest(entity: "Task")) == 1
@@ -213,13 +213,13 @@ struct SyncTests {
         try task.setValue("Saved offline", forKey: "title")
         try a.context.save()
         // The next timed sync (every 0.5 s) reports the server as unavailable.
-        let offline = Date().addingTimeInterval(10)
+        let offline = Date().addingTimeInterval(RunningProcess.hangDeadline)
         while !errors.withLock({ $0.contains { $0.code == .serverUnavailable } }) && Date() < offline {
             Thread.sleep(forTimeInterval: 0.02)
         }
         #expect(errors.withLock { $0.contains { $0.code == .serverUnavailable } })
         try server.start()
-        let deadline = Date().addingTimeInterval(15)
+        let deadline = Date().addingTimeInterval(RunningProcess.hangDeadline)
         var arrived = false
         while !arrived && Date() < deadline {
             arrived = try ObjectContext(store: b.store).count(for: FetchRequest(entity: "Task")) == 1

@@ -87,29 +87,32 @@ enum Ledger {
         }
     }
 
-    static func write(path: String, seconds: Double, seed: UInt64) throws {
+    /// `operations` ledger operations, each acknowledged with `op N` once it is saved or refused.
+    static func write(path: String, operations: Int, seed: UInt64) throws {
         let store = try PersistentStore.open(path: path, schema: schema())
         var g = SeededGenerator(seed: seed)
         let writer = "w\(getpid())"
-        let end = Date().addingTimeInterval(seconds)
         var saves = 0
         var conflicts = 0
-        var serial = 0
         print("ready")
         fflush(nil)
-        while Date() < end {
-            serial += 1
+        for serial in 1...operations {
             if try operate(store, writer: writer, serial: serial, using: &g) { saves += 1 } else { conflicts += 1 }
+            print("op \(serial)")
+            fflush(nil)
         }
         print("saves \(saves) conflicts \(conflicts)")
     }
 
-    static func read(path: String, seconds: Double) throws {
+    /// Checks the total in one snapshot after another, until standard input ends (and at least once).
+    static func read(path: String) throws {
         let store = try PersistentStore.open(path: path, schema: schema())
-        let end = Date().addingTimeInterval(seconds)
+        let stop = StopRequest()
         var snapshots = 0
         var violations = 0
-        while Date() < end {
+        print("ready")
+        fflush(nil)
+        repeat {
             let (total, _) = try state(store)
             if total != Self.total {
                 violations += 1
@@ -117,7 +120,7 @@ enum Ledger {
                 if violations <= 5 { FileHandle.standardError.write(Data("violation: total \(total)\n".utf8)) }
             }
             snapshots += 1
-        }
+        } while !stop.isRequested
         print("snapshots \(snapshots) violations \(violations)")
     }
 }

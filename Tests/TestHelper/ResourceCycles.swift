@@ -201,7 +201,7 @@ func resourceCycles(directory: String, cycles: Int) async throws {
         for _ in 0..<cycles { try await cycle(path) }
         // Watcher threads end as soon as they wake; give them a moment.
         var after = ResourceCount.now(under: directory)
-        let deadline = Date().addingTimeInterval(10)
+        let deadline = Date().addingTimeInterval(60)
         while !after.isWithin(before) && Date() < deadline {
             usleep(10_000)
             after = ResourceCount.now(under: directory)

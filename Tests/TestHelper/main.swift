@@ -23,7 +23,8 @@ func uint64Bytes(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndi
 do {
     switch command {
     case "lmdb-counter-writer":
-        // lmdb-counter-writer PATH COUNT: COUNT transactions, each writing key i and setting "counter" to i + 1.
+        // lmdb-counter-writer PATH COUNT: COUNT transactions, each writing key i and setting "counter" to i + 1, each
+        // acknowledged with "wrote N" once committed.
         guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: lmdb-counter-writer PATH N") }
         let env = try Environment.open(path: arguments[1])
         let db = try env.openDatabase("numbers")
@@ -34,6 +35,8 @@ do {
                 try txn.put(uint64Bytes(UInt64(i)), Array("value \(i)".utf8), in: db)
                 try txn.put(Array("counter".utf8), uint64Bytes(UInt64(i + 1)), in: db)
             }
+            print("wrote \(i + 1)")
+            fflush(nil)
         }
         print("done \(count)")
 
@@ -142,32 +145,35 @@ do {
         print("created")
 
     case "ledger-writer":
-        // ledger-writer PATH SECONDS SEED: ledger operations until SECONDS have passed.
-        guard arguments.count == 4, let seconds = Double(arguments[2]), let seed = UInt64(arguments[3]) else {
-            fail("usage: ledger-writer PATH SECONDS SEED")
+        // ledger-writer PATH OPERATIONS SEED: OPERATIONS ledger operations, each acknowledged with "op N".
+        guard arguments.count == 4, let operations = Int(arguments[2]), let seed = UInt64(arguments[3]) else {
+            fail("usage: ledger-writer PATH OPERATIONS SEED")
         }
-        try Ledger.write(path: arguments[1], seconds: seconds, seed: seed)
+        try Ledger.write(path: arguments[1], operations: operations, seed: seed)
 
     case "ledger-reader":
-        // ledger-reader PATH SECONDS: checks the total in one snapshot, again and again.
-        guard arguments.count == 3, let seconds = Double(arguments[2]) else { fail("usage: ledger-reader PATH S") }
-        try Ledger.read(path: arguments[1], seconds: seconds)
+        // ledger-reader PATH: checks the total in one snapshot, again and again, until standard input ends.
+        guard arguments.count == 2 else { fail("usage: ledger-reader PATH") }
+        try Ledger.read(path: arguments[1])
 
     case "library-worker":
-        // library-worker PATH SECONDS SEED [auto]: the multi-process library workload (LibraryWorkload) until
-        // SECONDS have passed; with `auto`, merging the others' saves as the store delivers them.
-        guard arguments.count == 4 || (arguments.count == 5 && arguments[4] == "auto"),
-            let seconds = Double(arguments[2]), let seed = UInt64(arguments[3])
+        // library-worker PATH STEPS CHECKS SEED [auto]: the multi-process library workload (LibraryWorkload) until
+        // standard input ends and at least STEPS steps and CHECKS checks are done; with `auto`, merging the others'
+        // saves as the store delivers them.
+        guard arguments.count == 5 || (arguments.count == 6 && arguments[5] == "auto"),
+            let steps = Int(arguments[2]), let checks = Int(arguments[3]), let seed = UInt64(arguments[4])
         else {
-            fail("usage: library-worker PATH SECONDS SEED [auto]")
+            fail("usage: library-worker PATH STEPS CHECKS SEED [auto]")
         }
         try LibraryWorkload.run(
-            path: arguments[1], seconds: seconds, seed: seed, mergesAutomatically: arguments.count == 5)
+            path: arguments[1], steps: steps, checks: checks, seed: seed, mergesAutomatically: arguments.count == 6)
 
     case "open-library":
         // open-library PATH VARIANT: opens (or creates) the library store with the plain schema (a) or the one with
-        // Tag.color at the same version (b); prints "opened" or fails naming the error's code.
+        // Tag.color at the same version (b); prints "opening" first, then "opened" or fails naming the error's code.
         guard arguments.count == 3 else { fail("usage: open-library PATH a|b") }
+        print("opening")
+        fflush(nil)
         let schema =
             arguments[2] == "b" ? try Fixtures.librarySchemaWithTagColor(version: 1) : try Fixtures.librarySchema()
         do {
@@ -277,16 +283,21 @@ do {
         }
 
     case "bank-reader":
-        // bank-reader PATH SECONDS: reads the bank's snapshot in a loop, checking that balances keep their total.
-        guard arguments.count == 3, let seconds = Double(arguments[2]) else { fail("usage: bank-reader PATH SECONDS") }
+        // bank-reader PATH: reads the bank's snapshot in a loop, checking that balances keep their total, printing
+        // "read N" after every tenth read, until standard input ends.
+        guard arguments.count == 2 else { fail("usage: bank-reader PATH") }
         let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.bankSchema())
-        let end = Date().addingTimeInterval(seconds)
+        let stop = StopRequest()
         var reads = 0
-        while Date() < end {
+        repeat {
             let (total, _) = try Fixtures.bankState(store)
             if total != Fixtures.bankTotal { fail("violation: total \(total)") }
             reads += 1
-        }
+            if reads % 10 == 0 {
+                print("read \(reads)")
+                fflush(nil)
+            }
+        } while !stop.isRequested
         print("reads \(reads)")
 
     case "migrate-library":

@@ -6,7 +6,7 @@ import SectionedDiff
 import Glibc
 #endif
 
-/// One party to the library workload, in a process of its own (``run(path:seconds:seed:mergesAutomatically:)``) or
+/// One party to the library workload, in a process of its own (``run(path:steps:checks:seed:mergesAutomatically:)``) or
 /// taking turns with others in one process: random edits of the library with derived attributes (inserts, renames
 /// with hostile names, moves between authors, tag links, cascading and denied deletes, unique tags and emails,
 /// comics among the books, custom rules, typed-model edits, undo, refreshes, child contexts, the store's batch
@@ -332,19 +332,28 @@ public final class LibraryWorkload {
         return true
     }
 
-    /// The workload in a process of its own until `seconds` have passed (merging the other processes' saves from
-    /// the history, or as the store's wake-ups deliver them): prints `ready` once open and, at the end,
-    /// `steps N saves S refused R checks C violations V`; each violation goes to stderr (the first few).
-    public static func run(path: String, seconds: Double, seed: UInt64, mergesAutomatically: Bool = false) throws {
+    /// The workload in a process of its own (merging the other processes' saves from the history, or as the store's
+    /// wake-ups deliver them) until the parent closes its standard input, and at least `steps` steps and `checks`
+    /// checks of its view are done. (A check needs a moment when no other process commits; a party that has not
+    /// made its checks by 20 times its steps ends anyway, and the parent sees the count.) Prints `ready` once open,
+    /// `step N` after each step (the parent waits for these before it kills) and, at the end,
+    /// `steps N saves S refused R checks C violations V`; each violation goes to stderr as found (the first few).
+    public static func run(
+        path: String, steps: Int, checks: Int, seed: UInt64, mergesAutomatically: Bool = false
+    ) throws {
         let store = try PersistentStore.open(path: path, schema: try Fixtures.librarySchemaWithDerivations())
         let workload = try LibraryWorkload(
             store: store, name: "worker-\(getpid())", seed: seed, mergesAutomatically: mergesAutomatically)
+        let stop = StopRequest()
         print("ready")
         fflush(nil)
-        let end = Date().addingTimeInterval(seconds)
         var reported = 0
-        while Date() < end {
+        while !stop.isRequested || workload.steps < steps
+            || (workload.checks < checks && workload.steps < steps * 20)
+        {
             try workload.step()
+            print("step \(workload.steps)")
+            fflush(nil)
             // Reported as found: a process killed later has said what it saw.
             for violation in workload.violations.dropFirst(reported).prefix(max(0, 5 - reported)) {
                 FileHandle.standardError.write(Data("violation at \(violation)\n".utf8))
