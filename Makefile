@@ -10,7 +10,8 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := liblmdb-dev lmdb-utils
 
-.PHONY: all deps build demo test lint format bench bench-quick bench-build fuzz fuzz-build docs share stress tsan asan clean
+.PHONY: all deps build demo test doc-snippets test-under-load lint format bench bench-quick bench-build fuzz fuzz-build docs \
+	share stress tsan asan clean
 
 all: build
 
@@ -35,9 +36,20 @@ build: deps
 demo: deps
 	$(SWIFT) run store-demo
 
+# The tests at their reduced size (TestScale; `make stress` runs them in full), then every Swift code block of the
+# README, the DocC articles and the documentation comments compiled as written.
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	python3 scripts/check-doc-snippets.py
+
+doc-snippets: deps
+	$(SWIFT) build
+	python3 scripts/check-doc-snippets.py
+
+# `make test` beside one CPU burner per core, then on a single core (RUNS rounds of both, 1 by default).
+test-under-load: deps
+	bash scripts/test-under-load.sh $(RUNS)
 
 # store-inspect's man page and bash/zsh completions, generated from its help (a test checks they are current).
 share:
@@ -73,8 +85,11 @@ fuzz-build: deps
 bench-build: deps
 	cd Benchmarks && $(SWIFT) build -c release
 
+# The whole suite at full size (TestScale): every randomized, kill, crash and multi-process test runs its full
+# number of rounds, seeds, kills and copies; `make test` runs the same tests at a reduced size.
 stress: deps
-	ENTITYSTORE_STRESS=1 $(SWIFT) test --filter 'CrashTests|FaultInjectionTests|MalformedFileTests|MultiProcessReliabilityTests|LedgerTests|SchemaChangeTests|MigrationKillTests|RelationshipPropertyTests|MultiProcessLibraryTests|InterleavedWorkloadTests|ThreadedWorkloadTests|HostileValueOrderTests|PredicatePathAgreementTests|ConcurrencyTests'
+	$(SWIFT) build --build-tests
+	ENTITYSTORE_STRESS=1 $(SWIFT) test
 
 # The concurrency, multi-context and multi-process tests under ThreadSanitizer.
 tsan: deps

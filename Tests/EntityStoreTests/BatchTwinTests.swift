@@ -10,7 +10,7 @@ import Testing
 /// unique value held twice, a rule broken) must be refused by the save too, with nothing written on either side.
 /// Objects are named uniquely, so that the stores are compared by names (their IDs may differ).
 @Suite struct BatchTwinTests {
-    static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 400 : 6_000 }
+    static var rounds: Int { TestScale.size(200, stress: 3_000) }
 
     @Test func batchChangesDoWhatTheSameChangesDoThroughAContext() throws {
         try batchesAgainstATwin(seed: 0xBA7C)

@@ -11,7 +11,7 @@ import Testing
 /// sees what the twin sees (its fetches, counts, windows and controllers through the parent, with its own changes on
 /// top). Objects are named uniquely, so that the two stores are compared by names (their IDs may differ).
 @Suite struct ChildContextPropertyTests {
-    static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 700 : 20_000 }
+    static var rounds: Int { TestScale.size(700, stress: 20_000) }
 
     @Test func childContextsDoWhatTheSameChangesDoInAPlainContext() throws {
         try childContextsAgainstATwin(seed: 0xC41D)

@@ -148,7 +148,7 @@ final class ReplicaDelegate: FetchedResultsControllerDelegate {
         }
 
         var next = 25
-        for round in 0..<1000 {
+        for round in 0..<TestScale.size(400, stress: 3_000) {
             let live = try world.context.fetch(FetchRequest(entity: "Item"))
             let userDriven = Int.random(in: 0..<8, using: &g) == 0
             func mutate() throws {

@@ -45,7 +45,7 @@ import Testing
                 [SortKey("v", ascending: false), SortKey("n")], [SortKey("s", comparison: .caseInsensitive)],
                 [SortKey("o"), SortKey("v", ascending: false)], [SortKey("n"), SortKey("s")],
             ]
-            for round in 0..<10 {
+            for round in 0..<TestScale.size(4, stress: 40) {
                 let context = ObjectContext(store: store)
                 if round % 3 != 0 {
                     // Unsaved changes: the window must hold them where they sort.

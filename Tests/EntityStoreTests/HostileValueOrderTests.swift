@@ -12,7 +12,7 @@ import Testing
 /// one; and every value reads back bit for bit after the store is opened again.
 @Suite struct HostileValueOrderTests {
     static let types: [AttributeType] = [.int64, .double, .string, .date, .binary, .uuid, .decimal, .bool]
-    static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 10 : 60 }
+    static var rounds: Int { TestScale.size(10, stress: 60) }
 
     static func schema() throws -> Schema {
         var entity = Entity("Edge")

@@ -170,7 +170,7 @@ import Testing
     }
 
     @Test func savedAndUnsavedLibrariesAnswerEveryPredicateAlike() throws {
-        let count = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 3_000 : 60_000
+        let count = TestScale.size(1_500, stress: 30_000)
         let saved = try TemporaryStore()
         defer { saved.remove() }
         let writer = ObjectContext(store: saved.store)

@@ -18,7 +18,7 @@ import Testing
         try setup.save()
         let ids = items.map(\.objectID)
         let store = world.store
-        let rounds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 150 : 3_000
+        let rounds = TestScale.size(150, stress: 3_000)
 
         // What each thread saved last, per item: its key, then the item's index and the value.
         let keys = ["title", "rank", "position", "owner"]
@@ -95,7 +95,7 @@ import Testing
         let ids = try (0..<6).map { i in try world.add("i\(i)", group: "A").objectID }
         try world.context.save()
         let store = world.store
-        let rounds = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 150 : 3_000
+        let rounds = TestScale.size(150, stress: 3_000)
         let failures = Locked<[String]>([])
         DispatchQueue.concurrentPerform(iterations: 3) { thread in
             let context = ObjectContext(store: store, name: "mover \(thread)")

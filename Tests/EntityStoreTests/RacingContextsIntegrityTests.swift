@@ -38,7 +38,7 @@ private func seedLibrary(_ store: PersistentStore) throws {
         defer { temporary.remove() }
         let store = temporary.store
         try seedLibrary(store)
-        let steps = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 3_000 : 40_000
+        let steps = TestScale.size(1_500, stress: 12_000)
         let policies: [MergePolicy] = [.error, .propertyLevel, .contextWins, .storeWins]
         let contexts = (0..<4).map { i in
             let context = ObjectContext(store: store, name: "context \(i)")
@@ -166,7 +166,7 @@ private func seedLibrary(_ store: PersistentStore) throws {
         defer { temporary.remove() }
         let store = temporary.store
         try seedLibrary(store)
-        let steps = ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 700 : 20_000
+        let steps = TestScale.size(300, stress: 2_100)
         let policies: [MergePolicy] = [.error, .propertyLevel, .contextWins, .storeWins]
         let contexts = (0..<4).map { i in
             let context = ObjectContext(store: store, name: "context \(i)")

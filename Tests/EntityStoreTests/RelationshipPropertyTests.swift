@@ -11,7 +11,7 @@ import Testing
 /// callback-only replica, each controller equals a fresh fetch after every step, each step is at most one batch, and
 /// the incremental twins deliver exactly what the whole-list computation delivers.
 @Suite struct RelationshipPropertyTests {
-    static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 2_500 : 60_000 }
+    static var rounds: Int { TestScale.size(1_000, stress: 10_000) }
 
     @Test func randomWorkloadsThroughRelationshipsKeepTheContract() throws {
         try randomWorkloadsThroughRelationships(seed: 0x5EED)

@@ -10,7 +10,7 @@ import Testing
 /// zeros, infinities, canonically equivalent and case-variant strings) included. After every step each
 /// controller equals a fresh fetch, its callback replica equals it, and every batch passes the strict validator.
 @Suite struct WorkflowFuzzTests {
-    static var rounds: Int { ProcessInfo.processInfo.environment["ENTITYSTORE_STRESS"] == nil ? 700 : 30_000 }
+    static var rounds: Int { TestScale.size(250, stress: 2_000) }
 
     @Test(arguments: [0xA11CE as UInt64, 0xB0B])
     func randomWorkflowsKeepEveryControllerEqualToAFreshFetch(seed: UInt64) throws {

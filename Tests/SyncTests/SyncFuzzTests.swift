@@ -28,12 +28,12 @@ struct SyncFuzzTests {
         let controller: FetchedResultsController
     }
 
-    @Test("syncs in a random order converge", arguments: Array(0..<UInt64(6)))
+    @Test("syncs in a random order converge", arguments: TestScale.seeds(2, stress: 12))
     func syncsInARandomOrder(seed: UInt64) throws {
         try run(seed: seed, background: false)
     }
 
-    @Test("syncs in the background while the stores change converge", arguments: Array(0..<UInt64(4)))
+    @Test("syncs in the background while the stores change converge", arguments: TestScale.seeds(2, stress: 8))
     func syncsInTheBackground(seed: UInt64) throws {
         try run(seed: seed, background: true)
     }

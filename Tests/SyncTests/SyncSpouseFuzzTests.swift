@@ -83,12 +83,12 @@ struct SyncSpouseFuzzTests {
         #expect(contents[2] == contents[0])
     }
 
-    @Test("random marriages converge", arguments: Array(0..<UInt64(6)))
+    @Test("random marriages converge", arguments: TestScale.seeds(2, stress: 12))
     func randomMarriagesConverge(seed: UInt64) throws {
         try run(seed: seed, background: false)
     }
 
-    @Test("marriages made while the stores sync in the background converge", arguments: Array(0..<UInt64(3)))
+    @Test("marriages made while the stores sync in the background converge", arguments: TestScale.seeds(1, stress: 6))
     func marriagesWhileSyncingInTheBackgroundConverge(seed: UInt64) throws {
         try run(seed: seed, background: true)
     }
