@@ -15,6 +15,12 @@ public enum FaultDiagnostics {
     static func note(_ database: Database) {
         if isEnabled { lastDatabase = database.dbi }
     }
+
+    /// Notes the main database (handle 1, the catalog of named databases), which opening a database reads.
+    @inline(__always)
+    static func noteMain() {
+        if isEnabled { lastDatabase = 1 }
+    }
 }
 
 extension Environment {

@@ -111,6 +111,7 @@ public class ReadTransaction {
                     context: "opening the main database")
             }
             var dbi: MDB_dbi = 0
+            FaultDiagnostics.noteMain()
             try check(mdb_dbi_open(pointer, nil, 0, &dbi), "mdb_dbi_open of the main database")
             return Database(dbi: dbi, name: nil, isDupSort: false)
         }
@@ -125,6 +126,7 @@ public class ReadTransaction {
         if dupSort { flags |= UInt32(MDB_DUPSORT) }
         if create { flags |= UInt32(MDB_CREATE) }
         var dbi: MDB_dbi = 0
+        FaultDiagnostics.noteMain()
         let rc = mdb_dbi_open(pointer, name, flags, &dbi)
         if rc == MDB_NOTFOUND {
             throw LMDBError(
@@ -277,6 +279,13 @@ public class ReadTransaction {
     ///
     /// In a DUPSORT database every key/value pair is visited, values of one key in their sorted order.
     ///
+    /// <!-- snippet
+    /// let env = try Environment.open(path: "numbers.mdb")
+    /// let index = try env.openDatabase("index")
+    /// try env.read { txn in
+    /// <snippet>
+    /// }
+    /// -->
     /// ```swift
     /// try txn.forEach(in: index, range: .prefix(Array("ab".utf8))) { key, value in
     ///     print(Array(key)); return .continue
@@ -427,6 +436,14 @@ public final class WriteTransaction: ReadTransaction {
     /// on, so each put lands next to the one before without searching the tree from its root (what
     /// ``put(_:_:in:flags:)-(UnsafeRawBufferPointer,_,_,_)`` does for every put).
     ///
+    /// <!-- snippet
+    /// let env = try Environment.open(path: "numbers.mdb")
+    /// let index = try env.openDatabase("index")
+    /// let sortedEntries = [(Array("a".utf8), Array("1".utf8))]
+    /// try env.write { txn in
+    /// <snippet>
+    /// }
+    /// -->
     /// ```swift
     /// let cursor = try txn.putCursor(on: index)
     /// for (key, value) in sortedEntries { try cursor.put(key, value) }

@@ -81,6 +81,9 @@ public enum CrashGuard {
             // The map's place stays unknown: a fault is still reported, with no page named (said in the message).
             return
         }
+        // From here on reads note their database: the store's opening reads the catalog (the main database, handle
+        // 1) and its own databases before they are named (``nameDatabases(_:)``).
+        nameDatabases([(1, "(main)")])
         for line in maps.split(separator: "\n") where line.hasSuffix(dataFile) {
             let range = line.split(separator: " ")[0].split(separator: "-")
             guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16)
@@ -138,6 +141,12 @@ public enum CrashGuard {
                 if Int(database) < nameSlots && state.pointee.names[Int(database) * nameSlot] != 0 {
                     out.append(", reading the database ")
                     out.append(UnsafePointer(state.pointee.names.baseAddress! + Int(database) * nameSlot))
+                } else if database != UInt32.max {
+                    // A database the store opened before the guard could name it.
+                    out.append(", reading the database with handle ")
+                    out.append(UInt(database))
+                } else {
+                    out.append(", before any database was read (opening the store)")
                 }
                 out.append("; run `store-inspect check` on a backup, or restore one\n")
                 _ = write(STDERR_FILENO, state.pointee.buffer.baseAddress, out.count)
