@@ -4,6 +4,9 @@ import LMDB
 ///
 /// Match on ``code``:
 ///
+/// <!-- snippet
+/// let context: ObjectContext = ObjectContext(store: try PersistentStore.open(path: "x", schema: Schema(version: 1) {}))
+/// -->
 /// ```swift
 /// do { try context.save() }
 /// catch let error as EntityStoreError where error.code == .validationFailed {

@@ -3,6 +3,9 @@ import Foundation
 
 /// How a store syncs: where, as what, and how conflicts resolve.
 ///
+/// <!-- snippet
+/// let store = try PersistentStore.open(path: "tasks.store", schema: Schema(version: 1) {})
+/// -->
 /// ```swift
 /// let sync = try SyncEngine(store: store, configuration: .init(connection: "host=db.local dbname=app user=app"))
 /// try sync.syncNow()                       // or sync.start() to sync in the background

@@ -163,6 +163,11 @@ public final class PutCursor {
     public func put(_ key: UInt64, _ value: UnsafeRawBufferPointer, flags: PutFlags = []) throws {
         try withUnsafeBytes(of: key.bigEndian) { try put($0, value, flags: flags) }
     }
+
+    /// Stores `value` under `key`, both as byte arrays.
+    public func put(_ key: [UInt8], _ value: [UInt8], flags: PutFlags = []) throws {
+        try key.withUnsafeBytes { key in try value.withUnsafeBytes { try put(key, $0, flags: flags) } }
+    }
 }
 
 /// A range of keys in LMDB's order (bytes compared lexicographically, a shorter prefix first).

@@ -8,9 +8,14 @@ import Glibc
 ///
 /// Match on ``code`` in a `catch`:
 ///
+/// <!-- snippet
+/// let env = try Environment.open(path: "numbers.mdb")
+/// let db = try env.openDatabase("numbers")
+/// let (key, value) = (Array("k".utf8), Array("v".utf8))
+/// -->
 /// ```swift
 /// do { try env.write { txn in try txn.put(key, value, in: db, flags: .noOverwrite) } }
-/// catch let error as LMDBError where error.code == .keyExists { ... }
+/// catch let error as LMDBError where error.code == .keyExists { print("already there") }
 /// ```
 public struct LMDBError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The code of an LMDB failure: an `MDB_*` return code, an `errno` value, or one of this layer's own checks.

@@ -27,6 +27,16 @@ import Testing
             // HAVING and ORDER BY over result columns; a window over the rows.
             request.having = try FetchPredicate(format: "%K >= %d", arguments: ["count", 3])
             #expect(try context.aggregate(request).map { $0["author.name"] } == ["Albert Camus"])
+            // A column named by its function, as the row names it, written plainly in the predicate.
+            request.having = try FetchPredicate("sum(pages) > 500 AND maximum(pages) < 400")
+            #expect(try context.aggregate(request).map { $0["author.name"] } == ["Ursula Le Guin"])
+            #expect(
+                throws: EntityStoreError.self, "a function the aggregates do not name",
+                performing: {
+                    request.having = try FetchPredicate("sum(score) > 1")
+                    _ = try context.aggregate(request)
+                })
+            #expect(throws: EntityStoreError.self) { try FetchPredicate("sum(pages > 3") }
             request.having = nil
             request.sortKeys = [SortKey("sum(pages)", ascending: false)]
             request.fetchLimit = 2

@@ -39,6 +39,16 @@ import Testing
         #expect(refused?.failures.map(\.description).joined().contains("the default 2.5 is a double") == true)
     }
 
+    /// `.int` takes an `Int` as well as the case's `Int64` (`.int(book.pages)`), while `.int(.max)` and literals still
+    /// mean the case.
+    @Test func anIntIsAnIntValue() {
+        let pages: Int = 412
+        #expect(Value.int(pages) == Value.int(Int64(412)))
+        #expect(Value.int(.max) == Value.int(Int64.max))
+        let values: [Value] = [.int(3), .int(pages), .int(Int.min)]
+        #expect(values == [.int(Int64(3)), .int(Int64(412)), .int(Int64.min)])
+    }
+
     @Test func setValueTakesExactNumbersOfTheOtherTypeAndRefusesTheRest() throws {
         try withStore(schema: try schema()) { store, _ in
             let context = ObjectContext(store: store)

@@ -16,7 +16,11 @@ import Testing
                 let cursor = try txn.putCursor(on: viaCursor)
                 for (step, n) in order.enumerated() {
                     let value = [UInt8](repeating: UInt8(step % 251), count: 100)
-                    try key(n).withUnsafeBytes { k in try value.withUnsafeBytes { try cursor.put(k, $0) } }
+                    if step % 2 == 0 {
+                        try key(n).withUnsafeBytes { k in try value.withUnsafeBytes { try cursor.put(k, $0) } }
+                    } else {
+                        try cursor.put(key(n), value)  // the byte-array form
+                    }
                     try txn.put(key(n), value, in: viaPut)
                     if step % 97 == 0 {
                         #expect(try txn.delete(key(n / 2), in: viaCursor) == (try txn.delete(key(n / 2), in: viaPut)))

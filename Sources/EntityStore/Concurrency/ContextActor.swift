@@ -3,6 +3,11 @@ import Foundation
 /// An actor that owns an ``ObjectContext`` and runs on that context's own thread: the long-lived importer or
 /// syncer of an app, like SwiftData's `@ModelActor`.
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// let context = ObjectContext(store: store)
+/// -->
 /// ```swift
 /// actor Importer: ContextActor {
 ///     nonisolated let contextExecutor: ContextExecutor

@@ -4,6 +4,11 @@
 /// changes as it merges and saves, so they stay where their context lives. A snapshot is the object as it was
 /// when taken (with the context's unsaved changes), read with the model's own key paths:
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// let context = ObjectContext(store: store)
+/// -->
 /// ```swift
 /// let books = try await store.performBackgroundTask { context in
 ///     try context.snapshots(Book.self, where: \Book.pages > 300, sortedBy: [SortKey(\Book.title)])

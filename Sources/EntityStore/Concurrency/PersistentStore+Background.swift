@@ -3,6 +3,11 @@ import Dispatch
 extension PersistentStore {
     /// Runs `body` with a new context on a background thread, saves what it left unsaved, and returns its result.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let titles = ["Dune", "Momo"]
+    /// -->
     /// ```swift
     /// let count = try await store.performBackgroundTask { context in
     ///     for title in titles { try context.insert(Book.self).title = title }

@@ -5,6 +5,11 @@ import Synchronization
 /// A context holds one `ManagedObject` per ``ObjectID`` (uniquing). An object starts as a fault and loads its
 /// record the first time a value is read. Values are read and written by key, with ``Value``:
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// let context = ObjectContext(store: store)
+/// -->
 /// ```swift
 /// let book = try context.insert("Book")
 /// try book.setValue("Dune", forKey: "title")

@@ -2,6 +2,12 @@ import Foundation
 
 /// Codable bridging: a `Codable` type's fields are an object's attributes, by name.
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// let context = ObjectContext(store: store)
+/// let dictionaries: [[String: Value]] = []
+/// -->
 /// ```swift
 /// struct BookForm: Codable { var title: String; var pages: Int? }
 /// let book = try context.insert("Book", from: BookForm(title: "Dune", pages: 412))

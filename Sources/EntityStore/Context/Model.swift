@@ -4,6 +4,16 @@ import Observation
 
 /// A typed model class over a ``ManagedObject``: the API apps use first.
 ///
+/// <!-- snippet
+/// final class Author: Model {
+///     @Stored var name: String
+///     @ToMany var books: [Book]
+/// }
+/// final class Tag: Model {
+///     @Stored var name: String
+///     @ToMany var books: [Book]
+/// }
+/// -->
 /// ```swift
 /// final class Book: Model {
 ///     @Stored var title: String
@@ -12,6 +22,7 @@ import Observation
 ///     @ToMany var tags: [Tag]
 /// }
 /// let schema = try Schema(version: 1, models: [Author.self, Book.self, Tag.self])
+/// let context = ObjectContext(store: try PersistentStore.open(path: "library.store", schema: schema))
 /// let dune = try context.insert(Book.self)
 /// dune.title = "Dune"
 /// let long = try context.fetch(Book.self, where: \Book.pages > 300, sortedBy: [SortKey(\Book.title)])
@@ -114,6 +125,7 @@ open class Model {
     ///     @Stored var breed: String?
     /// }
     /// let schema = try Schema(version: 1, models: [Animal.self, Dog.self])
+    /// let context = ObjectContext(store: try PersistentStore.open(path: "pets.store", schema: schema))
     /// let animals = try context.fetch(Animal.self)  // Dogs among them, as Dog instances
     /// ```
     open class var isAbstractEntity: Bool { false }

@@ -6,6 +6,10 @@ import LMDB
 /// A context is not `Sendable`: it lives in one isolation domain (the main actor, say), and the compiler keeps it
 /// there. Several contexts can work on one store; what crosses between them is object IDs and change records.
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// -->
 /// ```swift
 /// let context = ObjectContext(store: store)
 /// let author = try context.insert("Author")

@@ -213,6 +213,11 @@ enum DefaultCapture {
 
 /// An attribute of a ``Model`` subclass, read and written through the wrapped managed object.
 ///
+/// <!-- snippet
+/// final class Reader: Model {
+/// <snippet>
+/// }
+/// -->
 /// ```swift
 /// @Stored var title: String                              // key "title", required
 /// @Stored var rank: Int = 0                               // the initial value is the default

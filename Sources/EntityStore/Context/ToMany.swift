@@ -2,10 +2,22 @@ import Foundation
 
 /// A to-many relationship of a ``Model`` subclass, read and written as an array of models (ordered by object ID).
 ///
+/// <!-- snippet
+/// final class Book: Model {
+///     @Stored var title: String
+///     @ToOne var author: Author?
+/// }
+/// let context = ObjectContext(
+///     store: try PersistentStore.open(path: "library.store", schema: Schema(version: 1, models: [Author.self, Book.self])))
+/// let author = try context.insert(Author.self)
+/// let dune = try context.insert(Book.self)
+/// -->
 /// ```swift
-/// @ToMany(inverse: "author", deleteRule: .cascade) var books: [Book]
+/// final class Author: Model {
+///     @ToMany(inverse: "author", deleteRule: .cascade) var books: [Book]
+/// }
 /// author.books.append(dune)          // read, change, write back: additions and removals are applied
-/// author.add(dune, to: \.books)      // or one at a time
+/// try author.add(dune, to: \.books)  // or one at a time
 /// ```
 /// Assigning an array adds the objects it has and the relationship did not, and removes the ones it no longer has;
 /// inverses are kept consistent. The key is the property's name unless given.

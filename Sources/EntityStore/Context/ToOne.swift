@@ -2,9 +2,20 @@ import Foundation
 
 /// A to-one relationship of a ``Model`` subclass, read and written as a model.
 ///
+/// <!-- snippet
+/// final class Book: Model {
+/// <snippet>
+/// }
+/// final class Author: Model {
+///     @ToMany var books: [Book]
+/// }
+/// final class Shelf: Model {
+///     @ToMany var books: [Book]
+/// }
+/// -->
 /// ```swift
 /// @ToOne(inverse: "books") var author: Author?     // the inverse is found when there is only one candidate
-/// @ToOne(deleteRule: .deny, .required) var shelf: Shelf?
+/// @ToOne(deleteRule: .deny, required: true) var shelf: Shelf?
 /// ```
 /// Setting it keeps the inverse consistent in the same context. The key is the property's name unless given.
 @propertyWrapper

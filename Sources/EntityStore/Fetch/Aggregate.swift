@@ -4,10 +4,12 @@ import Foundation
 /// `count:`, `sum:`, `average:`, `min:` or `max:`.
 ///
 /// ```swift
-/// .count()                        // "count": the objects in the group
-/// .sum("pages")                   // "sum(pages)"
-/// .average("score", as: "mean")   // "mean"
-/// .maximum("author.born")         // through to-one relationships
+/// let aggregates: [Aggregate] = [
+///     .count(),                       // "count": the objects in the group
+///     .sum("pages"),                  // "sum(pages)"
+///     .average("score", as: "mean"),  // "mean"
+///     .maximum("author.born"),        // through to-one relationships
+/// ]
 /// ```
 public struct Aggregate: Sendable, Hashable {
     /// What is computed.
@@ -87,11 +89,16 @@ public struct Aggregate: Sendable, Hashable {
 /// Groups the objects a predicate matches and computes aggregates per group: Core Data's dictionary fetch with
 /// expressions, `propertiesToGroupBy` and `havingPredicate`; SQL's `SELECT ... GROUP BY ... HAVING`.
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// let context = ObjectContext(store: store)
+/// -->
 /// ```swift
 /// var request = AggregateRequest(entity: "Book", where: try FetchPredicate("pages != nil"))
 /// request.groupBy = ["author.name"]
 /// request.aggregates = [.count(), .sum("pages"), .average("score", as: "mean")]
-/// request.having = try FetchPredicate("count >= 2")
+/// request.having = try FetchPredicate("count >= 2 AND sum(pages) > 500")
 /// request.sortKeys = [SortKey("sum(pages)", ascending: false)]
 /// let rows = try context.aggregate(request)   // [["author.name": "Ursula Le Guin", "count": 2, ...], ...]
 /// ```
@@ -100,8 +107,8 @@ public struct Aggregate: Sendable, Hashable {
 /// group (one row, also when nothing matches: a count of 0 and nil for the rest). Group keys with no aggregates give
 /// the distinct combinations of their values (Core Data's `returnsDistinctResults`). Values group as they compare
 /// everywhere in the store (canonically equivalent strings are one group; every NaN is one; nil is its own group).
-/// `having` and `sortKeys` name result keys (a key with a dot or parentheses is written as in the row, e.g.
-/// `"sum(pages)"`, and refers to that column); rows sort by the group keys when no sort key is given. The matches
+/// `having` and `sortKeys` name result keys as the row names them (`count`, `mean`, `author.name`, `sum(pages)`:
+/// `FetchPredicate("sum(pages) > 1000")` compares that column); rows sort by the group keys when no sort key is given. The matches
 /// are read through the same plan as a fetch (an index serves the predicate where it can: see
 /// ``ObjectContext/explain(_:)-(AggregateRequest)``) and aggregated as they are read, without objects.
 public struct AggregateRequest: Sendable, Hashable {

@@ -159,6 +159,11 @@ extension ComparisonResult {
 
 /// What a fetch asks for: an entity, a predicate, an order, a window and the shape of the result.
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// let context = ObjectContext(store: store)
+/// -->
 /// ```swift
 /// var request = FetchRequest(entity: "Book")
 /// request.predicate = try FetchPredicate("pages > %d", 300)

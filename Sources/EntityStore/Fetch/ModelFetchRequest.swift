@@ -1,5 +1,10 @@
 /// A fetch of a model type (as SwiftData's `FetchDescriptor`): a typed predicate, sorts by key paths, a window.
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// let context = ObjectContext(store: store)
+/// -->
 /// ```swift
 /// var request = ModelFetchRequest<Book>(where: \Book.pages > 300, sortedBy: [SortKey(\Book.title)])
 /// request.fetchLimit = 20
@@ -51,6 +56,11 @@ extension ObjectContext {
 
     /// Fetches models of a type.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// -->
     /// ```swift
     /// let long = try context.fetch(Book.self, where: \Book.pages > 300, sortedBy: [SortKey(\Book.title)])
     /// ```

@@ -4,8 +4,11 @@ import Foundation
 /// `String` key path compares with strings only. It is a ``FetchPredicate`` underneath: the same planner, the same
 /// `explain`.
 ///
+/// <!-- snippet
+/// uses: library
+/// -->
 /// ```swift
-/// let recent: ModelPredicate<Book> = \Book.pages > 300 && \Book.title.contains("war", .caseInsensitive)
+/// let recent: ModelPredicate<Book> = \Book.pages > 300 && (\Book.title).contains("war", .caseInsensitive)
 /// let byHerbert = \Book.author?.name == "Frank Herbert"
 /// let some = ["Dune", "Momo"].contains(\Book.title) || (100...200).contains(\Book.pages)
 /// let tagged = (\Book.tags).any(\Tag.name == "sf")

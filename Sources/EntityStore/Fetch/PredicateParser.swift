@@ -749,6 +749,14 @@ struct PredicateParser {
             default: throw expected("a key")
             }
             try advance()
+            if path.count == 1, token == .symbol("("), Aggregate.Function(rawValue: path[0]) != nil {
+                // An aggregate's column as its row names it (`sum(pages) > 10` in an aggregate's `having`).
+                try advance()
+                let inner = try parseKeyPath()
+                guard token == .symbol(")") else { throw expected("')' after \(path[0])'s key path") }
+                try advance()
+                return ["\(path[0])(\(inner.joined(separator: ".")))"]
+            }
             guard token == .symbol(".") else { return path }
             try advance()
         }

@@ -63,6 +63,11 @@ extension ObjectContext {
     /// Calls `handler` with every processed change (objects-did-change and merged records) and every save, in
     /// the context's isolation domain, until the token is cancelled or released.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// -->
     /// ```swift
     /// let token = context.addObserver { record in print(record.insertedIDs) }
     /// ```
@@ -103,8 +108,13 @@ extension ObjectContext {
 
     /// Every processed change and save of this context, as an asynchronous sequence.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// -->
     /// ```swift
-    /// for await record in context.changes { ... }
+    /// for await record in context.changes { print(record.updatedIDs) }
     /// ```
     ///
     /// The stream leaves the context's observers as soon as its consumer ends or cancels the iteration.

@@ -279,6 +279,11 @@ extension PersistentStore {
     /// in transaction order, each exactly once.
     ///
     /// Merge them into a context where it lives:
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// -->
     /// ```swift
     /// for try await record in store.changes() { context.merge(record) }   // on the context's actor
     /// ```

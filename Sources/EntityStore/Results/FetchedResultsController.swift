@@ -4,6 +4,16 @@ import SectionedDiff
 /// Live, sectioned results of a fetch request, driving a list UI: it reports every change to its delegate by the
 /// change contract (<doc:ChangeContract>), so that a batch always applies cleanly.
 ///
+/// <!-- snippet
+/// uses: library
+/// final class BookList: FetchedResultsControllerDelegate {
+///     let context = ObjectContext(store: try! openLibrary())
+///     func show() throws {
+/// <snippet>
+///     }
+///     func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {}
+/// }
+/// -->
 /// ```swift
 /// let controller = FetchedResultsController(
 ///     fetchRequest: FetchRequest(entity: "Book", sortKeys: [SortKey("title")]),

@@ -1,5 +1,22 @@
 /// A fetched-results controller of a model type: the same controller and contract, with models out.
 ///
+/// <!-- snippet
+/// final class Project: Model {
+///     @Stored var name: String
+///     @ToMany var tasks: [Task]
+/// }
+/// final class Task: Model {
+///     @Stored var title: String
+///     @Stored var rank: Int = 0
+///     @ToOne var project: Project?
+/// }
+/// final class Screen: FetchedResultsControllerDelegate {
+///     func controller(_ controller: FetchedResultsController, didFailWith error: EntityStoreError) {}
+/// }
+/// let screen = Screen()
+/// let context = ObjectContext(
+///     store: try PersistentStore.open(path: "tasks.store", schema: Schema(version: 1, models: [Project.self, Task.self])))
+/// -->
 /// ```swift
 /// let controller = ModelResultsController(
 ///     ModelFetchRequest<Task>(sortedBy: [SortKey(\Task.rank)]), context: context, sectionedBy: \Task.project?.name)

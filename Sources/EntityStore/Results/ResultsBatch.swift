@@ -41,6 +41,15 @@ public struct ResultsBatch: Sendable, Hashable {
 extension FetchedResultsController {
     /// Every batch from now on, as `Sendable` values, for a consumer on the controller's actor or elsewhere.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// final class Screen {
+    ///     func apply(_ batch: ResultsBatch) {}
+    /// }
+    /// let screen = Screen()
+    /// let controller = FetchedResultsController(
+    ///     fetchRequest: FetchRequest(entity: "Book", sortKeys: [SortKey("title")]), context: ObjectContext(store: try openLibrary()))
+    /// -->
     /// ```swift
     /// // On the main actor:
     /// let batches = controller.batches()

@@ -4,6 +4,9 @@ import LMDB
 /// Rules an attribute's values must follow, checked by every save and batch insert: Core Data's minimum, maximum
 /// and regular expression constraints.
 ///
+/// <!-- snippet
+/// let launch = Date(timeIntervalSince1970: 0)
+/// -->
 /// ```swift
 /// Attribute("rating", .int64, validation: .range(1, 5))
 /// Attribute("title", .string, validation: .length(1...200))

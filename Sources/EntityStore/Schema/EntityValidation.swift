@@ -18,10 +18,15 @@ extension PersistentStore {
     /// Adds a custom validation rule for objects of `entityName`: Core Data's `validateForInsert`,
     /// `validateForUpdate` and `validateForDelete`.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// -->
     /// ```swift
     /// try store.addValidation(for: "Loan") { loan, event in
     ///     guard event != .delete else { return }
-    ///     if try loan["returned"] < loan["lent"] {
+    ///     if case .date(let returned) = try loan["returned"], case .date(let lent) = try loan["lent"], returned < lent {
     ///         throw EntityStoreError(.validationFailed, "a loan cannot be returned before it is lent", key: "returned")
     ///     }
     /// }
@@ -45,6 +50,14 @@ extension PersistentStore {
     /// Adds a custom validation rule for a model class's objects, handed to the rule as models (see
     /// ``addValidation(for:_:)-(String,_)``).
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// extension Book {
+    ///     var isClassic: Bool { pages > 500 }
+    /// }
+    /// -->
     /// ```swift
     /// try store.addValidation(for: Book.self) { book, event in
     ///     if event == .delete && book.isClassic { throw EntityStoreError(.validationFailed, "classics stay") }

@@ -30,6 +30,9 @@ extension Entity {
 extension Schema {
     /// A schema made from model classes, and declared entities beside them.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// -->
     /// ```swift
     /// let schema = try Schema(version: 2, models: [Author.self, Book.self, Tag.self])
     /// ```

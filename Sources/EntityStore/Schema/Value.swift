@@ -25,6 +25,11 @@ public enum Value: Hashable, Sendable, CustomStringConvertible {
     /// A decimal number.
     case decimal(Decimal)
 
+    /// An `Int` as a value: `.int(book.pages)` where `pages` is an `Int`, as the case itself takes an `Int64`.
+    /// (Disfavored, so that `.int(.max)` and a literal still mean the case.)
+    @_disfavoredOverload
+    public static func int(_ value: Int) -> Value { .int(Int64(value)) }
+
     /// Why the store cannot hold this value, or `nil` when it can. Only `Decimal.nan` is refused: it has no
     /// number to store, and no order among other decimals.
     public var storageProblem: String? {

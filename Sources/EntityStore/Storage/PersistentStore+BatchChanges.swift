@@ -27,6 +27,11 @@ extension PersistentStore {
     /// Sets attributes of every object a predicate matches, in one write transaction, without loading the objects
     /// into a context: Core Data's `NSBatchUpdateRequest`.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// -->
     /// ```swift
     /// let result = try store.batchUpdate("Book", where: try FetchPredicate("pages > %d", 1000), set: ["inPrint": false])
     /// ```
@@ -165,6 +170,12 @@ extension PersistentStore {
     /// Deletes every object a predicate matches, in one write transaction, without loading the objects into a
     /// context: Core Data's `NSBatchDeleteRequest`, with the delete rules honoured.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// let cutoff = Date()
+    /// -->
     /// ```swift
     /// let result = try store.batchDelete("Loan", where: try FetchPredicate("returned < %@", cutoff))
     /// ```
@@ -306,6 +317,11 @@ extension PersistentStore {
 
     /// Sets attributes of every model a predicate matches (see ``batchUpdate(_:where:set:author:)``).
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// -->
     /// ```swift
     /// try store.batchUpdate(Book.self, where: \Book.pages > 1000, .set(\Book.inPrint, false))
     /// ```

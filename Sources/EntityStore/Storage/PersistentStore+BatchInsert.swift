@@ -5,6 +5,12 @@ extension PersistentStore {
     /// Inserts many objects of one entity in one write transaction, without a context: for imports, like Core
     /// Data's `NSBatchInsertRequest`.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// let rows = [(title: "Dune", pages: 412)]
+    /// -->
     /// ```swift
     /// let ids = try store.batchInsert(into: "Book", objects: rows.map { ["title": .string($0.title)] })
     /// ```
@@ -109,6 +115,12 @@ extension PersistentStore {
     /// Inserts many objects of one entity in one write transaction, each given as a row of values for `keys`:
     /// the fastest import path.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// let books = [(title: "Dune", pages: 412)]
+    /// -->
     /// ```swift
     /// try store.batchInsert(into: "Book", keys: ["title", "pages"], rows: books.map { [.string($0.title), .int($0.pages)] })
     /// ```
@@ -224,6 +236,15 @@ extension PersistentStore {
     /// Inserts many models of a class's entity in one write transaction, each given as the attributes it sets,
     /// through key paths the compiler checks; otherwise it is ``batchInsert(into:objects:onConflict:author:)``.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// final class Label: Model {
+    ///     @Stored(.unique) var name: String
+    /// }
+    /// let feed = [(name: "sf", color: "blue")]
+    /// -->
     /// ```swift
     /// try store.batchInsert(Label.self, objects: feed.map { [.set(\Label.name, $0.name)] }, onConflict: .ignore)
     /// ```

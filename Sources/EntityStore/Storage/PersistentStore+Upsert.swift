@@ -4,6 +4,12 @@ import LMDB
 /// What a batch insert does with an object whose unique value another object already holds: a stored object, or
 /// an earlier object of the same batch.
 ///
+/// <!-- snippet
+/// uses: library
+/// let store = try openLibrary()
+/// let context = ObjectContext(store: store)
+/// let feed = [(name: "sf", color: "blue")]
+/// -->
 /// ```swift
 /// // An import that runs again: existing tags (by their unique name) are updated, new ones inserted.
 /// try store.batchInsert(into: "Tag", objects: feed.map { ["name": .string($0.name), "color": .string($0.color)] },

@@ -8,6 +8,10 @@ import Synchronization
 /// anything else is an error naming the entity and attribute, and nothing is ever wiped. `PersistentStore` is
 /// `Sendable`: share one per store directory between threads and contexts.
 ///
+/// <!-- snippet
+/// uses: library
+/// let schema = try Schema(version: 1, models: [Author.self, Book.self, Tag.self])
+/// -->
 /// ```swift
 /// let store = try PersistentStore.open(path: "library.store", schema: schema)
 /// let context = ObjectContext(store: store)
