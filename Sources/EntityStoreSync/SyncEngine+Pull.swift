@@ -7,16 +7,28 @@ extension SyncEngine {
         while true {
             let page = try connection.transaction(readOnly: true) { try readPage(connection) }
             report.pulledEntries += page.entries
+            // The state once the page is applied: committed with the page's save, in its transaction.
+            var next = state
+            next.refetch.removeAll { page.objects[$0] != nil || page.gone.contains($0) }
+            if let last = page.lastID { next.pulledThrough = last }
+            next.lastPull = Date()
+            var saved = false
             if !page.objects.isEmpty {
-                try apply(page.objects, &report)
-                report.pulledSaves += 1
+                saved = try apply(page.objects, page.largestStamp, &next, &report)
                 report.pulledObjects += page.objects.count
             }
-            state.refetch.removeAll { page.objects[$0] != nil || page.gone.contains($0) }
-            if let last = page.lastID { state.pulledThrough = last }
-            state.clock = max(state.clock, page.largestStamp)
-            state.lastPull = Date()
-            try saveState()
+            if saved {
+                report.pulledSaves += 1
+                state = next
+                published.withLock { $0 = state }
+            } else {
+                // Nothing saved here: a change saved after this pull is still stamped after what it brought.
+                if page.largestStamp > 0 {
+                    next.pullMarks.append(SyncState.PullMark(date: Date(), stamp: page.largestStamp))
+                }
+                state = next
+                try saveState()
+            }
             if let newer = page.newerSchema {
                 throw SyncError(
                     .schemaTooNew,
@@ -128,10 +140,15 @@ extension SyncEngine {
         var found: [UUID: ManagedObject] = [:]
         var byEntity: [String: [Value]] = [:]
         for (id, object) in objects {
-            if object.originStore == storeID, let key = object.originKey {
+            if object.originStore == state.originID, let key = object.originKey {
                 do {
-                    found[id] = try context.existingObject(with: ObjectID(entityName: object.entity, primaryKey: key))
-                    continue
+                    let mine = try context.existingObject(with: ObjectID(entityName: object.entity, primaryKey: key))
+                    // Unless this store, a new replica, gave the object of that key a global ID of its own: then
+                    // the server's object is another copy's, found (when this store has it) by its ID attribute.
+                    if try globalID(of: mine) == id {
+                        found[id] = mine
+                        continue
+                    }
                 } catch let error as EntityStoreError where error.code == .objectNotFound {
                     // Deleted here; its delete is pushed, or waits to be. A copy made again has the ID attribute.
                 }
@@ -153,17 +170,24 @@ extension SyncEngine {
     }
 
     /// Saves the server's state of `objects` locally, in one save marked remote, leaving alone every property
-    /// with a local change not pushed yet (it is pushed next, and the server decides).
+    /// with a local change not pushed yet (it is pushed next, and the server decides), with the sync state `next`
+    /// in the same transaction; whether anything was saved (else `next` is left for the caller to write).
     ///
     /// A local save in between (the app saving while a background sync applies) is a conflict: the objects are
     /// read again, with that save's changes among those left alone, a few times before the error reaches the app.
-    func apply(_ objects: [UUID: ServerObject], _ report: inout SyncReport) throws {
-        for attempt in 1... {
+    func apply(
+        _ objects: [UUID: ServerObject], _ largestStamp: UInt64, _ next: inout SyncState, _ report: inout SyncReport
+    ) throws -> Bool {
+        var attempt = 0
+        while true {
+            attempt += 1
             var attempted = report
+            var state = next
             do {
-                try applyOnce(objects, &attempted)
+                let saved = try applyOnce(objects, largestStamp, &state, &attempted)
                 report = attempted
-                return
+                next = state
+                return saved
             } catch let error as EntityStoreError
                 where (error.code == .conflict || error.code == .validationFailed) && attempt < Self.applyAttempts
             {
@@ -179,14 +203,16 @@ extension SyncEngine {
     /// How many times a pulled page is applied when local saves keep changing its objects in between.
     static let applyAttempts = 8
 
-    func applyOnce(_ objects: [UUID: ServerObject], _ report: inout SyncReport) throws {
-        let stamp = objects.values.reduce(state.clock) { max($0, $1.largestStamp) }
+    func applyOnce(
+        _ objects: [UUID: ServerObject], _ largestStamp: UInt64, _ next: inout SyncState, _ report: inout SyncReport
+    ) throws -> Bool {
+        let stamp = max(next.clock, largestStamp)
         let context = ObjectContext(store: store, name: "\(Self.remoteAuthorPrefix) stamp=\(stamp)")
         var local = try localObjects(for: objects, in: context)
         // Read after the objects: an object not found was deleted before, so its delete is among these (a local
         // save in between is a conflict at the save instead). Read before them, a delete in between made the page
         // copy the object in again.
-        let pending = try unpushedChanges()
+        let pending = try unpushedChanges(&next)
         let version = store.schema.version
         var touched: [ManagedObject] = []
         // Deletes, then values, then relationships (whose targets may be objects made here).
@@ -256,24 +282,14 @@ extension SyncEngine {
                 }
             }
         }
-        let tombstones = try resolveUniqueness(touched, context, &report)
-        guard context.hasChanges else { return }
-        // The deletes the other stores must hear of are kept before the save, so that a kill after it cannot lose
-        // them (a kill before it leaves deletes this store never made: it reads its own back, see `readPage`), and
-        // dropped again when the save fails (the next attempt decides anew; the sync writes the state when it ends).
-        let kept = state.pendingTombstones
-        if !tombstones.isEmpty {
-            state.pendingTombstones += tombstones
-            try saveState()
-        }
-        do {
-            try context.save()
-        } catch {
-            // In memory only: the next write of the state drops them from the file (a kill before leaves deletes
-            // this store reads back), and a failed write here would hide the save's error.
-            state.pendingTombstones = kept
-            throw error
-        }
+        let tombstones = try resolveUniqueness(touched, context, stamp, &report)
+        guard context.hasChanges else { return false }
+        // The deletes the other stores must hear of, and the cursor past the page, commit with the page's save.
+        var updated = next
+        updated.pendingTombstones += tombstones
+        try context.save(settingMetadata: [SyncState.metadataKey: try updated.encoded()])
+        next = updated
+        return true
     }
 
     /// Whom an object holds through a to-one relationship that is its own inverse (`spouse` ↔ `spouse`).
@@ -297,7 +313,7 @@ extension SyncEngine {
     }
 
     /// Local changes not pushed yet: the keys changed per object, and the global IDs of objects deleted.
-    func unpushedChanges() throws -> (keys: [ObjectID: Set<String>], deleted: Set<UUID>) {
+    func unpushedChanges(_ state: inout SyncState) throws -> (keys: [ObjectID: Set<String>], deleted: Set<UUID>) {
         var keys: [ObjectID: Set<String>] = [:]
         var deleted = Set<UUID>()
         var skippable = true
@@ -333,7 +349,7 @@ extension SyncEngine {
     /// Finds objects of this pull that share a unique value with another object, and deletes the one with the
     /// larger global ID (every store decides the same) in `context`; gives the deletes to push by the next sync.
     func resolveUniqueness(
-        _ touched: [ManagedObject], _ context: ObjectContext, _ report: inout SyncReport
+        _ touched: [ManagedObject], _ context: ObjectContext, _ seen: UInt64, _ report: inout SyncReport
     ) throws -> [SyncState.PendingTombstone] {
         var removed = Set<ObjectID>()
         var tombstones: [SyncState.PendingTombstone] = []
@@ -361,7 +377,7 @@ extension SyncEngine {
                     tombstones.append(
                         .init(
                             entity: loserObject.entity.name, globalID: loser,
-                            stamp: HybridLogicalClock.stamp(after: state.clock, at: Date()),
+                            stamp: HybridLogicalClock.stamp(after: seen, at: Date()),
                             originKey: given.isNull ? loserObject.objectID.primaryKey : nil))
                     removed.insert(loserObject.objectID)
                     try context.delete(loserObject)

@@ -4,7 +4,6 @@ import Foundation
 /// Push: the history entries not pushed yet, as idempotent server transactions.
 extension SyncEngine {
     func push(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
-        let limit = try store.lastTransaction()
         if !state.pendingTombstones.isEmpty {
             let tombstones = state.pendingTombstones
             try connection.transaction {
@@ -20,30 +19,39 @@ extension SyncEngine {
             state.pendingTombstones = []
             try saveState()
         }
+        try agreeWithServer(connection)
+        var limit = try Self.storeRead { try store.lastTransaction() }
+        // A new replica's own objects, inserted since it became one, get global IDs of their own before they are
+        // pushed (and an insert deleted since goes nowhere: no other copy must lose an object of its key).
+        var ownInserts = Set<ObjectID>()
+        if let own = state.ownObjectsFrom, limit >= max(own, state.pushedThrough + 1) {
+            ownInserts = try giveOwnGlobalIDs(from: max(own, state.pushedThrough + 1), through: limit)
+            limit = try Self.storeRead { try store.lastTransaction() }
+        }
         while state.pushedThrough < limit {
-            let entries = try store.history(since: state.pushedThrough, limit: configuration.batchSize)
-                .filter { ($0.transaction ?? .max) <= limit }
+            let entries = try Self.storeRead {
+                try store.history(since: state.pushedThrough, limit: configuration.batchSize)
+            }
+            .filter { ($0.transaction ?? .max) <= limit }
             guard let first = entries.first, let last = entries.last?.transaction else { break }
             if let number = first.transaction, number > state.pushedThrough + 1 {
                 report.problems.append(
                     "history entries \(state.pushedThrough + 1)-\(number - 1) were pruned before they were pushed: "
                         + "their changes reach other stores only when later saves change the same properties")
             }
-            var clock = state.clock
+            var stamper = Stamper(state)
             var batch: [(seq: UInt64, stamp: UInt64, objects: [PushedObject])] = []
             let reader = ObjectContext(store: store)
             for entry in entries {
-                if let stamp = Self.remoteStamp(of: entry) {
-                    clock = max(clock, stamp)
+                let stamp = stamper.stamp(entry)
+                if Self.isRemote(entry) {
                     // A pulled delete can cascade to objects the other stores still have (this store had put
                     // them in the deleted object): those deletes are this store's to tell.
                     let deletes = remoteDeletes(entry)
                     if !deletes.isEmpty { batch.append((entry.transaction ?? 0, stamp, deletes)) }
                     continue
                 }
-                let stamp = HybridLogicalClock.stamp(after: clock, at: entry.date)
-                clock = stamp
-                let objects = try pushedObjects(entry, reader, &report)
+                let objects = try Self.storeRead { try pushedObjects(entry, reader, ownInserts, &report) }
                 batch.append((entry.transaction ?? 0, stamp, objects))
             }
             var counts = (entries: 0, changes: 0, refused: 0)
@@ -69,17 +77,17 @@ extension SyncEngine {
                         ON CONFLICT DO NOTHING RETURNING seq
                         """, [configuration.zone, storeID.uuidString, "\(seq)", "\(stamp)"])
                     if first.rows.isEmpty {
-                        // Pushed before: by this store (the same stamp, recomputed from the same state), or by a copy
-                        // of its directory, which shares its store ID and would have its changes dropped here.
+                        // Pushed before by this replica, while this sync ran (another engine of the store cannot
+                        // run: see `SyncLock`), with the stamp recomputed from the same history.
                         let earlier = try connection.execute(
                             "SELECT stamp FROM entitystore_pushes WHERE zone = $1 AND store_id = $2 AND seq = $3",
                             [configuration.zone, storeID.uuidString, "\(seq)"])
                         guard earlier.rows.first?.first == .some("\(stamp)") else {
                             throw SyncError(
                                 .state,
-                                "the server holds another entry \(seq) of store \(storeID.uuidString): this "
-                                    + "store is a copy of another replica's directory (copies share the store ID), "
-                                    + "or its sync-state.json was lost; sync a new, empty store instead")
+                                "the server holds another entry \(seq) of replica \(storeID.uuidString), pushed "
+                                    + "while this sync ran: another copy of this store's directory syncs as the same "
+                                    + "replica; sync again (this store then becomes a new replica)")
                         }
                         continue
                     }
@@ -97,10 +105,139 @@ extension SyncEngine {
             report.refusedChanges += counts.refused
             state.refetch = Array(Set(state.refetch + refused)).sorted { $0.uuidString < $1.uuidString }
             state.pushedThrough = last
-            state.clock = clock
+            stamper.write(to: &state)
             state.lastPush = Date()
             try saveState()
         }
+    }
+
+    /// Stamps history entries in their order, from the clock as of the push cursor: a pulled entry raises the clock
+    /// to its stamp, a local one is stamped after the clock at its save's time (``HybridLogicalClock``), after
+    /// every pull that ended before it (``SyncState/pullMarks``). A change's stamp depends only on what the store
+    /// had seen when it was saved, never on when it is pushed.
+    struct Stamper {
+        var clock: UInt64
+        var marks: [SyncState.PullMark]
+
+        init(_ state: SyncState) {
+            clock = state.clock
+            marks = state.pullMarks
+        }
+
+        mutating func stamp(_ entry: ChangeRecord) -> UInt64 {
+            if let remote = SyncEngine.remoteStamp(of: entry) {
+                clock = max(clock, remote)
+                return remote
+            }
+            while let mark = marks.first, mark.date < entry.date {
+                clock = max(clock, mark.stamp)
+                marks.removeFirst()
+            }
+            clock = HybridLogicalClock.stamp(after: clock, at: entry.date)
+            return clock
+        }
+
+        func write(to state: inout SyncState) {
+            state.clock = clock
+            state.pullMarks = marks
+        }
+    }
+
+    /// Checks the server's record of this replica's pushes past the cursor before pushing.
+    ///
+    /// Entries of this history that the server holds with the stamps this store gives them were pushed by a sync
+    /// whose cursor was not written (a kill after PostgreSQL committed): the cursor moves past them. An entry the
+    /// server holds with another stamp, a local entry it lacks below one it holds, or an entry past this history's
+    /// end, means the server heard another history under this replica's ID: this store was restored from a backup
+    /// older than its last push (in place: a copy is caught by its data file). It becomes a new replica from the
+    /// first entry that differs. A state made new for a store the server knows (the state of an earlier version
+    /// lost with its file) takes the entries saved after the replica's last push as unpushed.
+    func agreeWithServer(_ connection: PostgresConnection) throws {
+        let rows = try connection.execute(
+            """
+            SELECT seq, stamp FROM entitystore_pushes WHERE zone = $1 AND store_id = $2 AND seq > $3 ORDER BY seq
+            """, [configuration.zone, storeID.uuidString, "\(state.pushedThrough)"]
+        ).rows
+        guard !rows.isEmpty else { return }
+        var held: [UInt64: UInt64] = [:]
+        for row in rows {
+            guard let seq = row[0].flatMap({ UInt64($0) }), let stamp = row[1].flatMap({ UInt64($0) }) else {
+                throw SyncError(.server, "entitystore_pushes holds a row that is not a push: \(row)")
+            }
+            held[seq] = stamp
+        }
+        let highest = held.keys.max() ?? 0
+        let entries = try Self.storeRead { try store.history(since: state.pushedThrough) }
+        if !stateWasFound && state.pushedThrough == 0 && state.ownObjectsFrom == nil {
+            let lastPush = try connection.execute(
+                "SELECT extract(epoch FROM last_push)::text FROM entitystore_stores WHERE zone = $1 AND store_id = $2",
+                [configuration.zone, storeID.uuidString]
+            ).rows.first?.first.flatMap { $0.flatMap { Double($0) } }.map { Date(timeIntervalSince1970: $0) }
+            let mine = entries.first { !Self.isRemote($0) && $0.date > (lastPush ?? .distantPast) }
+            let first = mine?.transaction ?? ((entries.last?.transaction ?? 0) + 1)
+            if first <= highest {
+                try becomeNewReplica(from: first, clock: nil)
+            } else {
+                try moveCursor(before: first, clock: nil)
+            }
+            try saveState()
+            return
+        }
+        var stamper = Stamper(state)
+        var agreed = (through: state.pushedThrough, stamper: stamper)
+        var differs: UInt64?
+        for entry in entries {
+            guard let number = entry.transaction, number <= highest else { break }
+            let stamp = stamper.stamp(entry)
+            if let server = held[number] {
+                guard server == stamp else {
+                    differs = number
+                    break
+                }
+            } else if !Self.isRemote(entry) {
+                // A local entry the server lacks, below one it holds.
+                differs = number
+                break
+            }
+            agreed = (number, stamper)
+        }
+        if differs == nil && agreed.through < highest { differs = agreed.through + 1 }
+        state.pushedThrough = agreed.through
+        agreed.stamper.write(to: &state)
+        if let differs { try becomeNewReplica(from: differs, clock: state.clock) }
+        try saveState()
+    }
+
+    /// Gives the objects inserted locally in entries `first...limit` that have no global ID attribute one of their
+    /// own, in one save, and returns every object those entries inserted.
+    func giveOwnGlobalIDs(from first: UInt64, through limit: UInt64) throws -> Set<ObjectID> {
+        var inserted = Set<ObjectID>()
+        for entry in try Self.storeRead({ try store.history(since: first - 1) }) {
+            guard let number = entry.transaction, number <= limit else { break }
+            guard !Self.isRemote(entry) else { continue }
+            for change in entry.changes where change.kind == .insert && plan.entities[change.objectID.entityName] != nil
+            {
+                inserted.insert(change.objectID)
+            }
+        }
+        let context = ObjectContext(store: store, name: Self.identityAuthor)
+        do {
+            for id in inserted.sorted() {
+                let object: ManagedObject
+                do {
+                    object = try context.existingObject(with: id)
+                } catch let error as EntityStoreError where error.code == .objectNotFound {
+                    continue  // deleted since: its delete goes nowhere (see `pushedObjects`)
+                }
+                if try object.value(forKey: plan.globalIDKey).isNull {
+                    try object.setValue(.uuid(UUID()), forKey: plan.globalIDKey)
+                }
+            }
+            try context.save()
+        } catch let error as EntityStoreError {
+            throw SyncError(.store, "giving this replica's new objects global IDs of their own: \(error.description)")
+        }
+        return inserted
     }
 
     /// The deletes of a pulled save, as tombstones that change only objects the server still has.
@@ -128,7 +265,7 @@ extension SyncEngine {
     /// The objects an entry changed, with their current values of the changed keys (a later entry's values are
     /// pushed again with its own, later stamp).
     func pushedObjects(
-        _ entry: ChangeRecord, _ reader: ObjectContext, _ report: inout SyncReport
+        _ entry: ChangeRecord, _ reader: ObjectContext, _ ownInserts: Set<ObjectID>, _ report: inout SyncReport
     ) throws
         -> [PushedObject]
     {
@@ -136,6 +273,11 @@ extension SyncEngine {
         for change in entry.changes {
             guard let entity = plan.entities[change.objectID.entityName] else { continue }
             if change.kind == .delete {
+                // An object this new replica made and deleted before it had a global ID of its own: its derived
+                // one may be another copy's object of the same key.
+                if ownInserts.contains(change.objectID), change.oldValues[plan.globalIDKey]?.isNull ?? true {
+                    continue
+                }
                 let id = globalID(ofDeleted: change)
                 objects.append(
                     PushedObject(
@@ -194,6 +336,8 @@ extension SyncEngine {
         let zone = configuration.zone
         let store = storeID.uuidString
         let version = "\(self.store.schema.version)"
+        // An object's origin is the store whose key its global ID derives from (the store's own ID, whatever
+        // replica it is now).
         try connection.execute(
             """
             INSERT INTO entitystore_objects (zone, gid, entity, origin_store, origin_key)
@@ -203,7 +347,8 @@ extension SyncEngine {
             """,
             [
                 zone, postgresArray(objects.map(\.globalID.uuidString)), postgresArray(objects.map(\.entity)),
-                postgresArray(objects.map { $0.originKey.map { "\(Int64(bitPattern: $0))" } }), store,
+                postgresArray(objects.map { $0.originKey.map { "\(Int64(bitPattern: $0))" } }),
+                state.originID.uuidString,
             ])
         var logged = Set<UUID>()
         var refused = Set<UUID>()

@@ -26,64 +26,145 @@ public final class SyncEngine: @unchecked Sendable {
     var state: SyncState
     /// The state as last written, for ``status``.
     let published: Mutex<SyncState>
-    /// The store's ID on the server (the state's, fixed).
-    let storeID: UUID
+    /// Whether the state was found (in the store, or in a state file of an earlier version) rather than made new:
+    /// a new state of a store the server knows means the state was lost (see `agreeWithServer`).
+    let stateWasFound: Bool
     let fileLock: SyncLock
     let directory: String
     let plan: SyncPlan
     /// The background loop's flag (see ``start(interval:onError:)``).
     let running = RunFlag()
 
+    /// The store's ID on the server as a replica (the state's; a new one when the store becomes a new replica).
+    var storeID: UUID { state.storeID }
+
     /// The author of pulled saves: `entitystore.sync remote stamp=N`, N their largest clock stamp.
     static let remoteAuthorPrefix = "entitystore.sync remote"
+    /// The author of the saves that give a new replica's own objects global IDs of their own.
+    static let identityAuthor = "entitystore.sync identity"
 
     /// Prepares a store to sync.
     ///
+    /// The sync state lives in the store (``SyncState``). A store whose data file is not the one it last synced
+    /// with (its directory was copied elsewhere, or restored from a backup) becomes a new replica here: it keeps
+    /// what it pushed before, and pushes its changes since under a new ID (``SyncState/ownObjectsFrom``).
+    ///
     /// - Throws: ``SyncError/Code/notSyncable`` when no entity has the global ID attribute, or one has it with
     ///   another type or not unique; ``SyncError/Code/busy`` when another engine (in any process) syncs the store;
-    ///   ``SyncError/Code/state`` when the state file belongs to another zone, cannot be read, or says the store
-    ///   pushed past its own history (another store's file, or a store restored from an older backup).
+    ///   ``SyncError/Code/state`` when the store's state belongs to another zone or cannot be read or written.
     public init(store: PersistentStore, configuration: SyncConfiguration) throws {
         self.store = store
         self.configuration = configuration
         directory = store.environment.path
         plan = try SyncPlan(schema: store.schema, globalIDKey: configuration.globalIDKey)
         fileLock = try SyncLock(storeDirectory: directory)
-        if let saved = try SyncState.read(storeDirectory: directory) {
-            guard saved.zone == configuration.zone else {
-                throw SyncError(
-                    .state,
-                    "the store syncs with zone '\(saved.zone)', not '\(configuration.zone)' (its state is in "
-                        + "\(SyncState.url(inStore: directory).path))")
-            }
-            // Pushed past the store's own history: the file is another store's, or the store was restored from a
-            // backup older than it. Taken as it is, the saves in between would never be pushed.
-            let last = try store.lastTransaction()
-            guard saved.pushedThrough <= last else {
-                throw SyncError(
-                    .state,
-                    "\(SyncState.url(inStore: directory).path) says the store pushed through transaction "
-                        + "\(saved.pushedThrough), but its last is \(last): the file belongs to another store, or the "
-                        + "store was restored from an older backup; sync a new, empty store instead")
-            }
-            state = saved
-        } else {
-            state = SyncState(zone: configuration.zone, storeID: store.storeID)
+        let last = try Self.storeRead { try store.lastTransaction() }
+        var found = try SyncState.read(from: store)
+        // A state file of an earlier version, taken over once.
+        var fromFile: SyncState?
+        if found == nil, let file = try SyncState.read(storeDirectory: directory) {
+            fromFile = file
+            found = file
         }
-        storeID = state.storeID
+        if let found, found.zone != configuration.zone {
+            throw SyncError(
+                .state, "the store syncs with zone '\(found.zone)', not '\(configuration.zone)'")
+        }
+        stateWasFound = found != nil
+        state = found ?? SyncState(zone: configuration.zone, storeID: store.storeID)
         published = Mutex(state)
+        let dataFile = SyncState.FileIdentity.of(directory + "/data.mdb")
+        if let file = fromFile, file.pushedThrough > last {
+            // The state file is newer than the store: the store was restored from a backup older than the file.
+            // Its entries saved after the last push are its own since the restore.
+            let since = try Self.storeRead { try store.history(since: 0) }.first {
+                $0.date > (file.lastPush ?? .distantPast) && !Self.isRemote($0)
+            }
+            try becomeNewReplica(from: since?.transaction ?? last + 1, clock: nil)
+        } else if found != nil, let recorded = state.dataFile, let dataFile, recorded != dataFile {
+            // Another data file: a copy of the directory, or a restore. What it saved since its last push is its own.
+            try becomeNewReplica(from: state.pushedThrough + 1, clock: state.clock)
+        }
+        state.dataFile = dataFile
+        try saveState()
+        if fromFile != nil {
+            // Taken over: the store holds the state now, and is read first, so a file that cannot be removed is
+            // never read again.
+            do {
+                try FileManager.default.removeItem(at: SyncState.url(inStore: directory))
+            } catch {
+                state.lastError = "the state file of an earlier version could not be removed (it is not read): \(error)"
+                try saveState()
+            }
+        }
     }
 
     deinit { running.stop() }
 
-    /// The sync state: cursors, clock, pending work and the last error.
+    /// The sync state: cursors, clock, identity, pending work and the last error.
     /// Read without waiting for a sync in progress (a sync offline can take the connect timeout).
     public var status: SyncState { published.withLock { $0 } }
 
-    /// Writes the state file and publishes the state to ``status``.
+    /// Writes the state into the store (its metadata) and publishes it to ``status``.
     func saveState() throws {
-        try state.write(storeDirectory: directory)
+        let bytes = try state.encoded()
+        try Self.storeWrite("writing the sync state") {
+            try store.setMetadata(bytes, forKey: SyncState.metadataKey)
+        }
         published.withLock { $0 = state }
+    }
+
+    /// Makes the store a new replica whose own history starts at transaction `first`: a new ID on the server, the
+    /// push cursor before `first` (the clock as of it, when known: `nil` recomputes it from the history), and the
+    /// objects inserted from `first` on given global IDs of their own by the next push.
+    func becomeNewReplica(from first: UInt64, clock: UInt64?) throws {
+        state.formerStoreIDs.append(state.storeID)
+        state.storeID = UUID()
+        state.ownObjectsFrom = max(1, first)
+        try moveCursor(before: first, clock: clock)
+    }
+
+    /// Puts the push cursor right before transaction `first` (when it is past it), with the clock as of it: `clock`
+    /// when known, else recomputed from the history.
+    func moveCursor(before first: UInt64, clock: UInt64?) throws {
+        if state.pushedThrough >= first {
+            state.pushedThrough = first - 1
+            state.clock = clock ?? 0
+            state.pullMarks = []
+        } else if let clock {
+            state.clock = clock
+        }
+        if clock == nil {
+            // The clock as of the cursor, from the stamps the history holds (pulled entries) and the entries' dates.
+            var value: UInt64 = 0
+            for entry in try Self.storeRead({ try store.history(since: 0) }) {
+                guard let number = entry.transaction, number <= state.pushedThrough else { break }
+                value =
+                    Self.remoteStamp(of: entry).map { max(value, $0) }
+                    ?? HybridLogicalClock.stamp(after: value, at: entry.date)
+            }
+            state.clock = max(state.clock, value)
+        }
+    }
+
+    /// Runs a read of the store, its failure a ``SyncError/Code/store``.
+    static func storeRead<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch let error as EntityStoreError {
+            throw SyncError(.store, error.description)
+        }
+    }
+
+    /// Runs a write to the store, its failure a ``SyncError/Code/state`` naming `what`.
+    func storeWriteState(_ body: () throws -> Void) throws { try Self.storeWrite("writing the sync state", body) }
+
+    static func storeWrite(_ what: String, _ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as EntityStoreError {
+            throw SyncError(.state, "\(what): \(error.description)")
+        }
     }
 
     /// Whether a history entry holds changes pulled from other stores (they are not pushed back).
@@ -107,7 +188,7 @@ public final class SyncEngine: @unchecked Sendable {
     }
 
     func derivedGlobalID(_ id: ObjectID) -> UUID {
-        GlobalID.derived(store: storeID, hierarchy: plan.root(of: id.entityName), key: id.primaryKey)
+        GlobalID.derived(store: state.originID, hierarchy: plan.root(of: id.entityName), key: id.primaryKey)
     }
 
     static func remoteStamp(of record: ChangeRecord) -> UInt64? {

@@ -1,21 +1,49 @@
+import EntityStore
 import Foundation
 
-/// What a store's sync has done, kept beside the store in `sync-state.json` (0600), replaced atomically (written to
-/// a temporary file, flushed, renamed over the old one), so a kill at any moment leaves the old state or the new.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a store's sync has done: its cursors, its clock and its identity on the server, kept **inside the store**
+/// (its metadata, ``PersistentStore/metadata(forKey:)``) so that a backup, a restore or a copy of the store carries
+/// the state of exactly the data it holds. A pull's changes and its cursor commit in one transaction; a push's cursor
+/// is written once PostgreSQL has committed the push.
 ///
-/// The cursors may lag what happened (a kill after PostgreSQL committed a push, before this file was written):
-/// both directions are idempotent, so the next sync redoes that step and changes nothing twice.
+/// The push cursor may lag the server (a kill after PostgreSQL committed a push, before the store wrote its cursor):
+/// pushes are idempotent and the next push recognises entries the server holds by their stamps. A store restored
+/// from an older backup, or a directory copied to another place, becomes a new replica by itself (see
+/// ``ownObjectsFrom``).
+///
+/// Stores of versions before this one kept the state in `sync-state.json` beside the store; the engine takes it
+/// over once and removes the file.
 public struct SyncState: Codable, Sendable, Equatable {
     /// The zone (one shared data set on the server) the store syncs with.
     public var zone: String
-    /// The store's ID on the server (the store's own `PersistentStore.storeID`).
+    /// The store's ID on the server as a replica: the store's own ``PersistentStore/storeID`` until a copy or a
+    /// restore of its directory makes it a new replica.
     public var storeID: UUID
+    /// The ID the global IDs of the store's own objects derive from (the store's ``PersistentStore/storeID``, for
+    /// good).
+    public var originID: UUID
+    /// The store's former replica IDs, newest last.
+    public var formerStoreIDs: [UUID] = []
+    /// Since it became a new replica, the first history entry of its own: objects inserted by this entry or a later
+    /// one are given a global ID attribute of their own before they are pushed, so that no object another copy of
+    /// the directory made under the same key is taken for them. `nil` for a store that never changed identity.
+    public var ownObjectsFrom: UInt64?
     /// The last local history transaction pushed (or skipped as remote).
     public var pushedThrough: UInt64 = 0
     /// The last server log entry pulled.
     public var pulledThrough: Int64 = 0
-    /// The hybrid logical clock's last stamp (see ``HybridLogicalClock``): the largest stamp assigned or pulled.
+    /// The hybrid logical clock as of ``pushedThrough`` (see ``HybridLogicalClock``): the largest stamp of the
+    /// history entries up to it, this store's (as pushed) and the others' (as pulled). A change is stamped from the
+    /// entries before it in the history, so a pull never moves the stamp of a change saved before it.
     public var clock: UInt64 = 0
+    /// Pulls since the entry at ``pushedThrough`` that saved nothing here (the store held the pulled values
+    /// already): when and with what largest stamp. A change saved after such a pull is stamped after it, as after a
+    /// pull whose save is in the history.
+    public var pullMarks: [PullMark] = []
     /// Objects whose pushed values the server refused (another store's were newer): their server state is pulled
     /// by the next pull.
     public var refetch: [UUID] = []
@@ -28,6 +56,9 @@ public struct SyncState: Codable, Sendable, Equatable {
     public var lastPull: Date?
     /// The last sync's error, if it failed.
     public var lastError: String?
+    /// The store's data file (device and inode) when the state was last written: a directory copied, or restored
+    /// from a backup, has another one, and becomes a new replica by itself.
+    public var dataFile: FileIdentity?
 
     /// A delete to push: the object's entity, global ID and stamp.
     public struct PendingTombstone: Codable, Sendable, Equatable {
@@ -42,12 +73,99 @@ public struct SyncState: Codable, Sendable, Equatable {
         public var originKey: UInt64?
     }
 
-    /// The state file of the store in `directory`.
+    /// A pull that saved nothing: when, and the largest stamp it brought.
+    public struct PullMark: Codable, Sendable, Equatable {
+        /// When the pull ended.
+        public var date: Date
+        /// The largest stamp it brought.
+        public var stamp: UInt64
+    }
+
+    /// A file's device and inode number.
+    public struct FileIdentity: Codable, Sendable, Equatable {
+        /// The device.
+        public var device: UInt64
+        /// The inode number.
+        public var inode: UInt64
+
+        /// The identity of the file at `path`, or `nil` when it cannot be read.
+        static func of(_ path: String) -> FileIdentity? {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        }
+    }
+
+    /// A state for a store that never synced with `zone`.
+    init(zone: String, storeID: UUID) {
+        self.zone = zone
+        self.storeID = storeID
+        originID = storeID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case zone, storeID, originID, formerStoreIDs, ownObjectsFrom, pushedThrough, pulledThrough, clock, pullMarks
+        case refetch, pendingTombstones, lastPush, lastPull, lastError, dataFile
+    }
+
+    public init(from decoder: Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        zone = try values.decode(String.self, forKey: .zone)
+        storeID = try values.decode(UUID.self, forKey: .storeID)
+        // A state of a version before replicas: the store was its own origin.
+        originID = try values.decodeIfPresent(UUID.self, forKey: .originID) ?? storeID
+        formerStoreIDs = try values.decodeIfPresent([UUID].self, forKey: .formerStoreIDs) ?? []
+        ownObjectsFrom = try values.decodeIfPresent(UInt64.self, forKey: .ownObjectsFrom)
+        pushedThrough = try values.decodeIfPresent(UInt64.self, forKey: .pushedThrough) ?? 0
+        pulledThrough = try values.decodeIfPresent(Int64.self, forKey: .pulledThrough) ?? 0
+        clock = try values.decodeIfPresent(UInt64.self, forKey: .clock) ?? 0
+        pullMarks = try values.decodeIfPresent([PullMark].self, forKey: .pullMarks) ?? []
+        refetch = try values.decodeIfPresent([UUID].self, forKey: .refetch) ?? []
+        pendingTombstones = try values.decodeIfPresent([PendingTombstone].self, forKey: .pendingTombstones) ?? []
+        lastPush = try values.decodeIfPresent(Date.self, forKey: .lastPush)
+        lastPull = try values.decodeIfPresent(Date.self, forKey: .lastPull)
+        lastError = try values.decodeIfPresent(String.self, forKey: .lastError)
+        dataFile = try values.decodeIfPresent(FileIdentity.self, forKey: .dataFile)
+    }
+
+    /// The metadata key the state is kept under, in the store.
+    public static let metadataKey = "entitystore.sync"
+
+    /// The sync state kept in `store`; `nil` when the store never synced (or synced only with a version that kept
+    /// the state in `sync-state.json`, see ``read(storeDirectory:)``).
+    ///
+    /// - Throws: ``SyncError/Code/state`` when the state cannot be read or decoded.
+    public static func read(from store: PersistentStore) throws -> SyncState? {
+        let bytes: [UInt8]?
+        do {
+            bytes = try store.metadata(forKey: metadataKey)
+        } catch let error as EntityStoreError {
+            throw SyncError(.state, "cannot read the sync state in the store: \(error.description)")
+        }
+        guard let bytes else { return nil }
+        do {
+            return try JSONDecoder.sync.decode(SyncState.self, from: Data(bytes))
+        } catch {
+            throw SyncError(.state, "the sync state in the store cannot be decoded: \(error)")
+        }
+    }
+
+    /// The state as stored in the store's metadata.
+    func encoded() throws -> [UInt8] {
+        do {
+            return Array(try JSONEncoder.sync.encode(self))
+        } catch {
+            throw SyncError(.state, "cannot encode the sync state: \(error)")
+        }
+    }
+
+    /// The state file of versions that kept the state beside the store in `directory`.
     public static func url(inStore directory: String) -> URL {
         URL(fileURLWithPath: directory).appendingPathComponent("sync-state.json")
     }
 
-    /// Reads the state file of the store in `directory`; `nil` when the store never synced.
+    /// Reads the state file of a version that kept the state beside the store in `directory`; `nil` when there is
+    /// none.
     ///
     /// - Throws: ``SyncError/Code/state`` when the file exists but cannot be read or decoded.
     public static func read(storeDirectory directory: String) throws -> SyncState? {
@@ -57,43 +175,6 @@ public struct SyncState: Codable, Sendable, Equatable {
             return try JSONDecoder.sync.decode(SyncState.self, from: Data(contentsOf: url))
         } catch {
             throw SyncError(.state, "cannot read \(url.path): \(error)")
-        }
-    }
-
-    /// Replaces the state file atomically.
-    func write(storeDirectory directory: String) throws {
-        let url = Self.url(inStore: directory)
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".sync-state.json.tmp")
-        do {
-            let data = try JSONEncoder.sync.encode(self)
-            let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            var failure: Int32 = 0
-            data.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let written = Foundation.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                    if written < 0 {
-                        if errno == EINTR { continue }
-                        failure = errno
-                        return
-                    }
-                    offset += written
-                }
-            }
-            if failure == 0 && fsync(descriptor) != 0 { failure = errno }
-            close(descriptor)
-            if failure != 0 { throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EIO) }
-            guard rename(temporary.path, url.path) == 0 else {
-                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-            }
-            // The rename is durable once the directory is.
-            let directoryDescriptor = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard directoryDescriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            defer { close(directoryDescriptor) }
-            guard fsync(directoryDescriptor) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        } catch {
-            throw SyncError(.state, "cannot write \(url.path): \(error)")
         }
     }
 }

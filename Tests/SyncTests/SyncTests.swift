@@ -420,12 +420,12 @@ struct SyncTests {
         let task = try a!.context.insert("Task")
         try task.setValue("Once", forKey: "title")
         try a!.context.save()
-        let stateFile = SyncState.url(inStore: directory.path("a.store"))
-        let before = try Data(contentsOf: stateFile)
+        let before = try #require(try a!.store.metadata(forKey: SyncState.metadataKey))
         try a!.engine.syncNow()
-        // As if killed after PostgreSQL committed but before the state file was written.
+        // As if killed after PostgreSQL committed but before the store wrote the push cursor.
         a = nil
-        try before.write(to: stateFile)
+        let reopened = try PersistentStore.open(path: directory.path("a.store"), schema: Fixtures.syncSchema())
+        try reopened.setMetadata(before, forKey: SyncState.metadataKey)
         a = try Replica(directory, "a.store", server)
         let retry = try a!.engine.syncNow()
         #expect(retry.pushedEntries == 0)
@@ -435,29 +435,43 @@ struct SyncTests {
         #expect(try b.context.count(for: FetchRequest(entity: "Task")) == 1)
     }
 
-    @Test("a copy of a store's directory syncing as a second replica is refused, not silently dropped")
-    func copiedStoreIsRefused() throws {
+    @Test("a copy of a store's directory becomes a new replica by itself: nothing is lost, all converge")
+    func aCopiedStoreBecomesANewReplica() throws {
         let server = try ScratchPostgres()
         defer { server.remove() }
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let a = try Replica(directory, "a.store", server)
-        let first = try a.context.insert("Task")
-        try first.setValue("one", forKey: "title")
-        try a.context.save()
+        func add(_ title: String, to replica: Replica) throws {
+            try replica.context.insert("Task").setValue(.string(title), forKey: "title")
+            try replica.context.save()
+        }
+        try add("one", to: a)
         try a.engine.syncNow()
+        try add("saved before the copy", to: a)  // not pushed when the directory is copied
         try FileManager.default.copyItem(atPath: directory.path("a.store"), toPath: directory.path("c.store"))
-        let second = try a.context.insert("Task")
-        try second.setValue("two", forKey: "title")
-        try a.context.save()
+        try add("two", to: a)
         try a.engine.syncNow()
         let c = try Replica(directory, "c.store", server)
-        let third = try c.context.insert("Task")
-        try third.setValue("three", forKey: "title")
-        try c.context.save()
-        let error = try #require(throws: SyncError.self) { try c.engine.syncNow() }
-        #expect(error.code == .state)
-        #expect(error.message.contains("copy"))
+        // The copy's data file is not the one its state was written with: a new replica, the original's former.
+        #expect(c.engine.status.storeID != a.engine.status.storeID)
+        #expect(c.engine.status.formerStoreIDs == [a.engine.status.storeID])
+        #expect(c.engine.status.originID == a.engine.status.originID)
+        try add("three", to: c)  // the same key as "two" in the original: another object all the same
+        try c.engine.syncNow()
+        try a.engine.syncNow()
+        let b = try Replica(directory, "b.store", server)
+        #expect(try syncUntilQuiet([a.engine, b.engine, c.engine]))
+        let contents = try a.contents()
+        #expect(try b.contents() == contents)
+        #expect(try c.contents() == contents)
+        let titles = try ObjectContext(store: b.store).fetch(FetchRequest(entity: "Task")).map {
+            try $0.value(forKey: "title")
+        }
+        // The change saved before the copy and not pushed is in both directories: each pushes its own.
+        #expect(
+            titles.sorted { $0.description < $1.description }
+                == ["one", "saved before the copy", "saved before the copy", "three", "two"].map(Value.string))
     }
 
     @Test("with PostgreSQL down the store keeps working, and the next sync resumes from the cursors")

@@ -21,17 +21,17 @@ struct SyncTombstoneTests {
         let b = try zone.open("b")
         let context = ObjectContext(store: a)
         let tag = try context.insert("Tag")
-        try zone.sync("a")  // writes the state file
+        try zone.sync("a")  // writes the state
         try tag.setValue("work", forKey: "name")
         try context.save()
         // As a pull that lost the tag to another store's would: the delete kept, then a kill before the save.
-        var state = try #require(try SyncState.read(storeDirectory: zone.path("a")))
+        var state = try #require(try SyncState.read(from: a))
         state.pendingTombstones.append(
             .init(
                 entity: "Tag", globalID: try zone.engine("a").globalID(of: tag),
                 stamp: HybridLogicalClock.stamp(after: state.clock, at: Date()),
                 originKey: tag.objectID.primaryKey))
-        try state.write(storeDirectory: zone.path("a"))
+        try a.setMetadata(try state.encoded(), forKey: SyncState.metadataKey)
 
         try zone.restartEngine("a")
         try zone.sync("a", "b")

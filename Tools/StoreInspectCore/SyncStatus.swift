@@ -3,19 +3,20 @@ import EntityStoreSync
 import Foundation
 
 extension Runner {
-    /// The sync state beside the store (`sync-state.json`, written by the sync engine) and what the history holds
-    /// that is not pushed yet. Reads nothing from the server: it works offline, as the store does.
+    /// The sync state kept in the store (by the sync engine; `sync-state.json` beside it for versions before)
+    /// and what the history holds that is not pushed yet. Reads nothing from the server: it works offline, as the
+    /// store does.
     func syncStatus() throws {
         let state: SyncState?
         do {
-            state = try SyncState.read(storeDirectory: invocation.store)
+            state = try SyncState.read(from: store) ?? SyncState.read(storeDirectory: invocation.store)
         } catch let error as SyncError {
             throw CommandFailure(code: ExitCode.corruptData, message: error.message)
         }
         guard let state else {
             return emitProperties([
                 ("synced", .bool(false)),
-                ("note", .text("this store has never synced (no sync-state.json beside data.mdb)")),
+                ("note", .text("this store has never synced (it holds no sync state)")),
             ])
         }
         let entries = try store.history(since: state.pushedThrough)
@@ -27,6 +28,9 @@ extension Runner {
             ("synced", .bool(true)),
             ("zone", .text(state.zone)),
             ("store id", .text(state.storeID.uuidString)),
+            ("origin id", .text(state.originID.uuidString)),
+            ("former store ids", .text(state.formerStoreIDs.map(\.uuidString).joined(separator: " "))),
+            ("own objects from", state.ownObjectsFrom.map { number($0) } ?? .null),
             ("pushed through", number(state.pushedThrough)),
             ("last saved transaction", number(try store.lastTransaction())),
             ("entries not pushed", .int(Int64(pending.count))),

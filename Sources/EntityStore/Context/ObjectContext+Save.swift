@@ -103,6 +103,8 @@ extension ObjectContext {
                 pending.removeAll()
                 throw error
             }
+            // Committed with the save.
+            pendingMetadata = []
             finishSave(resolutions)
             processPendingChanges()
             if !collateral.isEmpty {
@@ -327,6 +329,7 @@ extension ObjectContext {
                 var record = ChangeRecord(kind: .didSave, changes: changes, author: name, contextID: contextID)
                 // A save whose every change was already made elsewhere (deletes of deleted objects) leaves no entry.
                 if !record.changes.isEmpty { record.transaction = try store.appendHistory(record, txn) }
+                if !pendingMetadata.isEmpty { try store.writeMetadata(pendingMetadata, txn) }
                 return (record, resolutions, collateral)
             }
         }

@@ -95,6 +95,8 @@ public final class ObjectContext {
     /// The models a typed to-many read returned last, while they are current (see `ToMany`): appending to a typed
     /// to-many in a loop (`folder.notes.append(note)`) read and wrapped every object of it again for each append.
     @exclusivity(unchecked) var lastToMany: LastToMany?
+    /// Metadata the save in progress writes in its transaction (``save(settingMetadata:)``); emptied once written.
+    @exclusivity(unchecked) var pendingMetadata: [(key: [UInt8], value: [UInt8]?)] = []
     /// Failures of typed-model setters (which cannot throw), thrown by the next save.
     @exclusivity(unchecked) var accessorFailures: [EntityStoreError] = []
     /// How a save resolves conflicts with changes saved elsewhere since the objects were read.

@@ -32,6 +32,8 @@ enum StoreNames {
         /// (done when the store opens; a crash in between leaves it for the next open).
         static let derivationsPending = Array("derivationsPending".utf8)
         static func sequence(_ entity: String) -> [UInt8] { Array("seq.\(entity)".utf8) }
+        /// An app's metadata value (``PersistentStore/setMetadata(_:forKey:)``).
+        static func metadata(_ key: String) -> [UInt8] { Array("app.\(key)".utf8) }
     }
 }
 
