@@ -76,7 +76,8 @@ public struct SyncReport: Sendable, Equatable {
 }
 
 /// Two objects that hold the same value of a unique attribute. Every store resolves it the same way: the object
-/// with the smaller global ID keeps the value and the other is deleted everywhere.
+/// with the larger global ID is merged into the other (its relationships moved to it, its newer values kept) and
+/// removed everywhere; nothing that was linked to it is deleted.
 public struct UniquenessConflict: Sendable, Equatable, CustomStringConvertible {
     /// The entity the uniqueness applies to.
     public var entity: String
@@ -86,10 +87,13 @@ public struct UniquenessConflict: Sendable, Equatable, CustomStringConvertible {
     public var value: Value
     /// The global ID of the object kept.
     public var kept: UUID
-    /// The global ID of the object deleted.
+    /// The global ID of the object merged into the one kept, and removed.
     public var removed: UUID
+    /// The global IDs of the objects whose links moved from the removed object to the one kept.
+    public var repointed: [UUID] = []
 
     public var description: String {
-        "\(entity).\(key) = \(value): kept \(kept.uuidString), deleted \(removed.uuidString)"
+        "\(entity).\(key) = \(value): kept \(kept.uuidString), merged and removed \(removed.uuidString)"
+            + (repointed.isEmpty ? "" : ", re-pointed \(repointed.map(\.uuidString).joined(separator: " "))")
     }
 }

@@ -14,7 +14,7 @@ extension SyncEngine {
             next.lastPull = Date()
             var saved = false
             if !page.objects.isEmpty {
-                saved = try apply(page.objects, page.largestStamp, &next, &report)
+                saved = try apply(page.objects, page.largestStamp, &next, &report, connection)
                 report.pulledObjects += page.objects.count
             }
             if saved {
@@ -176,7 +176,8 @@ extension SyncEngine {
     /// A local save in between (the app saving while a background sync applies) is a conflict: the objects are
     /// read again, with that save's changes among those left alone, a few times before the error reaches the app.
     func apply(
-        _ objects: [UUID: ServerObject], _ largestStamp: UInt64, _ next: inout SyncState, _ report: inout SyncReport
+        _ objects: [UUID: ServerObject], _ largestStamp: UInt64, _ next: inout SyncState, _ report: inout SyncReport,
+        _ connection: PostgresConnection
     ) throws -> Bool {
         var attempt = 0
         while true {
@@ -184,7 +185,7 @@ extension SyncEngine {
             var attempted = report
             var state = next
             do {
-                let saved = try applyOnce(objects, largestStamp, &state, &attempted)
+                let saved = try applyOnce(objects, largestStamp, &state, &attempted, connection)
                 report = attempted
                 next = state
                 return saved
@@ -204,7 +205,8 @@ extension SyncEngine {
     static let applyAttempts = 8
 
     func applyOnce(
-        _ objects: [UUID: ServerObject], _ largestStamp: UInt64, _ next: inout SyncState, _ report: inout SyncReport
+        _ objects: [UUID: ServerObject], _ largestStamp: UInt64, _ next: inout SyncState, _ report: inout SyncReport,
+        _ connection: PostgresConnection
     ) throws -> Bool {
         let stamp = max(next.clock, largestStamp)
         let context = ObjectContext(store: store, name: "\(Self.remoteAuthorPrefix) stamp=\(stamp)")
@@ -215,9 +217,17 @@ extension SyncEngine {
         let pending = try unpushedChanges(&next)
         let version = store.schema.version
         var touched: [ManagedObject] = []
-        // Deletes, then values, then relationships (whose targets may be objects made here).
+        // Deletes, then values, then relationships (whose targets may be objects made here). An object with a
+        // unique value is deleted last: when it lost a uniqueness clash elsewhere, it is merged into the winner
+        // here too, so that what this store linked to it since moves to the winner instead of going with it.
+        var doomed: [ManagedObject] = []
         for (id, object) in objects where object.isDeleted(configuration.deletePolicy) {
-            if let existing = local.removeValue(forKey: id) { try context.delete(existing) }
+            guard let existing = local.removeValue(forKey: id) else { continue }
+            if plan.entities[existing.entity.name]?.uniqueAttributes.isEmpty == false {
+                doomed.append(existing)
+            } else {
+                try context.delete(existing)
+            }
         }
         for (id, object) in objects where !object.isDeleted(configuration.deletePolicy) {
             guard let entity = plan.entities[object.entity] else {
@@ -282,11 +292,25 @@ extension SyncEngine {
                 }
             }
         }
-        let tombstones = try resolveUniqueness(touched, context, stamp, &report)
+        let (merges, tombstones) = try mergeClashes(
+            touched + doomed, context, doomed: Set(doomed.map(\.objectID)),
+            server: { ids in
+                var found = objects.filter { ids.contains($0.key) }
+                let missing = ids.subtracting(found.keys)
+                if !missing.isEmpty {
+                    for (id, object) in try ServerObject.read(missing, zone: configuration.zone, connection) {
+                        found[id] = object
+                    }
+                }
+                return found
+            }, pending: pending.keys, seen: stamp, &report)
+        for object in doomed where !object.isDeleted { try context.delete(object) }
         guard context.hasChanges else { return false }
-        // The deletes the other stores must hear of, and the cursor past the page, commit with the page's save.
+        // What other stores must hear of (the merges' changes and removals), and the cursor past the page, commit
+        // with the page's save.
         var updated = next
         updated.pendingTombstones += tombstones
+        updated.pendingMerges += merges
         try context.save(settingMetadata: [SyncState.metadataKey: try updated.encoded()])
         next = updated
         return true
@@ -344,46 +368,5 @@ extension SyncEngine {
             }
         }
         return (keys, deleted)
-    }
-
-    /// Finds objects of this pull that share a unique value with another object, and deletes the one with the
-    /// larger global ID (every store decides the same) in `context`; gives the deletes to push by the next sync.
-    func resolveUniqueness(
-        _ touched: [ManagedObject], _ context: ObjectContext, _ seen: UInt64, _ report: inout SyncReport
-    ) throws -> [SyncState.PendingTombstone] {
-        var removed = Set<ObjectID>()
-        var tombstones: [SyncState.PendingTombstone] = []
-        for object in touched where !object.isDeleted && !removed.contains(object.objectID) {
-            guard let entity = plan.entities[object.entity.name] else { continue }
-            for attribute in entity.uniqueAttributes {
-                let value = try object.value(forKey: attribute.name)
-                guard !value.isNull, !removed.contains(object.objectID) else { continue }
-                let request = FetchRequest(
-                    entity: plan.uniquenessScope(of: attribute.name, in: entity.name),
-                    predicate: .comparison(
-                        .init(
-                            keyPath: [attribute.name], op: .equal, operand: .value(value),
-                            options: attribute.isCaseInsensitive ? .caseDiacriticInsensitive : [])))
-                for other in try context.fetch(request)
-                where other.objectID != object.objectID && !removed.contains(other.objectID) {
-                    let mine = try globalID(of: object)
-                    let theirs = try globalID(of: other)
-                    let (winner, loser, loserObject) =
-                        mine.uuidString < theirs.uuidString ? (mine, theirs, other) : (theirs, mine, object)
-                    report.conflicts.append(
-                        UniquenessConflict(
-                            entity: entity.name, key: attribute.name, value: value, kept: winner, removed: loser))
-                    let given = try loserObject.value(forKey: plan.globalIDKey)
-                    tombstones.append(
-                        .init(
-                            entity: loserObject.entity.name, globalID: loser,
-                            stamp: HybridLogicalClock.stamp(after: seen, at: Date()),
-                            originKey: given.isNull ? loserObject.objectID.primaryKey : nil))
-                    removed.insert(loserObject.objectID)
-                    try context.delete(loserObject)
-                }
-            }
-        }
-        return tombstones
     }
 }

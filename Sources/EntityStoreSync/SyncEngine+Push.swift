@@ -4,6 +4,8 @@ import Foundation
 /// Push: the history entries not pushed yet, as idempotent server transactions.
 extension SyncEngine {
     func push(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
+        // Merges of uniqueness clashes first (the winners and what moved to them), then the losers' removals.
+        try pushMerges(connection, &report)
         if !state.pendingTombstones.isEmpty {
             let tombstones = state.pendingTombstones
             try connection.transaction {
@@ -109,6 +111,48 @@ extension SyncEngine {
             state.lastPush = Date()
             try saveState()
         }
+    }
+
+    /// Pushes what merges of uniqueness clashes changed (in pulls, which are not pushed), from the objects' current
+    /// values, each with its merge's stamp.
+    func pushMerges(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
+        guard !state.pendingMerges.isEmpty else { return }
+        let reader = ObjectContext(store: store)
+        var pushes: [(stamp: UInt64, object: PushedObject)] = []
+        try Self.storeRead {
+            for merge in state.pendingMerges {
+                guard let entity = plan.entities[merge.entity] else { continue }
+                let object: ManagedObject
+                do {
+                    object = try reader.existingObject(
+                        with: ObjectID(entityName: merge.entity, primaryKey: merge.primaryKey))
+                } catch let error as EntityStoreError where error.code == .objectNotFound {
+                    continue  // deleted since: its delete is pushed
+                }
+                let values = try syncedValues(of: object, keys: Set(merge.keys), in: entity, reader)
+                guard !values.isEmpty else { continue }
+                let given = try object.value(forKey: plan.globalIDKey)
+                pushes.append(
+                    (
+                        merge.stamp,
+                        PushedObject(
+                            entity: entity.name, globalID: try globalID(of: object),
+                            originKey: given.isNull ? object.objectID.primaryKey : nil, deleted: false,
+                            onlyIfAlive: false, values: values)
+                    ))
+            }
+        }
+        var refused: [UUID] = []
+        try connection.transaction {
+            refused = []
+            try ServerSchema.lockZone(connection, configuration.zone)
+            for (stamp, object) in pushes { refused += try send([object], seq: nil, stamp: stamp, connection) }
+            try connection.execute("SELECT pg_notify($1, $2)", [ServerSchema.channel, configuration.zone])
+        }
+        report.pushedChanges += pushes.reduce(0) { $0 + $1.object.values.count }
+        state.refetch = Array(Set(state.refetch + refused)).sorted { $0.uuidString < $1.uuidString }
+        state.pendingMerges = []
+        try saveState()
     }
 
     /// Stamps history entries in their order, from the clock as of the push cursor: a pulled entry raises the clock
@@ -293,23 +337,8 @@ extension SyncEngine {
             }
             let given = try object.value(forKey: plan.globalIDKey)
             let id = try globalID(of: object)
-            let keys = change.kind == .insert ? entity.keys : Set(change.changedKeys).intersection(entity.keys)
-            var values: [String: String?] = [:]
-            for attribute in entity.attributes where keys.contains(attribute.name) {
-                values[attribute.name] = SyncValue.text(try object.value(forKey: attribute.name))
-            }
-            for relationship in entity.relationships where keys.contains(relationship.name) {
-                var targets: [UUID] = []
-                for targetID in try object.objectIDs(forKey: relationship.name)
-                where plan.entities[targetID.entityName] != nil {
-                    do {
-                        targets.append(try globalID(of: try reader.existingObject(with: targetID)))
-                    } catch let error as EntityStoreError where error.code == .objectNotFound {
-                        continue  // deleted since: a later entry pushes the delete
-                    }
-                }
-                values[relationship.name] = SyncValue.text(targets: targets)
-            }
+            let keys = change.kind == .insert ? entity.keys : Set(change.changedKeys)
+            let values = try syncedValues(of: object, keys: keys, in: entity, reader)
             guard change.kind == .insert || !values.isEmpty else { continue }
             objects.append(
                 PushedObject(
@@ -317,6 +346,29 @@ extension SyncEngine {
                     deleted: false, onlyIfAlive: false, values: values))
         }
         return objects
+    }
+
+    /// An object's current values of the synced keys among `keys`, as pushed (relationships as `r:` texts).
+    func syncedValues(
+        of object: ManagedObject, keys: Set<String>, in entity: SyncPlan.SyncedEntity, _ reader: ObjectContext
+    ) throws -> [String: String?] {
+        var values: [String: String?] = [:]
+        for attribute in entity.attributes where keys.contains(attribute.name) {
+            values[attribute.name] = SyncValue.text(try object.value(forKey: attribute.name))
+        }
+        for relationship in entity.relationships where keys.contains(relationship.name) {
+            var targets: [UUID] = []
+            for targetID in try object.objectIDs(forKey: relationship.name)
+            where plan.entities[targetID.entityName] != nil {
+                do {
+                    targets.append(try globalID(of: try reader.existingObject(with: targetID)))
+                } catch let error as EntityStoreError where error.code == .objectNotFound {
+                    continue  // deleted since: a later entry pushes the delete
+                }
+            }
+            values[relationship.name] = SyncValue.text(targets: targets)
+        }
+        return values
     }
 
     /// SQL true for an object `o` of `entitystore_objects` deleted once that lives again under `newestWins`: a property

@@ -50,6 +50,9 @@ public struct SyncState: Codable, Sendable, Equatable {
     /// Deletes decided by this store that its history does not hold (the losers of uniqueness conflicts), waiting to
     /// be pushed.
     public var pendingTombstones: [PendingTombstone] = []
+    /// What merges of uniqueness clashes changed here (in pulls, which are not pushed): pushed from the objects'
+    /// current values before the history's entries.
+    public var pendingMerges: [PendingMerge] = []
     /// When a push last completed.
     public var lastPush: Date?
     /// When a pull last completed.
@@ -71,6 +74,18 @@ public struct SyncState: Codable, Sendable, Equatable {
         /// The object's key here when this store made it (its global ID derived from the key): the server records
         /// the origin of an object first heard of by its delete, so that this store finds it by its key.
         public var originKey: UInt64?
+    }
+
+    /// What a merge changed that other stores must hear of: an object's keys, pushed from its current values.
+    public struct PendingMerge: Codable, Sendable, Equatable {
+        /// The object's entity.
+        public var entity: String
+        /// The object's key in this store.
+        public var primaryKey: UInt64
+        /// The keys the merge changed.
+        public var keys: [String]
+        /// The merge's clock stamp.
+        public var stamp: UInt64
     }
 
     /// A pull that saved nothing: when, and the largest stamp it brought.
@@ -105,7 +120,7 @@ public struct SyncState: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case zone, storeID, originID, formerStoreIDs, ownObjectsFrom, pushedThrough, pulledThrough, clock, pullMarks
-        case refetch, pendingTombstones, lastPush, lastPull, lastError, dataFile
+        case refetch, pendingTombstones, pendingMerges, lastPush, lastPull, lastError, dataFile
     }
 
     public init(from decoder: Decoder) throws {
@@ -122,6 +137,7 @@ public struct SyncState: Codable, Sendable, Equatable {
         pullMarks = try values.decodeIfPresent([PullMark].self, forKey: .pullMarks) ?? []
         refetch = try values.decodeIfPresent([UUID].self, forKey: .refetch) ?? []
         pendingTombstones = try values.decodeIfPresent([PendingTombstone].self, forKey: .pendingTombstones) ?? []
+        pendingMerges = try values.decodeIfPresent([PendingMerge].self, forKey: .pendingMerges) ?? []
         lastPush = try values.decodeIfPresent(Date.self, forKey: .lastPush)
         lastPull = try values.decodeIfPresent(Date.self, forKey: .lastPull)
         lastError = try values.decodeIfPresent(String.self, forKey: .lastError)

@@ -50,7 +50,9 @@ extension Fixtures {
     {
         let context = ObjectContext(store: store)
         var lines: [String] = []
-        for entity in ["Project", "Task", "Tag"] {
+        // The entities with global IDs (of the sync fixture: Project, Task and Tag), by name.
+        let entities = store.schema.entities.filter { !$0.isAbstract && $0.attribute("syncID") != nil }.map(\.name)
+        for entity in entities.sorted() {
             var rows: [String] = []
             for object in try context.fetch(FetchRequest(entity: entity)) {
                 let id = try globalID(object)
