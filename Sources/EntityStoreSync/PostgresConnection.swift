@@ -10,15 +10,27 @@ final class PostgresConnection {
 
     /// Connects with a libpq connection string (`host=/tmp port=5432 dbname=app user=app connect_timeout=5`).
     ///
-    /// - Throws: ``SyncError/Code/serverUnavailable`` naming what libpq said.
+    /// - Throws: ``SyncError/Code/configurationInvalid`` for a string libpq cannot parse or an unknown database or
+    ///   user, ``SyncError/Code/authenticationFailed`` when the server refuses the credentials (or the TLS
+    ///   certificate does not verify), ``SyncError/Code/serverUnavailable`` otherwise; each naming what libpq said.
     init(_ connection: String) throws {
+        var parseError: UnsafeMutablePointer<CChar>?
+        if let options = PQconninfoParse(connection, &parseError) {
+            PQconninfoFree(options)
+        } else {
+            let message = parseError.map { String(cString: $0) } ?? "libpq could not parse it"
+            if let parseError { PQfreemem(parseError) }
+            throw SyncError(
+                .configurationInvalid,
+                "the connection string is invalid: \(message.trimmingCharacters(in: .whitespacesAndNewlines))")
+        }
         guard let handle = PQconnectdb(connection) else {
             throw SyncError(.serverUnavailable, "libpq could not allocate a connection")
         }
         guard PQstatus(handle) == CONNECTION_OK else {
             let message = Self.message(of: handle)
             PQfinish(handle)
-            throw SyncError(.serverUnavailable, "cannot connect to PostgreSQL: \(message)")
+            throw SyncError(Self.code(ofConnectionFailure: message), "cannot connect to PostgreSQL: \(message)")
         }
         self.handle = handle
         // Notices (e.g. "relation already exists, skipping") are not errors; libpq prints them to stderr otherwise.
@@ -26,6 +38,24 @@ final class PostgresConnection {
     }
 
     deinit { PQfinish(handle) }
+
+    /// What kind of failure a connection's libpq message tells (libpq gives no SQLSTATE for a failed connection;
+    /// the server's messages at connection time are in English until a session sets its language).
+    static func code(ofConnectionFailure message: String) -> SyncError.Code {
+        let authentication = [
+            "password authentication failed", "authentication failed", "no pg_hba.conf entry",
+            "no password supplied", "password is required", "certificate", "SSL error", "server does not support SSL",
+        ]
+        if authentication.contains(where: { message.localizedCaseInsensitiveContains($0) }) {
+            return .authenticationFailed
+        }
+        // (A host name that does not resolve is not among them: an offline machine cannot resolve any.)
+        let configuration = ["does not exist", "invalid connection option"]
+        if configuration.contains(where: { message.localizedCaseInsensitiveContains($0) }) {
+            return .configurationInvalid
+        }
+        return .serverUnavailable
+    }
 
     /// Whether the connection is still up (a server restart breaks it).
     var isOpen: Bool { PQstatus(handle) == CONNECTION_OK }
@@ -60,7 +90,7 @@ final class PostgresConnection {
             throw SyncError(
                 lost ? .serverUnavailable : .server,
                 "PostgreSQL refused \(Self.summary(of: sql)): \(message.isEmpty ? Self.message(of: handle) : message)"
-            )
+                    + (state.isEmpty ? "" : " (SQLSTATE \(state))"))
         }
     }
 

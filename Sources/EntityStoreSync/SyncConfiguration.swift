@@ -47,7 +47,12 @@ public struct SyncConfiguration: Sendable {
 
     /// The connection string with a connect timeout, so an unreachable server fails a sync instead of hanging it.
     var connectionWithTimeout: String {
-        connection.contains("connect_timeout") ? connection : connection + " connect_timeout=5"
+        guard !connection.contains("connect_timeout") else { return connection }
+        // A URI takes it as a query parameter, a keyword string as one more keyword.
+        if connection.hasPrefix("postgres://") || connection.hasPrefix("postgresql://") {
+            return connection + (connection.contains("?") ? "&" : "?") + "connect_timeout=5"
+        }
+        return connection + " connect_timeout=5"
     }
 }
 

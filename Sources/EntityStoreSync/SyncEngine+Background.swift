@@ -4,9 +4,13 @@ import Foundation
 /// Syncing in the background: on local saves, on other stores' pushes, and every interval.
 extension SyncEngine {
     /// Syncs in the background: at once, right after every local save, when another store pushes (PostgreSQL's
-    /// `NOTIFY`), and every `interval` seconds. Errors go to `onError` and the loop goes on (with PostgreSQL down
-    /// it retries at the next save or after `interval`). `onSync` gets each sync's report that did something: its
-    /// uniqueness conflicts and problems reach the app there.
+    /// `NOTIFY`), and every `interval` seconds. It listens for the other stores' pushes before its first sync, and
+    /// returns once it does (or once the server was found unreachable), so a push made after it returns wakes it.
+    /// Errors go to `onError`: with PostgreSQL down (``SyncError/Code/serverUnavailable``) the loop goes on and
+    /// retries at the next save or after `interval`; an error that retrying cannot mend
+    /// (``SyncError/isRetryable``: credentials refused, a connection string that cannot work) is reported once and
+    /// ends the loop (``status`` keeps it; ``start(interval:onSync:onError:)`` again after fixing it). `onSync`
+    /// gets each sync's report that did something: its uniqueness conflicts and problems reach the app there.
     ///
     /// - Throws: A storage error when the store's saves cannot be observed.
     public func start(
@@ -24,11 +28,22 @@ extension SyncEngine {
             running.finished()
             throw error
         }
+        let listening = DispatchSemaphore(value: 0)
         let thread = Thread { [self] in
             var due = Date.distantPast
             var dirty = true
-            // The loop's own connection, for LISTEN (the sync connection is the syncs', under the lock).
+            // The loop's own connection, for LISTEN (the sync connection is the syncs', under the lock): made before
+            // the first sync, so that no other store's push during it goes unheard.
             var listener: PostgresConnection?
+            var listenFailure: SyncError?
+            do {
+                listener = try Self.listen(configuration)
+            } catch let error as SyncError {
+                listenFailure = error
+            } catch {
+                listenFailure = SyncError(.serverUnavailable, "\(error)")
+            }
+            listening.signal()
             while running.isRunning {
                 if dirty || Date() >= due {
                     dirty = false
@@ -38,17 +53,22 @@ extension SyncEngine {
                         if report != SyncReport() { onSync(report) }
                     } catch let error as SyncError {
                         onError(error)
+                        // Credentials or a connection string that cannot work: retrying mends nothing.
+                        if error.code == .authenticationFailed || error.code == .configurationInvalid { break }
                     } catch {
                         onError(SyncError(.store, "\(error)"))
                     }
                 }
                 let timeout = max(0, due.timeIntervalSinceNow)
-                if listener == nil {
+                if listener == nil, listenFailure?.isRetryable ?? true {
                     do {
                         listener = try Self.listen(configuration)
-                    } catch {
+                    } catch let error as SyncError {
                         // The server is unreachable: each sync reports that (once); until it answers, saves and
                         // the interval wake the loop.
+                        listenFailure = error
+                        listener = nil
+                    } catch {
                         listener = nil
                     }
                 }
@@ -71,10 +91,14 @@ extension SyncEngine {
         }
         thread.name = "EntityStoreSync"
         thread.start()
+        listening.wait()
     }
 
     /// Stops the background loop and waits for its current sync to end.
     public func stop() { running.stop() }
+
+    /// Whether the background loop runs (it ends on ``stop()``, or by itself on an error retrying cannot mend).
+    public var isSyncingInBackground: Bool { running.isRunning }
 
     /// A connection listening to the zone's pushes.
     static func listen(_ configuration: SyncConfiguration) throws -> PostgresConnection {
@@ -149,8 +173,10 @@ final class RunFlag: @unchecked Sendable {
         }
     }
 
+    /// The loop ended (stopped, or on an error retrying cannot mend): a new one may start.
     func finished() {
         condition.withLock {
+            running = false
             active = false
             condition.broadcast()
         }

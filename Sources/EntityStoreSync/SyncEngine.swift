@@ -219,6 +219,17 @@ public final class SyncEngine: @unchecked Sendable {
         }
     }
 
+    /// Syncs as ``syncNow()`` does, on a thread of its own, so that an async caller (the main actor) does not wait
+    /// on the network: `let report = try await engine.syncNow()`.
+    @discardableResult
+    public func syncNow() async throws -> SyncReport {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { [self] in
+                continuation.resume(with: Result { try syncNow() as SyncReport })
+            }
+        }
+    }
+
     /// Keeps `error` in the state (for `store-inspect sync-status`) and throws it; a broken connection is dropped so
     /// the next sync reconnects.
     func fail(_ error: SyncError) throws -> Never {

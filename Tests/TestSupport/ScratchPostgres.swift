@@ -77,6 +77,46 @@ public final class ScratchPostgres: @unchecked Sendable {
         try run("pg_ctl", ["-D", directory + "/data", "-m", immediately ? "immediate" : "fast", "-w", "stop"])
     }
 
+    /// Runs SQL as the cluster's superuser (`psql`), and returns what it printed (unaligned, tuples only).
+    @discardableResult
+    public func psql(_ sql: String, database: String = "postgres") throws -> String {
+        let output = directory + "/psql.out"
+        try run(
+            "psql",
+            [
+                "-h", directory, "-p", "\(port)", "-U", user ?? NSUserName(), "-d", database, "-X", "-q", "-A", "-t",
+                "-v", "ON_ERROR_STOP=1", "-c", sql,
+            ])
+        return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+    }
+
+    /// The connection string of `role` with `password` (over the cluster's socket).
+    public func connection(as role: String, password: String? = nil, database: String = "postgres") -> String {
+        "host=\(directory) port=\(port) dbname=\(database) user=\(role)" + (password.map { " password=\($0)" } ?? "")
+    }
+
+    /// Makes `role` sign in with a password (SCRAM) over the socket, where every other role is trusted: a line
+    /// ahead of the others in `pg_hba.conf`, then a reload.
+    public func requirePassword(for role: String) throws {
+        let path = directory + "/data/pg_hba.conf"
+        let existing = try String(contentsOfFile: path, encoding: .utf8)
+        try ("local all \(role) scram-sha-256\n" + existing).write(toFile: path, atomically: false, encoding: .utf8)
+        try run("pg_ctl", ["-D", directory + "/data", "reload"])
+        // The server takes the new rules when it has handled the reload: until a sign-in without a password fails.
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline {
+            do {
+                try run(
+                    "psql",
+                    ["-h", directory, "-p", "\(port)", "-U", role, "-d", "postgres", "-X", "-w", "-c", "SELECT 1"])
+                usleep(20_000)
+            } catch {
+                return
+            }
+        }
+        throw Unavailable(description: "the server did not take the password rule for \(role)")
+    }
+
     /// Stops the server (if running) and removes the cluster.
     public func remove() {
         _ = try? run("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
