@@ -29,6 +29,7 @@ extension SyncEngine {
                 state = next
                 try saveState()
             }
+            progress?(report)
             if let newer = page.newerSchema {
                 throw SyncError(
                     .schemaTooNew,

@@ -110,6 +110,7 @@ extension SyncEngine {
             stamper.write(to: &state)
             state.lastPush = Date()
             try saveState()
+            progress?(report)
         }
     }
 
@@ -197,6 +198,36 @@ extension SyncEngine {
     /// first entry that differs. A state made new for a store the server knows (the state of an earlier version
     /// lost with its file) takes the entries saved after the replica's last push as unpushed.
     func agreeWithServer(_ connection: PostgresConnection) throws {
+        if let first = suspectsFrom, first <= state.pushedThrough {
+            // An entry numbered as one the server took before it was saved is not that entry: the store was restored
+            // and saved again.
+            let taken = try connection.execute(
+                """
+                SELECT seq, extract(epoch FROM pushed_at)::text FROM entitystore_pushes
+                WHERE zone = $1 AND store_id = $2 AND seq BETWEEN $3 AND $4
+                """, [configuration.zone, storeID.uuidString, "\(first)", "\(state.pushedThrough)"]
+            ).rows
+            var pushedAt: [UInt64: Date] = [:]
+            for row in taken {
+                guard let seq = row[0].flatMap({ UInt64($0) }), let seconds = row[1].flatMap({ Double($0) }) else {
+                    continue
+                }
+                pushedAt[seq] = Date(timeIntervalSince1970: seconds)
+            }
+            let entries = try Self.storeRead { try store.history(since: first - 1) }
+            let restored = entries.first { entry in
+                guard let number = entry.transaction, number <= state.pushedThrough, !Self.isRemote(entry) else {
+                    return false
+                }
+                return pushedAt[number].map { entry.date > $0 } ?? true
+            }
+            suspectsFrom = nil
+            if let restored, let number = restored.transaction {
+                try becomeNewReplica(from: number, clock: nil)
+                state.pulledThrough = 0
+                try saveState()
+            }
+        }
         let rows = try connection.execute(
             """
             SELECT seq, stamp FROM entitystore_pushes WHERE zone = $1 AND store_id = $2 AND seq > $3 ORDER BY seq

@@ -32,6 +32,11 @@ public final class SyncEngine: @unchecked Sendable {
     let fileLock: SyncLock
     let directory: String
     let plan: SyncPlan
+    /// The first entry of an earlier version's state file that may have been saved after a restore (see `init`):
+    /// checked against the server by the first push.
+    var suspectsFrom: UInt64?
+    /// What ``syncNow(progress:)`` tells after each batch (under ``lock``).
+    var progress: ((SyncReport) -> Void)?
     /// The background loop's flag (see ``start(interval:onError:)``).
     let running = RunFlag()
 
@@ -74,13 +79,21 @@ public final class SyncEngine: @unchecked Sendable {
         state = found ?? SyncState(zone: configuration.zone, storeID: store.storeID)
         published = Mutex(state)
         let dataFile = SyncState.FileIdentity.of(directory + "/data.mdb")
-        if let file = fromFile, file.pushedThrough > last {
-            // The state file is newer than the store: the store was restored from a backup older than the file.
-            // Its entries saved after the last push are its own since the restore.
-            let since = try Self.storeRead { try store.history(since: 0) }.first {
-                $0.date > (file.lastPush ?? .distantPast) && !Self.isRemote($0)
-            }
-            try becomeNewReplica(from: since?.transaction ?? last + 1, clock: nil)
+        // The file may be newer than the store, restored from a backup older than it (and saving since, climbing
+        // back past the cursor): entries saved at or after the file's last push (it kept whole seconds) are
+        // suspects. A cursor past the history settles it; otherwise the first push compares the suspects with when
+        // the server took their numbers (`agreeWithServer`).
+        let suspect = try fromFile.map { file in
+            try Self.storeRead { try store.history(since: 0) }.first {
+                $0.date >= (file.lastPush ?? .distantPast).addingTimeInterval(-1) && !Self.isRemote($0)
+            }?.transaction ?? last + 1
+        }
+        if let file = fromFile, let first = suspect, file.pushedThrough > last {
+            try becomeNewReplica(from: first, clock: nil)
+            // The file's pull cursor is as new as the file: the changes pulled since the backup are pulled again.
+            state.pulledThrough = 0
+        } else if let file = fromFile, let first = suspect, first <= file.pushedThrough {
+            suspectsFrom = first
         } else if found != nil, let recorded = state.dataFile, let dataFile, recorded != dataFile {
             // Another data file: a copy of the directory, or a restore. What it saved since its last push is its own.
             try becomeNewReplica(from: state.pushedThrough + 1, clock: state.clock)
@@ -201,21 +214,32 @@ public final class SyncEngine: @unchecked Sendable {
     /// - Throws: ``SyncError``: with ``SyncError/Code/serverUnavailable`` the store keeps working and the next sync
     ///   resumes from the cursors; the error is also kept in ``status`` (`lastError`).
     @discardableResult
-    public func syncNow() throws -> SyncReport {
-        try lock.withLock {
-            var report = SyncReport()
-            do {
-                let connection = try connected()
-                try push(connection, &report)
-                try pull(connection, &report)
-                state.lastError = nil
-                try saveState()
-            } catch let error as SyncError {
-                try fail(error)
-            } catch let error as EntityStoreError {
-                try fail(SyncError(.store, error.description))
+    public func syncNow() throws -> SyncReport { try syncNow(progress: { _ in }) }
+
+    /// Syncs as ``syncNow()`` does, telling `progress` what it did so far after each batch it pushed and each page
+    /// it pulled (each one committed on the server, or in the store, with its cursor): a long first sync can show
+    /// it, and a test can stop a process at a known point.
+    @discardableResult
+    public func syncNow(progress: (SyncReport) -> Void) throws -> SyncReport {
+        try withoutActuallyEscaping(progress) { progress in
+            try lock.withLock {
+                var report = SyncReport()
+                // Held only while this sync runs.
+                self.progress = progress
+                defer { self.progress = nil }
+                do {
+                    let connection = try connected()
+                    try push(connection, &report)
+                    try pull(connection, &report)
+                    state.lastError = nil
+                    try saveState()
+                } catch let error as SyncError {
+                    try fail(error)
+                } catch let error as EntityStoreError {
+                    try fail(SyncError(.store, error.description))
+                }
+                return report
             }
-            return report
         }
     }
 

@@ -196,18 +196,29 @@ public struct SyncState: Codable, Sendable, Equatable {
 }
 
 extension JSONEncoder {
+    /// Dates as seconds since 1970 with their fraction: the state compares them with the history's dates (ISO 8601
+    /// keeps whole seconds only).
     static var sync: JSONEncoder {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .secondsSince1970
         return encoder
     }
 }
 
 extension JSONDecoder {
+    /// Dates as written by ``JSONEncoder/sync``, or as ISO 8601 text (the state files of earlier versions).
     static var sync: JSONDecoder {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            if let seconds = try? container.decode(Double.self) { return Date(timeIntervalSince1970: seconds) }
+            let text = try container.decode(String.self)
+            guard let date = ISO8601DateFormatter().date(from: text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a date: \(text)")
+            }
+            return date
+        }
         return decoder
     }
 }

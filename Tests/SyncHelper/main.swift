@@ -13,16 +13,39 @@ import TestSupport
 
 // es-sync-helper sync STORE CONNECTION
 //
-// Syncs until a whole sync moves nothing (in batches of 20, so a kill lands inside a push or a pull), then prints
-// "synced".
+// Syncs until a whole sync moves nothing (in batches of 20, so a kill lands inside a push or a pull), printing
+// "batch ..." after each batch pushed or page pulled, then prints "synced".
+
+// es-sync-helper add STORE TITLE...
+//
+// Saves one task of each title, in one save each (without syncing), then prints "added".
 
 let arguments = CommandLine.arguments
+if arguments.count >= 3, arguments[1] == "add" {
+    do {
+        let store = try PersistentStore.open(path: arguments[2], schema: Fixtures.syncSchema())
+        for title in arguments.dropFirst(3) {
+            let context = ObjectContext(store: store)
+            try context.insert("Task").setValue(.string(title), forKey: "title")
+            try context.save()
+        }
+        print("added")
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("es-sync-helper: \(error)\n".utf8))
+        exit(1)
+    }
+}
 if arguments.count == 4, arguments[1] == "sync" {
     do {
         let store = try PersistentStore.open(path: arguments[2], schema: Fixtures.syncSchema())
         let engine = try SyncEngine(store: store, configuration: .init(connection: arguments[3], batchSize: 20))
         while true {
-            let report = try engine.syncNow()
+            // Each batch pushed or page pulled is acknowledged: a test kills the process after a chosen number.
+            let report = try engine.syncNow { progress in
+                print("batch pushed=\(progress.pushedEntries) pulled=\(progress.pulledEntries)")
+                fflush(nil)
+            }
             if report.pushedChanges == 0 && report.pulledObjects == 0 { break }
         }
         print("synced")

@@ -143,6 +143,19 @@ public final class RunningProcess: @unchecked Sendable {
     public func waitForLines(
         _ count: Int = 1, _ what: String, where predicate: (String) -> Bool
     ) throws -> Int {
+        let (found, ended) = try waitForLinesOrEnd(count, what, where: predicate)
+        if ended && found < count {
+            throw ChildProcessError(
+                "the child ended after \(found) of \(count) lines of \(what); stderr: \(errorText.prefix(2000))")
+        }
+        return found
+    }
+
+    /// Waits until the child has written `count` lines that satisfy `predicate`, or its output ended (it exited):
+    /// how many it wrote, and whether it ended first. Throws after ``hangDeadline``.
+    public func waitForLinesOrEnd(
+        _ count: Int, _ what: String, where predicate: (String) -> Bool
+    ) throws -> (found: Int, ended: Bool) {
         let deadline = Date().addingTimeInterval(Self.hangDeadline)
         condition.lock()
         defer { condition.unlock() }
@@ -153,12 +166,8 @@ public final class RunningProcess: @unchecked Sendable {
                 if predicate(lines[checked]) { found += 1 }
                 checked += 1
             }
-            if found >= count { return found }
-            if outputEnded {
-                throw ChildProcessError(
-                    "the child ended after \(found) of \(count) lines of \(what); stderr: "
-                        + String(decoding: errorOutput.prefix(2000), as: UTF8.self))
-            }
+            if found >= count { return (found, false) }
+            if outputEnded { return (found, true) }
             if !condition.wait(until: deadline) {
                 throw ChildProcessError("no \(count) lines of \(what) after \(Int(Self.hangDeadline)) s (a hang)")
             }

@@ -88,9 +88,9 @@ func s10(_ report: Report, _ n: Int, latencySamples: Int) throws {
         let delegate = ArrivalRecorder()
         controller.delegate = delegate
         try controller.performFetch()
+        // start() returns once the loop listens for the other stores' pushes.
         try syncA.start(interval: 30)
         try syncB.start(interval: 30)
-        Thread.sleep(forTimeInterval: 0.3)
         var latencies: [Double] = []
         for i in 0..<latencySamples {
             let before = delegate.batches

@@ -80,6 +80,10 @@ extension ObjectContext {
     /// Saves (see ``save()``) and sets the store's metadata values in the same write transaction: the changes and
     /// the metadata are committed together, or neither is. With nothing to save, the metadata is written alone.
     ///
+    /// <!-- snippet
+    /// uses: library
+    /// let context = ObjectContext(store: try openLibrary())
+    /// -->
     /// ```swift
     /// // An importer that must not apply a page twice: its position commits with the page.
     /// try context.save(settingMetadata: ["importer.position": Array("page 42".utf8)])
