@@ -56,7 +56,7 @@ public struct SyncConfiguration: Sendable {
     }
 }
 
-/// What one ``SyncEngine/syncNow()`` did.
+/// What one ``SyncEngine/syncNow()-5ukp6`` did.
 public struct SyncReport: Sendable, Equatable {
     /// Local history entries pushed (entries of pulled changes are skipped, and not counted).
     public var pushedEntries = 0

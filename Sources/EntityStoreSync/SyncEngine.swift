@@ -216,7 +216,7 @@ public final class SyncEngine: @unchecked Sendable {
     @discardableResult
     public func syncNow() throws -> SyncReport { try syncNow(progress: { _ in }) }
 
-    /// Syncs as ``syncNow()`` does, telling `progress` what it did so far after each batch it pushed and each page
+    /// Syncs as ``syncNow()-5ukp6`` does, telling `progress` what it did so far after each batch it pushed and each page
     /// it pulled (each one committed on the server, or in the store, with its cursor): a long first sync can show
     /// it, and a test can stop a process at a known point.
     @discardableResult
@@ -243,7 +243,7 @@ public final class SyncEngine: @unchecked Sendable {
         }
     }
 
-    /// Syncs as ``syncNow()`` does, on a thread of its own, so that an async caller (the main actor) does not wait
+    /// Syncs as ``syncNow()-5ukp6`` does, on a thread of its own, so that an async caller (the main actor) does not wait
     /// on the network: `let report = try await engine.syncNow()`.
     @discardableResult
     public func syncNow() async throws -> SyncReport {

@@ -1,5 +1,5 @@
 /// Why a sync step failed. The store is never left half-changed by one: a failed push or pull is retried from its
-/// cursor by the next ``SyncEngine/syncNow()``.
+/// cursor by the next ``SyncEngine/syncNow()-5ukp6``.
 public struct SyncError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The kind of failure.
     public enum Code: String, Sendable {

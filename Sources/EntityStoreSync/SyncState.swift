@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// What a store's sync has done: its cursors, its clock and its identity on the server, kept **inside the store**
-/// (its metadata, ``PersistentStore/metadata(forKey:)``) so that a backup, a restore or a copy of the store carries
+/// (its metadata, `PersistentStore.metadata(forKey:)`) so that a backup, a restore or a copy of the store carries
 /// the state of exactly the data it holds. A pull's changes and its cursor commit in one transaction; a push's cursor
 /// is written once PostgreSQL has committed the push.
 ///
@@ -20,10 +20,10 @@ import Glibc
 public struct SyncState: Codable, Sendable, Equatable {
     /// The zone (one shared data set on the server) the store syncs with.
     public var zone: String
-    /// The store's ID on the server as a replica: the store's own ``PersistentStore/storeID`` until a copy or a
+    /// The store's ID on the server as a replica: the store's own `PersistentStore.storeID` until a copy or a
     /// restore of its directory makes it a new replica.
     public var storeID: UUID
-    /// The ID the global IDs of the store's own objects derive from (the store's ``PersistentStore/storeID``, for
+    /// The ID the global IDs of the store's own objects derive from (the store's `PersistentStore.storeID`, for
     /// good).
     public var originID: UUID
     /// The store's former replica IDs, newest last.
