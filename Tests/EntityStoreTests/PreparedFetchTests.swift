@@ -58,8 +58,9 @@ extension FetchRequest {
     }
 
     /// A fetch whose shape is kept binds the kept form to its own constants: every answer is the answer of the same
-    /// request prepared from nothing, over random predicates of every operator, type, list length (short lists and
-    /// the hashed form of long ones), option and combination.
+    /// request prepared from nothing, over random predicates of every operator, type, list length (short lists, the
+    /// hashed form of long ones and the lengths around the threshold), option and combination, with booleans given
+    /// as numbers (Core Data's idiom), nil, NaN and canonically equivalent strings among the constants.
     @Test func aFormBoundToNewConstantsAnswersAsAFreshlyPreparedOne() throws {
         let schema = try Schema(version: 1) {
             Entity("Item") {
@@ -75,10 +76,12 @@ extension FetchRequest {
         try withStore(schema: schema) { store, _ in
             var g = SeededGenerator(seed: 19)
             let ints: [Value] = (0..<12).map { .int(Int64($0)) } + [.int(-3), .int(1 << 40)]
-            let strings: [Value] = ["a", "ab", "B", "b", "caf\u{E9}", "CAFE", "zeta", "", "Z\u{E9}ta"]
+            let strings: [Value] = [
+                "a", "ab", "B", "b", "caf\u{E9}", "cafe\u{301}", "CAFE", "zeta", "", "Z\u{E9}ta", "Ze\u{301}ta",
+            ]
             let doubles: [Value] = [.double(0), .double(-0.0), .double(1.5), .double(.nan), .double(-2), .double(7)]
             let dates: [Value] = (0..<5).map { .date(Date(timeIntervalSinceReferenceDate: Double($0) * 1e6)) }
-            let bools: [Value] = [.bool(true), .bool(false)]
+            let bools: [Value] = [.bool(true), .bool(false), .int(0), .int(1)]
             let pools: [(key: String, values: [Value])] = [
                 ("n", ints), ("nn", ints), ("s", strings), ("c", strings), ("d", doubles), ("b", bools), ("t", dates),
             ]
@@ -86,7 +89,9 @@ extension FetchRequest {
             for _ in 0..<200 {
                 let item = try context.insert("Item")
                 for (key, values) in pools where Int.random(in: 0..<8, using: &g) != 0 {
-                    try item.setValue(values.randomElement(using: &g)!, forKey: key)
+                    var value = values.randomElement(using: &g)!
+                    if key == "b", case .int(let n) = value { value = .bool(n == 1) }
+                    try item.setValue(value, forKey: key)
                 }
             }
             try context.save()
@@ -95,15 +100,17 @@ extension FetchRequest {
             func comparison() -> (String, [Value], () -> [Value]) {
                 let (key, pool) = pools.randomElement(using: &g)!
                 let isString = key == "s" || key == "c"
-                // Nil stays nil and a value stays a value: that is part of the shape.
-                func another(_ value: Value) -> Value { value.isNull ? .null : pool.randomElement(using: &g)! }
+                // Nil stays nil and a value stays a value of its type (a bool's number a number): that is the shape.
+                func another(_ value: Value) -> Value {
+                    value.isNull ? .null : pool.filter { $0.type == value.type }.randomElement(using: &g)!
+                }
                 func draw() -> Value { Int.random(in: 0..<6, using: &g) == 0 ? .null : pool.randomElement(using: &g)! }
                 let option = isString ? ["", "[c]", "[cd]"].randomElement(using: &g)! : ""
                 var forms: [(String, Int)] = [
                     ("\(key) ==\(option) %@", 1), ("\(key) !=\(option) %@", 1), ("\(key) < %@", 1),
                     ("\(key) >= %@", 1), ("\(key) BETWEEN {%@, %@}", 2),
                 ]
-                let length = [1, 2, 3, 8, 11].randomElement(using: &g)!
+                let length = [1, 2, 3, 7, 8, 9, 11].randomElement(using: &g)!
                 forms.append(
                     ("\(key) IN {" + Array(repeating: "%@", count: length).joined(separator: ", ") + "}", length))
                 if isString {
@@ -115,7 +122,9 @@ extension FetchRequest {
                 return (format, values, { values.map(another) })
             }
             var shapes = Set<String>()
-            for round in 0..<400 {
+            var requests = 0
+            let rounds = TestScale.size(400, stress: 17_000)
+            for round in 0..<rounds {
                 let parts = (0..<Int.random(in: 1...3, using: &g)).map { _ in comparison() }
                 let joiner = [" AND ", " OR "].randomElement(using: &g)!
                 var format = parts.map { "(\($0.0))" }.joined(separator: joiner)
@@ -136,13 +145,36 @@ extension FetchRequest {
                     store.preparedFetches.forgetAll()
                     let fresh = FetchRequest(entity: "Item", predicate: try predicate(others), sortKeys: [sort])
                     #expect(bound == (try context.fetchObjectIDs(fresh)), "round \(round): \(format) \(others)")
+                    requests += 1
                     #expect(boundPlan == (try context.explain(fresh).description), "\(format) \(others)")
                     // The kept request still answers with its own constants.
                     #expect(try context.fetchObjectIDs(kept) == keptIDs, "\(format) \(first)")
                 }
                 shapes.insert(format + sort.keyPath)
             }
-            #expect(shapes.count > 300)
+            #expect(shapes.count > rounds * 3 / 4)
+            #expect(requests == rounds * 3)
+            print("prepared fetches: \(requests) requests bound to new constants, \(shapes.count) shapes")
+        }
+    }
+
+    /// `inPrint IN {0, 0, ...}` (eight numbers: a set lookup) then the same with ones: the kept form takes the new
+    /// numbers as booleans, as a fresh one does (it took them as numbers, and found nothing).
+    @Test func aBoolMembershipBoundToOtherNumbersTakesThemAsBooleans() throws {
+        try withStore { store, _ in
+            _ = try Library(store)
+            let context = ObjectContext(store: store)
+            func count(_ value: Int) throws -> Int {
+                let list = Array(repeating: "%d", count: 8).joined(separator: ", ")
+                let predicate = try FetchPredicate(
+                    format: "inPrint IN {\(list)}", arguments: Array(repeating: .value(.int(Int64(value))), count: 8))
+                return try context.fetchObjectIDs(FetchRequest(entity: "Book", predicate: predicate)).count
+            }
+            let inPrint = try count(1)
+            let outOfPrint = try count(0)
+            #expect(try count(1) == inPrint)
+            #expect(inPrint + outOfPrint == (try context.count(for: FetchRequest(entity: "Book"))))
+            #expect(inPrint > 0)
         }
     }
 

@@ -119,7 +119,9 @@ final class CompiledPredicate {
         /// `attribute IN {…}` over a long list of the attribute's own type (integers, strings, UUIDs, data,
         /// booleans): a hash lookup instead of a comparison per element (a sync pull looks up hundreds of global
         /// IDs at once). Exact equality of these types is `Value`'s equality, so the answer is the same.
-        case member(Int, Set<Value>)
+        /// The attribute's path and the comparison are kept to bind other constants the way ``compile(_:_:_:)``
+        /// does (booleans for numbers, the membership's conditions).
+        case member(Int, Set<Value>, ResolvedKeyPath, FetchPredicate.Comparison)
         /// A relationship (or `SELF`) `IN` a list of objects, the list as a set of primary keys (see
         /// ``sameObject(_:_:)``).
         case objects(ResolvedKeyPath, FetchPredicate.Comparison, Set<UInt64>)
@@ -154,13 +156,18 @@ final class CompiledPredicate {
         switch (node, predicate) {
         case (.constant(let a), .constant(let b)) where a == b:
             return node
-        case (.comparison(let path, let old, let other), .comparison(let new)) where old.hasSameShape(as: new):
+        case (.comparison(let path, let old, let other), .comparison(let given)):
+            // The constants as a compile takes them: a bool attribute's 0 and 1 as false and true.
+            let new = booleansForNumbers(given, path)
+            guard old.hasSameShape(as: new), membership(path, new) == nil else { return nil }
             return .comparison(path, new, other)
         case (.subquery(_, let old, _), .comparison(let new)) where old == new:
             return node
-        case (.member(let index, _), .comparison(let new)):
-            guard case .list(let values) = new.operand else { return nil }
-            return .member(index, Set(values))
+        case (.member(_, _, let path, let old), .comparison(let given)):
+            // Bound as a compile binds it, or not at all (a list that is no longer a membership compiles anew).
+            let new = booleansForNumbers(given, path)
+            guard old.hasSameShape(as: new) else { return nil }
+            return membership(path, new)
         case (.objects(let path, let old, _), .comparison(let new)) where old.hasSameShape(as: new):
             guard case .objects(let ids) = new.operand else { return nil }
             return .objects(path, new, Set(ids.lazy.map(\.primaryKey)))
@@ -197,7 +204,7 @@ final class CompiledPredicate {
                     if case .attribute(let i, _) = p.terminal { result.insert(i) }
                 }
             case .subquery: break
-            case .member(let index, _): result.insert(index)
+            case .member(let index, _, _, _): result.insert(index)
             case .objects: break
             case .and(let nodes), .or(let nodes): nodes.forEach(visit)
             case .not(let inner): visit(inner)
@@ -315,7 +322,7 @@ final class CompiledPredicate {
             list.count >= 8, [.int64, .string, .uuid, .binary, .bool].contains(attribute.type),
             list.allSatisfy({ $0.isNull || $0.type == attribute.type })
         else { return nil }
-        return .member(index, Set(list))
+        return .member(index, Set(list), path, c)
     }
 
     static func checkTypes(
@@ -429,7 +436,7 @@ final class CompiledPredicate {
                 for member in try owner.related(collection) where try inner.evaluate(member) { count += 1 }
             }
             return try compare(.int(count), c, c.operand)
-        case .member(let index, let set):
+        case .member(let index, let set, _, _):
             return set.contains(try subject.attribute(index))
         case .objects(let path, let c, let set):
             let ids = try CompiledPredicate.ids(of: path, subject)
