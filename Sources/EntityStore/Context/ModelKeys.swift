@@ -1,12 +1,76 @@
+import Foundation
 import LMDB
 import Observation
 import Synchronization
 
-/// Collects the keys read through a recording model instance.
+/// Collects the keys read through a recording model instance, and what each read was made on and gave back, to
+/// tell a key path of stored properties (`\Book.author?.name`) from a computed property that reads them.
 @usableFromInline
 final class KeyRecorder {
     @usableFromInline var keys: [String] = []
+    /// The managed object each read was made on.
+    @usableFromInline var readOn: [ObjectIdentifier] = []
+    /// What each read gave back: a value naming the read (in a pass with sentinels), the recording instance a
+    /// to-one gave, or nothing to compare (a to-many, a value that cannot name it).
+    @usableFromInline var gave: [Gave] = []
+    /// Whether reads give values naming them (``sentinel(_:)``); `flag` is the boolean they give.
+    @usableFromInline var sentinels = false
+    @usableFromInline var flag = false
+
+    @usableFromInline
+    enum Gave: Equatable {
+        case value(Value)
+        case instance(ObjectIdentifier)
+        case unknown
+    }
+
     @usableFromInline init() {}
+
+    /// Notes a read of an attribute of type `T` and gives the value to return: in a pass with sentinels, a value
+    /// of the type that names this read (when the type can hold one), else the type's fallback.
+    @usableFromInline
+    func read<T: ValueConvertible>(_ key: String, on object: ManagedObject, as type: T.Type) -> T {
+        keys.append(key)
+        readOn.append(ObjectIdentifier(object))
+        if sentinels {
+            // The first candidate the type can hold (a narrow integer type takes a small one).
+            for value in Self.sentinels(T.attributeType, keys.count, flag) {
+                if let typed = T(value: value) {
+                    gave.append(.value(value))
+                    return typed
+                }
+            }
+        }
+        gave.append(.unknown)
+        return T.fallback
+    }
+
+    /// Notes a read of a relationship: a to-one's recording instance, or a to-many.
+    @usableFromInline
+    func readRelationship(_ key: String, on object: ManagedObject, giving instance: ManagedObject?) {
+        keys.append(key)
+        readOn.append(ObjectIdentifier(object))
+        gave.append(instance.map { .instance(ObjectIdentifier($0)) } ?? .unknown)
+    }
+
+    /// Values of `type` no app stores by chance, different for each read (`index`): the first a property's
+    /// type can hold is given.
+    static func sentinels(_ type: AttributeType, _ index: Int, _ flag: Bool) -> [Value] {
+        let n = Int64(index)
+        switch type {
+        case .string: return [.string("\u{10FFFE}entitystore key path read \(n)")]
+        case .int64: return [.int(Int64.min + 7_919 * n), .int(-30_000 + n), .int(-120 + n), .int(250 - n)]
+        case .double: return [.double(-1.234_567_890_123e-300 * Double(n))]
+        case .bool: return [.bool(flag)]
+        case .date: return [.date(Date(timeIntervalSinceReferenceDate: -9.876_543e15 + Double(n)))]
+        case .uuid:
+            let last = UInt8(truncatingIfNeeded: n)
+            let bytes: uuid_t = (0xE5, 0x71, 0x7E, 0x57, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, last)
+            return [.uuid(UUID(uuid: bytes))]
+        case .binary: return [.data([0xE5, 0x71, 0x7E, 0x57, UInt8(truncatingIfNeeded: n)])]
+        case .decimal: return [.decimal(Decimal(-987_654_321) - Decimal(index) / 7)]
+        }
+    }
 }
 
 /// Keys of typed properties and model key paths, found without macros.
@@ -119,11 +183,17 @@ enum ModelKeys {
             ?? {
                 let recorder = KeyRecorder()
                 _ = M.recordingInstance(recorder)[keyPath: keyPath]
+                let problem = recorder.keys.isEmpty ? nil : notAPath(keyPath)
+                // A key path that cannot be mapped is a text no key has, naming the problem, which the fetch, sort,
+                // section or batch change that uses it reports. (Swift prints a computed property's key path by
+                // its accessor's address, not its name: the model and what it reads name it.)
                 let keys = ModelKeyPathKeys(
-                    recorder.keys,
+                    problem == nil ? recorder.keys : [],
                     text: recorder.keys.isEmpty
-                        ? "<\(keyPath) reads no @Stored, @ToOne or @ToMany property>"
-                        : recorder.keys.joined(separator: "."))
+                        ? "<a key path of \(M.self) that reads no @Stored, @ToOne or @ToMany property>"
+                        : problem.map {
+                            "<a key path of \(M.self) that is not a stored attribute or relationship, nor a path of them: \($0)>"
+                        } ?? recorder.keys.joined(separator: "."))
                 return paths.withLock { table in
                     if let existing = table[keyPath] { return existing }
                     table[keyPath] = keys
@@ -132,6 +202,45 @@ enum ModelKeys {
             }()
         keysByObject.add(keys, for: id, retaining: keyPath)
         return keys
+    }
+
+    /// Why a key path that reads typed properties is not a path of them (a computed property reading them), or
+    /// `nil` when it is: evaluated twice more on recording instances whose properties give values naming each read
+    /// (booleans true, then false), each read must be made on what the read before gave (the first on the model),
+    /// and the key path must give what its last read gave. A computed property that transforms a value, reads two,
+    /// or reads through another object is caught; one that returns a property unchanged gives the same answers.
+    static func notAPath<M: Model, V>(_ keyPath: KeyPath<M, V>) -> String? {
+        for flag in [true, false] {
+            let recorder = KeyRecorder()
+            recorder.sentinels = true
+            recorder.flag = flag
+            let root = M.recordingInstance(recorder)
+            let result: Any = root[keyPath: keyPath]
+            let reads = "it reads \(recorder.keys.joined(separator: ", "))"
+            var expected = ObjectIdentifier(root.managedObject)
+            for index in recorder.keys.indices {
+                guard recorder.readOn[index] == expected else { return reads + " (not one after the other)" }
+                if index < recorder.keys.count - 1 {
+                    guard case .instance(let next) = recorder.gave[index] else {
+                        return reads + " (\(recorder.keys[index]) is no to-one relationship to go through)"
+                    }
+                    expected = next
+                }
+            }
+            switch recorder.gave.last {
+            case .value(let value):
+                guard let given = result as? any ValueConvertible, given.value == value else {
+                    return reads + " and gives another value (a computed property)"
+                }
+            case .instance(let id):
+                guard let model = result as? Model, ObjectIdentifier(model.managedObject) == id else {
+                    return reads + " and gives another object (a computed property)"
+                }
+            case .unknown, nil:
+                break
+            }
+        }
+        return nil
     }
 
     /// The keys a model key path reads, in order (`\Book.author?.name` → `["author", "name"]`); empty when it reads

@@ -304,8 +304,7 @@ public struct Stored<T: ValueConvertible>: ModelProperty {
         @inline(__always) get {
             let slot = ModelKeys.slot(of: owner, storageKeyPath)
             if let recorder = owner.managedObject.recorder {
-                recorder.keys.append(slot.takeUnretainedValue().key)
-                return T.fallback
+                return recorder.read(slot.takeUnretainedValue().key, on: owner.managedObject, as: T.self)
             }
             ModelObservation.access(owner, storageKeyPath)
             do {

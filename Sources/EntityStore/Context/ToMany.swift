@@ -69,7 +69,7 @@ public struct ToMany<Destination: Model>: ModelProperty {
         get {
             let key = ModelKeys.key(of: owner, storageKeyPath)
             if let recorder = owner.managedObject.recorder {
-                recorder.keys.append(key)
+                recorder.readRelationship(key, on: owner.managedObject, giving: nil)
                 return []
             }
             ModelObservation.access(owner, storageKeyPath)

@@ -63,8 +63,9 @@ public struct ToOne<Destination: Model>: ModelProperty {
         get {
             let key = ModelKeys.key(of: owner, storageKeyPath)
             if let recorder = owner.managedObject.recorder {
-                recorder.keys.append(key)
-                return Destination.recordingInstance(recorder)
+                let destination = Destination.recordingInstance(recorder)
+                recorder.readRelationship(key, on: owner.managedObject, giving: destination.managedObject)
+                return destination
             }
             ModelObservation.access(owner, storageKeyPath)
             do {

@@ -43,6 +43,10 @@ struct ResolvedKeyPath: Hashable {
         if FetchPredicate.isSelf(path, in: entity) {
             return ResolvedKeyPath(steps: [], terminal: .object, text: path[0])
         }
+        if path.count == 1, path[0].hasPrefix("<"), path[0].hasSuffix(">") {
+            // A typed key path that maps to no key (see `ModelKeys`): its text says why.
+            throw EntityStoreError(.invalidPredicate, String(path[0].dropFirst().dropLast()), entity: entity.name)
+        }
         var current = entity
         var steps: [Relationship] = []
         let text = path.joined(separator: ".")
