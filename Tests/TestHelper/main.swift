@@ -352,6 +352,11 @@ do {
         }
         print("upserted \(rounds)")
 
+    case "key-path-memory":
+        // key-path-memory DIRECTORY N: see `keyPathMemory(directory:count:)`.
+        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: key-path-memory DIR N") }
+        try keyPathMemory(directory: arguments[1], count: count)
+
     default:
         fail("unknown command \(command)")
     }

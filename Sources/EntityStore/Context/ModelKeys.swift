@@ -125,14 +125,34 @@ enum ModelKeys {
     ) -> Unmanaged<PropertySlot> {
         let id = ObjectIdentifier(keyPath)
         if let slot = slots.value(for: id) { return slot }
-        let key = explicit ?? name(ofStorage: keyPath)
-        // The announcer is kept before the slot can be found: an observer registers through a getter that found it.
-        let slot = slots.add(PropertySlot(key), for: id, retaining: keyPath) {
+        // A property's first key path object names its slot; an equal one later (a generic model class's key paths
+        // are made anew at each access) shares it, and only a few such objects are kept by identity: the others are
+        // found by equality, so that their number (and memory) does not grow with the accesses.
+        return slotsByPath.withLock { table -> Unmanaged<PropertySlot> in
+            if let known = table[keyPath] {
+                if known.identities < maximumIdentities {
+                    table[keyPath]!.identities += 1
+                    slots.add(known.slot, for: id, retaining: keyPath)
+                }
+                return .passUnretained(known.slot)
+            }
+            let key = explicit ?? name(ofStorage: keyPath)
+            let slot = PropertySlot(key)
+            table[keyPath] = (slot, 1)
+            // The announcer is kept before the slot can be found: an observer registers through a getter that
+            // found it.
             announcers.withLock { $0[owner, default: []].append(announcer) }
+            slots.add(slot, for: id, retaining: keyPath)
+            return .passUnretained(slot)
         }
-        // The cache takes every slot (no limit).
-        return slot!
     }
+
+    /// Every property's slot by its storage key path, by equality, with the number of key path objects of it kept
+    /// by identity in ``slots``.
+    private static let slotsByPath = Locked<[AnyKeyPath: (slot: PropertySlot, identities: Int)]>([:])
+    /// The most key path objects of one property (or one key path an app writes) found by identity: the compiler's
+    /// at each call site, a few.
+    static let maximumIdentities = 8
 
     /// Announces a change of one property (its key path) of a model to its registrar's observers. (Not `@Sendable`
     /// for the key path it holds, which is immutable; the table is only read under its lock.)
@@ -168,38 +188,46 @@ enum ModelKeys {
 
     /// What a model key path reads, by key path: equal key paths (written at several call sites, or built at run
     /// time) share one recording.
-    private static let paths = Locked<[AnyKeyPath: ModelKeyPathKeys]>([:])
+    private static let paths = Locked<[AnyKeyPath: (keys: ModelKeyPathKeys, identities: Int)]>([:])
     /// The same by the key path object, read without a lock: the compiler hands a call site the same object every
     /// time, so a typed fetch in a loop finds its keys without hashing the key path. Bounded: key paths built at run
-    /// time are new objects each time, and each entry keeps its key path alive.
+    /// time are new objects each time, and each entry keeps its key path alive (and at most ``maximumIdentities``
+    /// objects of one key path are taken).
     private static let keysByObject = IdentityCache<ModelKeyPathKeys>(limit: 4096)
 
     /// What a key path reads (see ``path(_:)`` and ``text(_:)``).
     static func keys<M: Model, V>(_ keyPath: KeyPath<M, V>) -> ModelKeyPathKeys {
         let id = ObjectIdentifier(keyPath)
         if let keys = keysByObject.value(for: id) { return keys.takeUnretainedValue() }
-        let keys =
-            paths.withLock({ $0[keyPath] })
-            ?? {
-                let recorder = KeyRecorder()
-                _ = M.recordingInstance(recorder)[keyPath: keyPath]
-                let problem = recorder.keys.isEmpty ? nil : notAPath(keyPath)
-                // A key path that cannot be mapped is a text no key has, naming the problem, which the fetch, sort,
-                // section or batch change that uses it reports. (Swift prints a computed property's key path by
-                // its accessor's address, not its name: the model and what it reads name it.)
-                let keys = ModelKeyPathKeys(
-                    problem == nil ? recorder.keys : [],
-                    text: recorder.keys.isEmpty
-                        ? "<a key path of \(M.self) that reads no @Stored, @ToOne or @ToMany property>"
-                        : problem.map {
-                            "<a key path of \(M.self) that is not a stored attribute or relationship, nor a path of them: \($0)>"
-                        } ?? recorder.keys.joined(separator: "."))
-                return paths.withLock { table in
-                    if let existing = table[keyPath] { return existing }
-                    table[keyPath] = keys
-                    return keys
-                }
-            }()
+        if let (known, identities) = paths.withLock({ $0[keyPath] }) {
+            // An equal key path seen before: a few objects of it are kept by identity, the rest (built at run time,
+            // or a generic model's, made anew each time) found by equality.
+            if identities < maximumIdentities {
+                paths.withLock { $0[keyPath]?.identities += 1 }
+                keysByObject.add(known, for: id, retaining: keyPath)
+            }
+            return known
+        }
+        let keys: ModelKeyPathKeys = {
+            let recorder = KeyRecorder()
+            _ = M.recordingInstance(recorder)[keyPath: keyPath]
+            let problem = recorder.keys.isEmpty ? nil : notAPath(keyPath)
+            // A key path that cannot be mapped is a text no key has, naming the problem, which the fetch, sort,
+            // section or batch change that uses it reports. (Swift prints a computed property's key path by
+            // its accessor's address, not its name: the model and what it reads name it.)
+            let keys = ModelKeyPathKeys(
+                problem == nil ? recorder.keys : [],
+                text: recorder.keys.isEmpty
+                    ? "<a key path of \(M.self) that reads no @Stored, @ToOne or @ToMany property>"
+                    : problem.map {
+                        "<a key path of \(M.self) that is not a stored attribute or relationship, nor a path of them: \($0)>"
+                    } ?? recorder.keys.joined(separator: "."))
+            return paths.withLock { table in
+                if let existing = table[keyPath] { return existing.keys }
+                table[keyPath] = (keys, 1)
+                return keys
+            }
+        }()
         keysByObject.add(keys, for: id, retaining: keyPath)
         return keys
     }
