@@ -29,7 +29,7 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
-        .target(name: "EntityStoreSync", dependencies: ["EntityStore", "CLibPQ"]),
+        .target(name: "EntityStoreSync", dependencies: ["EntityStore", "LMDB", "CLibPQ"]),
 
         // The CLI's parser and commands, a library so that tests and the fuzzer reach them.
         .target(

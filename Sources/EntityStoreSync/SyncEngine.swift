@@ -1,5 +1,6 @@
 import EntityStore
 import Foundation
+import LMDB
 import Synchronization
 
 /// Syncs one store with the other stores of its zone through PostgreSQL.
@@ -25,7 +26,8 @@ public final class SyncEngine: @unchecked Sendable {
     var connection: PostgresConnection?
     var state: SyncState
     /// The state as last written, for ``status``.
-    let published: Mutex<SyncState>
+    /// (``Locked``, which ThreadSanitizer sees.)
+    let published: Locked<SyncState>
     /// Whether the state was found (in the store, or in a state file of an earlier version) rather than made new:
     /// a new state of a store the server knows means the state was lost (see `agreeWithServer`).
     let stateWasFound: Bool
@@ -77,7 +79,7 @@ public final class SyncEngine: @unchecked Sendable {
         }
         stateWasFound = found != nil
         state = found ?? SyncState(zone: configuration.zone, storeID: store.storeID)
-        published = Mutex(state)
+        published = Locked(state)
         let dataFile = SyncState.FileIdentity.of(directory + "/data.mdb")
         // The file may be newer than the store, restored from a backup older than it (and saving since, climbing
         // back past the cursor): entries saved at or after the file's last push (it kept whole seconds) are

@@ -234,6 +234,57 @@ final class Recorder {
         }
     }
 
+    /// A token is `Sendable`: apps cancel it from other threads (a deinit elsewhere, a task ending) while the context
+    /// delivers its saves. The observers' tables were edited without a lock then, and the process crashed (under
+    /// ThreadSanitizer, `make tsan`, the race is reported at once).
+    @Test func tokensCancelledOnOtherThreadsWhileSavesDeliverLeaveTheOthersObserving() throws {
+        try withStore { store, _ in
+            let context = ObjectContext(store: store)
+            let kept = Recorder(context)
+            let rounds = TestScale.size(500, stress: 5000)
+            for round in 0..<rounds {
+                let tokens = (0..<20).map { _ in context.addObserver { _ in } }
+                let cancelled = DispatchGroup()
+                for half in [tokens[..<10], tokens[10...]] {
+                    let half = Array(half)
+                    DispatchQueue.global().async(group: cancelled) { for token in half { token.cancel() } }
+                }
+                let author = try context.insert("Author")
+                try author.setValue(.string("a\(round)"), forKey: "name")
+                try context.save()
+                cancelled.wait()
+            }
+            #expect(kept.changes.count == rounds)
+            #expect(kept.saves.count == rounds)
+
+            // Cancelled on another thread before a save begins, an observer is not called by it.
+            let called = NotificationCounter()
+            let token = context.addObserver { _ in called.add() }
+            let cancelled = DispatchGroup()
+            DispatchQueue.global().async(group: cancelled) { token.cancel() }
+            cancelled.wait()
+            try context.insert("Author").setValue(.string("last"), forKey: "name")
+            try context.save()
+            #expect(called.value == 0)
+            #expect(kept.saves.count == rounds + 1)
+        }
+    }
+
+    #if DEBUG
+    /// A context used outside the actor it was made on (here through an `@unchecked Sendable` wrapper, which the
+    /// compiler cannot see through) traps at the call in a debug build, naming the actor it expected, instead of
+    /// corrupting its state for a later crash far away.
+    @Test func aContextUsedOutsideItsActorTrapsAtTheCallInADebugBuild() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let output = try ChildProcess.helper(["misuse-context", directory.path("misuse.store")])
+        #expect(output.terminationReason == .uncaughtSignal, "\(output.stdout) \(output.stderr)")
+        #expect(output.stdout.contains("saving outside the actor"))
+        #expect(!output.stdout.contains("not trapped"))
+        #expect(output.stderr.contains("expected 'es_test_helper.MisuseHome' executor"), "\(output.stderr)")
+    }
+    #endif
+
     @Test func streamsAndNotificationsCarryTheRecords() async throws {
         let temporary = try TemporaryStore()
         defer { temporary.remove() }

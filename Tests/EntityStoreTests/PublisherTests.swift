@@ -142,7 +142,7 @@ import Testing
         #expect(context.observers.streams.withLock { $0.isEmpty }, "gone without waiting for another delivery")
         try tag.setValue("b", forKey: "name")
         context.processPendingChanges()
-        #expect(context.observers.handlers.isEmpty)
+        #expect(context.observers.tables.withLock { $0.handlers.isEmpty })
     }
 
     @Test func aDamagedHistoryEntryIsReportedAndDeliveryGoesOnPastIt() async throws {

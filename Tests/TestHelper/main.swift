@@ -352,6 +352,27 @@ do {
         }
         print("upserted \(rounds)")
 
+    case "misuse-context":
+        // misuse-context PATH: makes a context on an actor, then saves with it from the main thread (as an
+        // `@unchecked Sendable` wrapper lets an app do): a debug build traps at the first use, naming the context.
+        guard arguments.count == 2 else { fail("usage: misuse-context PATH") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchema())
+        let made = DispatchSemaphore(value: 0)
+        let box = Locked<UncheckedBox<ObjectContext>?>(nil)
+        let home = MisuseHome()
+        Task.detached {
+            let context = await home.makeContext(store)
+            box.withLock { $0 = context }
+            made.signal()
+        }
+        made.wait()
+        guard let context = box.withLock({ $0 }) else { fail("no context made") }
+        print("saving outside the actor")
+        fflush(nil)
+        try context.value.insert("Author").setValue(.string("Ann"), forKey: "name")
+        try context.value.save()
+        print("not trapped")
+
     case "key-path-memory":
         // key-path-memory DIRECTORY N: see `keyPathMemory(directory:count:)`.
         guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: key-path-memory DIR N") }
@@ -362,4 +383,18 @@ do {
     }
 } catch {
     fail("\(command) failed: \(error)")
+}
+
+/// The actor `misuse-context` makes its context on.
+actor MisuseHome {
+    func makeContext(_ store: PersistentStore) -> UncheckedBox<ObjectContext> {
+        UncheckedBox(ObjectContext(store: store, name: "screen"))
+    }
+}
+
+/// A value handed across isolation as an app's `@unchecked Sendable` wrapper would (for `misuse-context`).
+final class UncheckedBox<Value>: @unchecked Sendable {
+    // @unchecked Sendable: deliberately unsafe, to show the debug check that catches the misuse.
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

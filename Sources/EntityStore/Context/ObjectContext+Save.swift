@@ -22,6 +22,7 @@ extension ObjectContext {
     ///   failures of typed-model setters since the last save, and a failure to read the store's changes for
     ///   automatic merging (each thrown once).
     public func save() throws {
+        checkIsolation()
         if !accessorFailures.isEmpty {
             let failures = accessorFailures
             accessorFailures = []

@@ -181,6 +181,7 @@ public final class ObjectContext {
     ///
     /// Its ``ObjectID`` is permanent at once.
     public func insert(_ entityName: String) throws -> ManagedObject {
+        checkIsolation()
         let target: (storage: EntityStorage, keys: KeyBlock)
         if let last = lastInserted, last.storage.entity.name == entityName {
             target = last
@@ -256,6 +257,7 @@ public final class ObjectContext {
     /// Deleting an inserted object forgets it: it leaves its relationships at once, and its cascade rules delete their
     /// targets at once (whatever the other rules, nothing of it reaches the store).
     public func delete(_ object: ManagedObject) throws {
+        checkIsolation()
         try checkRegistered(object)
         guard !object.isDeleted else { return }
         if !object.isInserted { _ = try object.loadedValues() }
@@ -316,6 +318,7 @@ public final class ObjectContext {
     /// Discards every unsaved change: inserted objects go away, deleted ones come back, values return to their
     /// stored state. The undo history is cleared.
     public func rollback() {
+        checkIsolation()
         accessorFailures = []
         for object in dirty {
             recordPending(object)
@@ -344,6 +347,7 @@ public final class ObjectContext {
     /// fetched-results controllers see the inserted objects go, the deleted ones come back and the changed ones
     /// return to their stored values, so that a controller never lists an object the reset threw away.
     public func reset() {
+        checkIsolation()
         if !dirty.isEmpty { rollback() }
         accessorFailures = []
         detachRegisteredObjects()
@@ -729,4 +733,20 @@ func madeOnFirstUse<Object: AnyObject>(_ slot: inout Object?, _ make: () -> Obje
     let object = make()
     slot = object
     return object
+}
+
+extension ObjectContext {
+    /// In a debug build, traps a use of the context outside the actor it lives on, at the call, rather than as
+    /// memory corrupted later (as GRDB's `preconditionValidQueue` and NIO's `assertInEventLoop` do). The compiler
+    /// keeps a context in its isolation domain; this catches what gets past it (`nonisolated(unsafe)`, an
+    /// `@unchecked Sendable` wrapper, a context handed to a thread). Release builds check nothing.
+    @inline(__always)
+    func checkIsolation(_ function: StaticString = #function) {
+        #if DEBUG
+        if let home {
+            home.preconditionIsolated(
+                "ObjectContext\(name.map { " '\($0)'" } ?? "") used outside the actor it lives on (in \(function))")
+        }
+        #endif
+    }
 }

@@ -11,7 +11,8 @@ extension ObjectContext {
     /// - Throws: ``EntityStoreError/Code/invalidPredicate`` for a predicate that names unknown keys or compares
     ///   the wrong types; ``EntityStoreError/Code/invalidFetchRequest`` for a bad sort key or window.
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
-        try register(try run(request, shape: .objects), request: request)
+        checkIsolation()
+        return try register(try run(request, shape: .objects), request: request)
     }
 
     /// Fetches the IDs of the objects a request matches, in order.

@@ -53,6 +53,7 @@ extension ObjectContext {
     ///
     /// Changes this context made itself are skipped.
     public func merge(_ record: ChangeRecord) {
+        checkIsolation()
         guard record.contextID != contextID || record.contextID == nil else { return }
         processPendingChangesWithoutMerging()
         var merged: [ObjectChange] = []
@@ -273,7 +274,7 @@ extension ObjectContext {
         // Not while a merge of the inbox's records processes the context's changes
         // (`processPendingChangesWithoutMerging` lifts the subscription meanwhile): the records come first.
         guard let inbox = inboxIfAny, inbox.failure.withLock({ $0 != nil }),
-            let receivers = observersIfAny?.mergeFailureReceivers, !receivers.isEmpty,
+            let receivers = observersIfAny?.tables.withLock({ $0.mergeFailureReceivers }), !receivers.isEmpty,
             inbox.subscription.withLock({ $0 != nil })
         else { return }
         let following = receivers.sorted(by: { $0.key < $1.key }).map(\.value).filter { $0.isFollowing() }

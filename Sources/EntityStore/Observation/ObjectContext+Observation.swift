@@ -38,15 +38,26 @@ struct MergeFailureReceiver {
 
 /// The observers of one context.
 final class ContextObservers {
-    var nextID = 0
-    var handlers: [Int: (ChangeRecord) -> Void] = [:]
-    /// Called when a batch of records ends (a save delivers up to three records: its processed changes before the
-    /// write, those of its delete rules, the did-save record); controllers deliver one batch then.
-    var batchEnds: [Int: () -> Void] = [:]
-    /// Told of a failure to read the store's changes as soon as a merge meets it (controllers, whose results may
-    /// lack the saves it names; see ``ObjectContext/tellMergeFailure()``).
-    var mergeFailureReceivers: [Int: MergeFailureReceiver] = [:]
-    /// Open batches: records delivered meanwhile belong to one batch.
+    /// The observers, behind a lock: a token (`Sendable`) may be cancelled from any thread while the context
+    /// delivers on its own (that race edited the tables unlocked and crashed the process).
+    struct Tables {
+        var nextID = 0
+        var handlers: [Int: (ChangeRecord) -> Void] = [:]
+        /// Called when a batch of records ends (a save delivers up to three records: its processed changes before
+        /// the write, those of its delete rules, the did-save record); controllers deliver one batch then.
+        var batchEnds: [Int: () -> Void] = [:]
+        /// Told of a failure to read the store's changes as soon as a merge meets it (controllers, whose results
+        /// may lack the saves it names; see ``ObjectContext/tellMergeFailure()``).
+        var mergeFailureReceivers: [Int: MergeFailureReceiver] = [:]
+
+        /// The next observer's ID.
+        mutating func takeID() -> Int {
+            defer { nextID += 1 }
+            return nextID
+        }
+    }
+    let tables = Locked(Tables())
+    /// Open batches: records delivered meanwhile belong to one batch (touched from the context's isolation only).
     var batchDepth = 0
     /// The ``ObjectContext/changes`` streams, by ID: a stream leaves (from any thread) as soon as its consumer
     /// stops or cancels.
@@ -81,15 +92,20 @@ extension ObjectContext {
         _ handler: @escaping (ChangeRecord) -> Void, endOfBatch: (() -> Void)?,
         onMergeFailure: MergeFailureReceiver? = nil
     ) -> ObservationToken {
-        let id = observers.nextID
-        observers.nextID += 1
-        observers.handlers[id] = handler
-        observers.batchEnds[id] = endOfBatch
-        observers.mergeFailureReceivers[id] = onMergeFailure
+        let id = observers.tables.withLock { tables in
+            let id = tables.takeID()
+            tables.handlers[id] = handler
+            tables.batchEnds[id] = endOfBatch
+            tables.mergeFailureReceivers[id] = onMergeFailure
+            return id
+        }
+        // Cancelled from any thread: the tables are edited under their lock.
         return ObservationToken { [weak observers] in
-            observers?.handlers[id] = nil
-            observers?.batchEnds[id] = nil
-            observers?.mergeFailureReceivers[id] = nil
+            observers?.tables.withLock { tables in
+                tables.handlers[id] = nil
+                tables.batchEnds[id] = nil
+                tables.mergeFailureReceivers[id] = nil
+            }
         }
     }
 
@@ -103,7 +119,8 @@ extension ObjectContext {
     func endBatch() {
         observers.batchDepth -= 1
         guard observers.batchDepth == 0 else { return }
-        for (_, end) in observers.batchEnds.sorted(by: { $0.key < $1.key }) { end() }
+        let ends = observers.tables.withLock { $0.batchEnds.sorted(by: { $0.key < $1.key }) }
+        for (_, end) in ends { end() }
     }
 
     /// Every processed change and save of this context, as an asynchronous sequence.
@@ -120,8 +137,7 @@ extension ObjectContext {
     /// The stream leaves the context's observers as soon as its consumer ends or cancels the iteration.
     public var changes: AsyncStream<ChangeRecord> {
         let (stream, continuation) = AsyncStream<ChangeRecord>.makeStream()
-        let id = observers.nextID
-        observers.nextID += 1
+        let id = observers.tables.withLock { $0.takeID() }
         let streams = observers.streams
         streams.withLock { $0[id] = continuation }
         continuation.onTermination = { _ in streams.withLock { $0[id] = nil } }
@@ -130,7 +146,11 @@ extension ObjectContext {
 
     func deliver(_ record: ChangeRecord) {
         guard !record.isEmpty else { return }
-        for (_, handler) in (observersIfAny?.handlers ?? [:]).sorted(by: { $0.key < $1.key }) { handler(record) }
+        if let observers = observersIfAny {
+            // Called outside the lock: a handler may cancel its token or add another.
+            let handlers = observers.tables.withLock { $0.handlers.sorted(by: { $0.key < $1.key }) }
+            for (_, handler) in handlers { handler(record) }
+        }
         if let streams = observersIfAny?.streamsIfAny {
             for (_, stream) in streams.withLock({ $0 }).sorted(by: { $0.key < $1.key }) { stream.yield(record) }
         }
@@ -146,6 +166,7 @@ extension ObjectContext {
     /// Runs before a save, at the end of ``perform(_:)`` and ``performUserDrivenChanges(_:)``, and whenever the app
     /// calls it. Changes that cancel out (a value set and set back, an object inserted and deleted) deliver nothing.
     public func processPendingChanges() {
+        checkIsolation()
         mergeInbox()
         tellMergeFailure()
         guard !pending.isEmpty else { return }
