@@ -4,23 +4,16 @@ import Foundation
 /// Push: the history entries not pushed yet, as idempotent server transactions.
 extension SyncEngine {
     func push(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
-        // Merges of uniqueness clashes first (the winners and what moved to them), then the losers' removals.
+        try pushSaves(connection, &report)
+        // Then the merges of uniqueness clashes (the winners and what moved to them), then the losers' removals:
+        // after this store's own saves, so that every object a merge links to is on the server before the link is
+        // (a store pulling a link to an object the server lacks drops it, and nothing would bring it back).
         try pushMerges(connection, &report)
-        if !state.pendingTombstones.isEmpty {
-            let tombstones = state.pendingTombstones
-            try connection.transaction {
-                try ServerSchema.lockZone(connection, configuration.zone)
-                for tombstone in tombstones {
-                    let pushed = PushedObject(
-                        entity: tombstone.entity, globalID: tombstone.globalID, originKey: tombstone.originKey,
-                        deleted: true, onlyIfAlive: false, values: [:])
-                    _ = try send([pushed], seq: nil, stamp: tombstone.stamp, connection)
-                }
-            }
-            report.pushedChanges += tombstones.count
-            state.pendingTombstones = []
-            try saveState()
-        }
+        try pushTombstones(connection, &report)
+    }
+
+    /// Pushes the history entries past the cursor, a batch per server transaction.
+    func pushSaves(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
         try agreeWithServer(connection)
         var limit = try Self.storeRead { try store.lastTransaction() }
         // A new replica's own objects, inserted since it became one, get global IDs of their own before they are
@@ -114,6 +107,25 @@ extension SyncEngine {
         }
     }
 
+    /// Pushes the removals of the losers of uniqueness clashes merged in pulls.
+    func pushTombstones(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
+        if !state.pendingTombstones.isEmpty {
+            let tombstones = state.pendingTombstones
+            try connection.transaction {
+                try ServerSchema.lockZone(connection, configuration.zone)
+                for tombstone in tombstones {
+                    let pushed = PushedObject(
+                        entity: tombstone.entity, globalID: tombstone.globalID, originKey: tombstone.originKey,
+                        deleted: true, onlyIfAlive: false, values: [:])
+                    _ = try send([pushed], seq: nil, stamp: tombstone.stamp, connection)
+                }
+            }
+            report.pushedChanges += tombstones.count
+            state.pendingTombstones = []
+            try saveState()
+        }
+    }
+
     /// Pushes what merges of uniqueness clashes changed (in pulls, which are not pushed), from the objects' current
     /// values, each with its merge's stamp.
     func pushMerges(_ connection: PostgresConnection, _ report: inout SyncReport) throws {
@@ -144,13 +156,27 @@ extension SyncEngine {
             }
         }
         var refused: [UUID] = []
+        var sent = 0
         try connection.transaction {
             refused = []
+            sent = 0
             try ServerSchema.lockZone(connection, configuration.zone)
-            for (stamp, object) in pushes { refused += try send([object], seq: nil, stamp: stamp, connection) }
+            // An object the server does not know (its insert not pushed yet, which `pushSaves` runs first for)
+            // goes with its insert, which carries its current values, the merge's among them. Sent alone, the
+            // merge's keys would make an object of those keys only on the server, which other stores would copy in
+            // without its other (required) values.
+            let known = Set(
+                try connection.execute(
+                    "SELECT gid::text FROM entitystore_objects WHERE zone = $1 AND gid = ANY($2::uuid[])",
+                    [configuration.zone, postgresArray(pushes.map(\.object.globalID.uuidString))]
+                ).rows.compactMap { $0[0].flatMap(UUID.init(uuidString:)) })
+            for (stamp, object) in pushes where known.contains(object.globalID) {
+                refused += try send([object], seq: nil, stamp: stamp, connection)
+                sent += object.values.count
+            }
             try connection.execute("SELECT pg_notify($1, $2)", [ServerSchema.channel, configuration.zone])
         }
-        report.pushedChanges += pushes.reduce(0) { $0 + $1.object.values.count }
+        report.pushedChanges += sent
         state.refetch = Array(Set(state.refetch + refused)).sorted { $0.uuidString < $1.uuidString }
         state.pendingMerges = []
         try saveState()
@@ -454,9 +480,10 @@ extension SyncEngine {
                     newestWins ? "true" : "false",
                 ])
             for row in changed.rows { if let id = row[0].flatMap(UUID.init(uuidString:)) { logged.insert(id) } }
-            guard onlyIfAlive && newestWins else { continue }
-            // A cascade older than a property the server holds leaves the object alive: this store deleted it,
-            // so it reads the object again (and makes it again) on its next pull.
+            guard newestWins else { continue }
+            // A delete (or a cascade) older than a property the server holds leaves the object alive: this store
+            // deleted it, so it reads the object again (and makes it again) on its next pull. (A change pulled
+            // while the delete waited to be pushed was left to the delete, and the log never names it again.)
             let alive = try connection.execute(
                 """
                 SELECT o.gid::text FROM entitystore_objects o

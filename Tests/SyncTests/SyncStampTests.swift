@@ -65,6 +65,38 @@ struct SyncStampTests {
         #expect(try zone.contents("a") == zone.contents("b"))
     }
 
+    @Test("under newestWins, a delete made during its store's own sync loses to a later change, on that store too")
+    func aDeleteDuringTheStoresSyncLosesToALaterChangeUnderNewestWins() throws {
+        let zone = try SyncZone()
+        defer { zone.remove() }
+        let a = try zone.open("a", deletePolicy: .newestWins)
+        let b = try zone.open("b", deletePolicy: .newestWins)
+        let made = ObjectContext(store: b)
+        try made.insert("Task").setValue("X", forKey: "title")
+        try made.save()
+        try zone.sync("b", "a")
+        // A deletes the task; B changes it later and pushes; A's pull brings the change before A's delete is
+        // pushed (the change is left to the delete, which is pushed next), then A pushes: the change is newer, so
+        // the task lives, and A, whose own delete lost, must get it back.
+        let aContext = ObjectContext(store: a)
+        try aContext.delete(try #require(try aContext.fetch(FetchRequest(entity: "Task")).first))
+        try aContext.save()
+        Self.nextMillisecond()
+        let bContext = ObjectContext(store: b)
+        try #require(try bContext.fetch(FetchRequest(entity: "Task")).first).setValue(4, forKey: "priority")
+        try bContext.save()
+        try zone.sync("b")
+        try Self.pullOnly(zone.engine("a"))
+        for _ in 0..<3 { try zone.sync("a", "b") }
+        for store in [a, b] {
+            let tasks = try ObjectContext(store: store).fetch(FetchRequest(entity: "Task"))
+            #expect(tasks.count == 1)
+            #expect(try tasks.first?.value(forKey: "priority") == 4)
+            #expect(try tasks.first?.value(forKey: "title") == "X")
+        }
+        #expect(try zone.contents("a") == zone.contents("b"))
+    }
+
     @Test("random interleavings of saves, pushes and pulls on three stores end with the last save of each value")
     func randomInterleavingsEndWithTheLastSave() throws {
         let zone = try SyncZone()
