@@ -73,6 +73,74 @@ import Testing
             #expect(fired.value)
         }
     }
+
+    /// Models of one object, however many and of whatever classes, and whether they fired.
+    struct Watched {
+        let reads: [() -> Void]
+        func track() -> [Flag] {
+            reads.map { read in
+                let fired = Flag()
+                withObservationTracking(read) { fired.set() }
+                return fired
+            }
+        }
+    }
+
+    @Test func everyLiveModelOfAnObjectHearsEveryChangeWhateverItsClass() throws {
+        try withStore(schema: try petSchema()) { store, _ in
+            let context = ObjectContext(store: store)
+            let ann = try context.insert(Keeper.self)
+            ann.name = "Ann"
+            let rex = try context.insert(Hound.self)
+            rex.name = "Rex"
+            try context.save()
+            // A second class of the entity, the superclass made by the app, and many instances of the class.
+            let card = try context.existingObject(KeeperCard.self, with: ann.objectID)
+            #expect(try context.existingObject(Keeper.self, with: ann.objectID) === ann, "one instance per class")
+            #expect(try context.existingObject(KeeperCard.self, with: ann.objectID) === card)
+            let pet = Pet(managedObject: rex.managedObject)
+            var hounds = (0..<20).map { _ in Hound(managedObject: rex.managedObject) }
+            #expect(try context.existingObject(Hound.self, with: rex.objectID) === rex)
+
+            func watched() -> Watched {
+                Watched(
+                    reads: [{ _ = ann.name }, { _ = card.name }, { _ = rex.name }, { _ = pet.name }]
+                        + hounds.map { hound in { _ = hound.name } })
+            }
+            // A merge of another context's save.
+            var fired = watched().track()
+            let before = try store.lastTransaction()
+            let other = ObjectContext(store: store)
+            try other.existingObject(Keeper.self, with: ann.objectID).name = "Ann II"
+            try other.existingObject(Hound.self, with: rex.objectID).name = "Rex II"
+            try other.save()
+            for record in try store.history(since: before) { context.merge(record) }
+            #expect(!fired.map(\.value).contains(false), "every model fires: \(fired.map(\.value))")
+            #expect(card.name == "Ann II" && pet.name == "Rex II" && !hounds.map(\.name).contains { $0 != "Rex II" })
+
+            // One model's setter: the others of its object hear it.
+            fired = watched().track()
+            card.name = "Ann III"
+            pet.name = "Rex III"
+            #expect(!fired.map(\.value).contains(false), "every model fires: \(fired.map(\.value))")
+            #expect(ann.name == "Ann III" && rex.name == "Rex III")
+
+            // Models released meanwhile leave the others hearing (and nothing points to the released).
+            hounds.removeLast(15)
+            fired = watched().track()
+            try context.undoLastChange()  // each setter is a group of its own: the pet's name, then the card's
+            try context.undoLastChange()
+            #expect(!fired.map(\.value).contains(false), "every model fires: \(fired.map(\.value))")
+            #expect(rex.name == "Rex II", "the setters undone")
+            #expect(card.name == "Ann II" && pet.name == "Rex II" && ann.name == "Ann II")
+        }
+    }
+}
+
+/// A second model class of the keepers' entity (a narrower view of it).
+final class KeeperCard: Model {
+    override class var entityName: String { "Keeper" }
+    @Stored var name: String
 }
 
 /// A model whose defaults are of every kind a wrapper keeps.

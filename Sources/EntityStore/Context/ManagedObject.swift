@@ -116,14 +116,15 @@ public final class ManagedObject: Hashable, CustomStringConvertible {
     @exclusivity(unchecked) public internal(set) var isInserted = false
     /// Whether the object is deleted (until the delete is saved or rolled back).
     @exclusivity(unchecked) public internal(set) var isDeleted = false
-    /// The typed model wrapping this object, while one is alive (one instance per object). Unretained rather than
-    /// weak (a weak reference gives the model a side table, a cost on every model made): the model clears it in
-    /// its deinit, while this object is still alive (the model holds it).
+    /// The first typed model made of this object, while it is alive (a typed lookup gives it again). Unretained
+    /// rather than weak (a weak reference gives the model a side table, a cost on every model made): the model
+    /// clears it in its deinit, while this object is still alive (the model holds it).
     @exclusivity(unchecked) var modelReference: Unmanaged<Model>?
-    var model: Model? {
-        get { modelReference?.takeUnretainedValue() }
-        set { modelReference = newValue.map { Unmanaged.passUnretained($0) } }
-    }
+    var model: Model? { modelReference?.takeUnretainedValue() }
+    /// The other live models of this object, unretained as ``modelReference``: of other classes (two model classes
+    /// of one entity, a superclass's and a subclass's) or made by the app with `init(managedObject:)`. Each is told
+    /// of every change, as the first is. Empty (no allocation) for nearly every object.
+    @usableFromInline @exclusivity(unchecked) var otherModels: [Unmanaged<Model>] = []
     /// For a recording instance of a model (key paths, schemas): where the keys read are recorded.
     @usableFromInline let recorder: KeyRecorder?
     /// The context's bookkeeping of this object (see ``Tracking``): whether it is unsaved, pending processing, and

@@ -24,9 +24,14 @@ enum ModelObservation {
     /// Runs a write of `owner`'s `keyPath` as an observed mutation.
     @inlinable
     static func mutation<Owner: Model, T>(_ owner: Owner, _ keyPath: KeyPath<Owner, T>, _ body: () -> Void) {
-        guard let box = owner.registrarIfAny else { return body() }
-        // The model (alive for the call) owns the registrar.
-        box._withUnsafeGuaranteedRef { $0.registrar.withMutation(of: owner, keyPath: keyPath, body) }
+        if let box = owner.registrarIfAny {
+            // The model (alive for the call) owns the registrar.
+            box._withUnsafeGuaranteedRef { $0.registrar.withMutation(of: owner, keyPath: keyPath, body) }
+        } else {
+            body()
+        }
+        // Other models of the object (another class of its entity, another instance) hear it as an external change.
+        if !owner.managedObject.otherModels.isEmpty { owner.managedObject.announceChange(madeBy: owner) }
     }
 }
 
@@ -85,9 +90,37 @@ extension Model {
 }
 
 extension ManagedObject {
-    /// Tells the model wrapping this object (if one is alive) that it changed without the model's setters (a
-    /// merge, a refresh, a rollback, an undo, the dynamic API).
+    /// Tells the models wrapping this object (those alive) that it changed without their setters (a merge, a
+    /// refresh, a rollback, an undo, the dynamic API).
     func announceChange() {
         model?.announceExternalChange()
+        for other in otherModels { other.takeUnretainedValue().announceExternalChange() }
+    }
+
+    /// Tells the models of this object other than `setter` of a change `setter` made through its own setter.
+    @usableFromInline
+    func announceChange(madeBy setter: Model) {
+        let mine = Unmanaged.passUnretained(setter).toOpaque()
+        if let first = modelReference, first.toOpaque() != mine { first.takeUnretainedValue().announceExternalChange() }
+        for other in otherModels where other.toOpaque() != mine { other.takeUnretainedValue().announceExternalChange() }
+    }
+
+    /// Registers a model made of this object (see ``Model/init(managedObject:)``).
+    func adopt(_ model: Model) {
+        if modelReference == nil {
+            modelReference = Unmanaged.passUnretained(model)
+        } else {
+            otherModels.append(Unmanaged.passUnretained(model))
+        }
+    }
+
+    /// Forgets a model going away (from its deinit).
+    func release(_ model: Model) {
+        let gone = Unmanaged.passUnretained(model).toOpaque()
+        if modelReference?.toOpaque() == gone {
+            modelReference = nil
+        } else if let index = otherModels.firstIndex(where: { $0.toOpaque() == gone }) {
+            otherModels.remove(at: index)
+        }
     }
 }

@@ -84,14 +84,16 @@ open class Model {
     }
 
     /// Wraps a managed object (of the model's entity).
+    ///
+    /// Every live model of an object is told of each change made without its own setters (a merge, an undo, the
+    /// dynamic API, another model's setter), however many the app holds and of whatever classes.
     public required init(managedObject: ManagedObject) {
         self.managedObject = managedObject
+        managedObject.adopt(self)
     }
 
     deinit {
-        if managedObject.modelReference?.toOpaque() == Unmanaged.passUnretained(self).toOpaque() {
-            managedObject.modelReference = nil
-        }
+        managedObject.release(self)
         // Registrars are reused within a context: making and destroying one costs more than the rest of a typed
         // read. An observer of this (now gone) model that is still waiting may hear one change of the next
         // model's property of the same name: more often than needed, never less.
@@ -343,15 +345,17 @@ extension ObjectContext {
     /// or one used with the store before).
     func wrap<M: Model>(_ object: ManagedObject, as type: M.Type) -> M {
         if let model = object.model as? M { return model }
+        for other in object.otherModels {
+            if let model = other.takeUnretainedValue() as? M { return model }
+        }
         var modelClass = type
         if object.entity.superentity != nil,
             let own = store.modelClasses.withLock({ $0[object.entity.name] }) as? M.Type
         {
             modelClass = own
         }
-        let model = modelClass.init(managedObject: object)
-        object.model = model
-        return model
+        // (The model registers itself with the object.)
+        return modelClass.init(managedObject: object)
     }
 
     /// Wraps managed objects of the model's entity, in order (see ``wrap(_:as:)``). A loop over the concrete array

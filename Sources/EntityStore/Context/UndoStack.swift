@@ -413,6 +413,7 @@ extension ObjectContext {
         for write in group.writes.reversed() where states.isEmpty || states[write.id] == nil {
             guard let object = registered[write.id], object.values != nil else { continue }
             recordPending(object)
+            object.announceChange()
             object.values?[Int(write.index)] = write.old
             dirty.insert(object)
         }
