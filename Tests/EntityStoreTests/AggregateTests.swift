@@ -140,6 +140,47 @@ import Testing
         #expect(rows.map { $0["count"] } == [3, 2] && rows.map { $0["sum(rank)"] } == [9, 10])
         #expect(rows.map { $0["last"] } == ["Write docs", "Dark mode"])
     }
+
+    @Test func rowsDecodeIntoAStructByTheirColumnNames() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        struct Row: Decodable, Equatable {
+            let project: String?
+            let total: Int
+            let tickets: Int
+            let last: String
+            enum CodingKeys: String, CodingKey {
+                case project = "project.name", total, tickets, last
+            }
+        }
+        var request = AggregateRequest(Ticket.self, where: \Ticket.rank > 0)
+        request.group(by: \Ticket.project?.name)
+        request.aggregates = [
+            .sum(\Ticket.rank, as: "total"), .count(as: "tickets"), .maximum(\Ticket.title, as: "last"),
+        ]
+        let rows = try world.context.aggregate(request, as: Row.self)
+        #expect(
+            rows == [
+                Row(project: "Alpha", total: 9, tickets: 3, last: "Write docs"),
+                Row(project: "Beta", total: 10, tickets: 2, last: "Dark mode"),
+            ])
+
+        // A property no column holds, or of a type the column is not, is named.
+        struct Unknown: Decodable { let total: Int, average: Double }
+        #expect {
+            _ = try world.context.aggregate(request, as: Unknown.self)
+        } throws: { error in
+            let error = error as? EntityStoreError
+            return error?.code == .unknownKey && error?.description.contains("average") == true
+        }
+        struct Mistyped: Decodable { let total: String }
+        #expect {
+            _ = try world.context.aggregate(request, as: Mistyped.self)
+        } throws: { error in
+            let error = error as? EntityStoreError
+            return error?.code == .typeMismatch && error?.description.contains("total") == true
+        }
+    }
 }
 
 /// `@sum`, `@avg`, `@min` and `@max` over to-many key paths in predicates.

@@ -71,6 +71,32 @@ import Testing
         #expect(delegate.take() == ["move a [0,0]->[0,2]"])
     }
 
+    @Test func refreshingAllObjectsReadsWhatWasSavedElsewhereAndKeepsUnsavedChanges() throws {
+        let world = try TypedWorld()
+        defer { world.temporary.remove() }
+        let tickets = try world.context.fetch(Ticket.self, sortedBy: [SortKey(\Ticket.title)])
+        let (first, second) = (tickets[0], tickets[1])
+        let (firstTitle, secondTitle) = (first.title, second.title)
+        second.rank = 42  // unsaved here
+        let other = ObjectContext(store: world.store)
+        try other.existingObject(Ticket.self, with: first.objectID).rank = 7
+        let changed = try other.existingObject(Ticket.self, with: second.objectID)
+        changed.title = "Renamed elsewhere"
+        try other.save()
+        #expect(first.rank != 7, "this context does not merge")
+
+        try world.context.refreshAllObjects()
+        #expect(first.rank == 7 && first.title == firstTitle)
+        #expect(second.title == "Renamed elsewhere" && second.rank == 42, "the unsaved change stays on top")
+        #expect(second.title != secondTitle)
+        #expect(world.context.hasChanges)
+
+        // A model refreshed without keeping its changes goes back to what is stored.
+        try world.context.refresh(second, mergeChanges: false)
+        #expect(second.rank != 42 && second.title == "Renamed elsewhere")
+        #expect(!world.context.hasChanges)
+    }
+
     @Test func aRefreshThatDiscardsANewOwnerMovesTheRowBetweenSections() throws {
         let world = try ItemWorld()
         defer { world.remove() }

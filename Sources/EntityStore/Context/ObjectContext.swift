@@ -382,6 +382,24 @@ public final class ObjectContext {
         if mergeChanges && object.hasChanges { try reconcileInverses(of: [object]) { throw $0 } }
     }
 
+    /// Reloads the object a typed model wraps from the store, as `refresh(_:mergeChanges:)` of its managed object
+    /// does.
+    public func refresh(_ model: some Model, mergeChanges: Bool) throws {
+        try refresh(model.managedObject, mergeChanges: mergeChanges)
+    }
+
+    /// Reloads every registered object from the store, keeping each one's unsaved changes on top of the values
+    /// stored now (Core Data's `refreshAllObjects()`): values other contexts or processes saved meanwhile are read
+    /// without waiting for a merge, and nothing unsaved is lost. Inserted objects stay as they are. What changes is
+    /// delivered at the next processing point, like any change; an object deleted in the store meanwhile is gone
+    /// then, and reading it throws ``EntityStoreError/Code/objectNotFound``.
+    public func refreshAllObjects() throws {
+        checkIsolation()
+        for object in registered.objects where !object.isInserted {
+            try refresh(object, mergeChanges: true)
+        }
+    }
+
     /// Discards the other side of each unsaved link change of `object`, whose own side a refresh is discarding: a
     /// link is a change of both its objects, and the two must agree. A partner that gained the object loses it (and
     /// a to-one of the partner's goes back to the target it had stored, which gets the partner back); a partner that

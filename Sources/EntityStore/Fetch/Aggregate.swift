@@ -165,6 +165,34 @@ extension ObjectContext {
         return try accumulator.rows(request)
     }
 
+    /// The rows of an ``AggregateRequest``, each decoded into `Row` by its column names: the group keys and the
+    /// aggregates' names (give an aggregate a name a property can have with `as:`).
+    ///
+    /// <!-- snippet
+    /// uses: library
+    /// let store = try openLibrary()
+    /// let context = ObjectContext(store: store)
+    /// -->
+    /// ```swift
+    /// struct Row: Decodable {
+    ///     let inPrint: Bool
+    ///     let total: Int?
+    ///     let books: Int
+    /// }
+    /// var request = AggregateRequest(entity: "Book")
+    /// request.groupBy = ["inPrint"]
+    /// request.aggregates = [.sum(\Book.pages, as: "total"), .count(as: "books")]
+    /// let rows = try context.aggregate(request, as: Row.self)
+    /// ```
+    ///
+    /// - Throws: What ``aggregate(_:)`` throws; ``EntityStoreError/Code/unknownKey`` naming a property of `Row`
+    ///   that no column holds, ``EntityStoreError/Code/typeMismatch`` naming one whose type the column's values
+    ///   are not of (a sum of integers read as `String`; a column that may be nil read as non-optional where a
+    ///   group has nil).
+    public func aggregate<Row: Decodable>(_ request: AggregateRequest, as type: Row.Type) throws -> [Row] {
+        try ValueCoding.decode([Row].self, from: try aggregate(request))
+    }
+
     /// The plan the matches of an aggregate request are read with.
     public func explain(_ request: AggregateRequest) throws -> QueryPlan {
         try explain(FetchRequest(entity: request.entity, predicate: request.predicate))
