@@ -74,6 +74,9 @@ public final class ContextExecutor: SerialExecutor, @unchecked Sendable {
         context.startMerging { [weak queue] in
             queue?.enqueue(.closure({ reference.context?.mergeWhenWoken() }))
         }
+        // Its changes are processed at the end of each job, as a context made on an actor does.
+        context.turnQueue = { [weak queue] work in queue?.enqueue(.closure(work)) }
+        context.turn = .armed
     }
 
     deinit { queue.shutDown() }

@@ -104,6 +104,12 @@ public final class ObjectContext {
 
     /// The actor the context was made on, where its automatic merges run (none outside an actor).
     weak var home: (any Actor)?
+    /// Whether the context processes its pending changes at the end of its actor's turn, and whether that is
+    /// scheduled (see ``processesPendingChangesAtEndOfTurn``).
+    @exclusivity(unchecked) var turn = EndOfTurn.off
+    /// For a ``ContextActor``'s context (made outside any actor, run by its executor): enqueues work on the
+    /// executor, after the job running now.
+    var turnQueue: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
     /// The context this one reads through and saves into (a child context's); nil for a context on the store.
     public let parent: ObjectContext?
 
@@ -122,6 +128,7 @@ public final class ObjectContext {
         self.name = name
         parent = nil
         home = isolation
+        if isolation != nil { turn = .armed }
     }
 
     /// Creates a child context of `parent`: a scratchpad (Core Data's child context) whose fetches and objects see
@@ -140,6 +147,7 @@ public final class ObjectContext {
         self.name = name
         self.parent = parent
         home = isolation
+        if isolation != nil { turn = .armed }
     }
 
     deinit {
@@ -529,6 +537,7 @@ public final class ObjectContext {
     /// progress.
     func willInsert(_ object: ManagedObject) {
         pending.record(object, userDriven: userDrivenDepth > 0) { nil }
+        noteChangeForEndOfTurn()
         undo.record(object, nil)
         snapshotForSave(object.objectID, nil)
     }
@@ -537,6 +546,7 @@ public final class ObjectContext {
     /// the object in hand, so no lookup of it by ID.
     func willChange(_ object: ManagedObject, attribute: Int, old: Value) {
         pending.recordValues(object, userDriven: userDrivenDepth > 0)
+        noteChangeForEndOfTurn()
         object.announceChange()
         undo.recordAttribute(object, attribute, old)
         snapshotForSave(object.objectID, object)
@@ -590,6 +600,7 @@ public final class ObjectContext {
             } else if let state {
                 // Nothing is registered under the ID: it did not exist before.
                 pending.record(state.object, userDriven: userDrivenDepth > 0) { nil }
+                noteChangeForEndOfTurn()
             }
             guard let state else {
                 if let current {

@@ -219,6 +219,7 @@ extension ObjectContext {
     @inline(__always)
     func recordPending(_ object: ManagedObject) {
         pending.record(object, userDriven: userDrivenDepth > 0) { ObjectState(object) }
+        noteChangeForEndOfTurn()
     }
 
     /// Notes that `object` has processed changes not saved yet, and whether they were user-driven (all of them must
