@@ -93,7 +93,7 @@ stress: deps
 
 # The concurrency, multi-context and multi-process tests under ThreadSanitizer.
 tsan: deps
-	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|HandleTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|PublisherTests|EngineCorrectnessTests|ControllerTests|ConcurrencyTests|IdentityCacheTests|PropertyLevelRaceTests|ToOneRaceTests'
+	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter 'EnvironmentTests|HandleTests|MultiProcessTests|MergeTests|CrossProcessTests|ObservationTests|PublisherTests|EngineCorrectnessTests|ControllerTests|ConcurrencyTests|IdentityCacheTests|PropertyLevelRaceTests|ToOneRaceTests|EndOfTurnTests'
 
 # The whole suite under AddressSanitizer (helpers and CLIs the tests start are built with it too). Leak reports are
 # off: the runtime's and Foundation's caches live until exit, and a report would fail each child process.

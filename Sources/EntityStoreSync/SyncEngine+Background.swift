@@ -110,6 +110,7 @@ extension SyncEngine {
 
 /// A pipe that wakes the background loop (a local save, ``SyncEngine/stop()``), polled beside the server's socket.
 final class WakePipe: @unchecked Sendable {
+    // @unchecked Sendable: two file descriptors set once at init; writes to a pipe are safe from any thread.
     let readDescriptor: Int32
     private let writeDescriptor: Int32
 
@@ -154,6 +155,7 @@ final class WakePipe: @unchecked Sendable {
 
 /// The background loop's state.
 final class RunFlag: @unchecked Sendable {
+    // @unchecked Sendable: `wake`, `running` and `active` are read and written only while `condition` is locked.
     /// The running loop's pipe.
     private(set) var wake: WakePipe?
     private let condition = NSCondition()

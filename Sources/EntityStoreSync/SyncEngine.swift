@@ -16,6 +16,8 @@ import Synchronization
 /// An engine is used from any thread; its syncs run one at a time. One engine per store across processes (a lock
 /// file beside the store says so).
 public final class SyncEngine: @unchecked Sendable {
+    // @unchecked Sendable: the mutable state is guarded by `lock` (one sync at a time), `published` by its own
+    // lock; the rest is immutable after init.
     /// The store synced.
     public let store: PersistentStore
     /// How it syncs.

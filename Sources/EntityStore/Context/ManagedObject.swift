@@ -19,6 +19,9 @@ import Synchronization
 /// Writing a value equal to the current one is no change. Managed objects are not `Sendable`: pass ``objectID``
 /// between threads and look the object up in the other context.
 public final class ManagedObject: Hashable, CustomStringConvertible {
+    // @exclusivity(unchecked) on the mutable state below: an object is touched only from its context's isolation domain, one access at a time
+    // (the compiler keeps a context in one isolation domain; a debug build checks its entry points), so no two
+    // accesses overlap; the run-time checks cost more than the work of a typed read or write itself.
     /// The object's identity, permanent from insertion.
     public let objectID: ObjectID
     /// The object's entity.

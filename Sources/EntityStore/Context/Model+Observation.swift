@@ -39,6 +39,9 @@ enum ModelObservation {
 /// through the registrars themselves, each held as an owned (+1) reference handed over from model to pool and back
 /// without retaining. Touched only from the context's isolation, like its models.
 final class RegistrarPool {
+    // @exclusivity(unchecked) on the mutable state below: the pool is touched only from its context's isolation domain, one access at a time
+    // (the compiler keeps a context in one isolation domain; a debug build checks its entry points), so no two
+    // accesses overlap; the run-time checks cost more than the work of a typed read or write itself.
     @exclusivity(unchecked) private var head: Unmanaged<RegistrarBox>?
     @exclusivity(unchecked) private var count = 0
 

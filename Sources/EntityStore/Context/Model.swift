@@ -42,6 +42,9 @@ import Observation
 /// that error, so a lost write cannot go unnoticed. The dynamic API (``ManagedObject/value(forKey:)``) throws
 /// instead.
 open class Model {
+    // @exclusivity(unchecked) on the mutable state below: a model is touched only from its context's isolation domain, one access at a time
+    // (the compiler keeps a context in one isolation domain; a debug build checks its entry points), so no two
+    // accesses overlap; the run-time checks cost more than the work of a typed read or write itself.
     /// The managed object the model wraps.
     public let managedObject: ManagedObject
     /// The last error of a property accessor (which cannot throw).

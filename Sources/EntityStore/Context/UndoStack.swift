@@ -4,6 +4,9 @@
 /// app opens a group of its own with ``ObjectContext/beginUndoGrouping()``. A group remembers the state every
 /// object it touched had before, so undo restores exactly that, inverses and all.
 final class UndoStack {
+    // @exclusivity(unchecked) on the mutable state below: the stack is touched only from its context's isolation domain, one access at a time
+    // (the compiler keeps a context in one isolation domain; a debug build checks its entry points), so no two
+    // accesses overlap; the run-time checks cost more than the work of a typed read or write itself.
     /// Attribute `index` of `object` had the value `old` before a write.
     struct AttributeWrite {
         /// The object (8 bytes where its ID took 24: the writes are most of what an unsaved change holds).

@@ -11,7 +11,7 @@ import Synchronization
 /// keeps a prepared statement for its parameters: a fetch with new constants (a lookup by another key) binds the
 /// kept form to them (`bound(to:)`) instead of compiling again.
 final class PreparedFetch: @unchecked Sendable {
-    // Immutable after init (CompiledPredicate's only mutable state is its regular expression cache, and predicates
+    // @unchecked Sendable: immutable after init (CompiledPredicate's only mutable state is its regular expression cache, and predicates
     // that use regular expressions are never shared: see `PreparedFetch.Key.init?`).
     let storage: EntityStorage
     let predicate: CompiledPredicate?
