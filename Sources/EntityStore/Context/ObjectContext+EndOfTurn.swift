@@ -63,7 +63,7 @@ extension ObjectContext {
         // The task is isolated to the actor (it captures the isolated parameter), so it is enqueued there at once,
         // before any job the turn enqueues after this change, rather than after a hop from another executor.
         home.assumeIsolated { actor in
-            Task {
+            _ = Task {
                 _ = actor
                 ObjectContext.endTurn(reference)
             }
