@@ -12,8 +12,8 @@ extension ObjectContext {
     ///
     /// On by default for a context made on an actor; a context made outside any actor has no turns and processes
     /// its changes at its processing points (``processPendingChanges()``, a fetch, a save) only. Turn it off to
-    /// decide yourself when changes are processed: ``processPendingChanges()``, saves and ``ContextActor/perform(_:)``
-    /// work as before either way, and a turn whose changes were processed already delivers nothing more.
+    /// decide yourself when changes are processed: ``processPendingChanges()`` and saves work as before either way,
+    /// and a turn whose changes were processed already delivers nothing more.
     ///
     /// <!-- snippet
     /// uses: library
