@@ -212,6 +212,8 @@ extension JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
+            // Two formats are accepted: seconds first; when the value is not a number, ISO 8601 text, whose
+            // failure to decode is thrown below (so no failure is swallowed).
             if let seconds = try? container.decode(Double.self) { return Date(timeIntervalSince1970: seconds) }
             let text = try container.decode(String.self)
             guard let date = ISO8601DateFormatter().date(from: text) else {

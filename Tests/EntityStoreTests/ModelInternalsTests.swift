@@ -74,18 +74,6 @@ import Testing
         }
     }
 
-    /// Models of one object, however many and of whatever classes, and whether they fired.
-    struct Watched {
-        let reads: [() -> Void]
-        func track() -> [Flag] {
-            reads.map { read in
-                let fired = Flag()
-                withObservationTracking(read) { fired.set() }
-                return fired
-            }
-        }
-    }
-
     @Test func everyLiveModelOfAnObjectHearsEveryChangeWhateverItsClass() throws {
         try withStore(schema: try petSchema()) { store, _ in
             let context = ObjectContext(store: store)
@@ -102,13 +90,13 @@ import Testing
             var hounds = (0..<20).map { _ in Hound(managedObject: rex.managedObject) }
             #expect(try context.existingObject(Hound.self, with: rex.objectID) === rex)
 
-            func watched() -> Watched {
-                Watched(
-                    reads: [{ _ = ann.name }, { _ = card.name }, { _ = rex.name }, { _ = pet.name }]
-                        + hounds.map { hound in { _ = hound.name } })
+            /// Tracks the name of every model of the two objects, however many and of whatever classes.
+            func watched() -> [Flag] {
+                ([{ _ = ann.name }, { _ = card.name }, { _ = rex.name }, { _ = pet.name }]
+                    + hounds.map { hound in { _ = hound.name } }).map(tracking)
             }
             // A merge of another context's save.
-            var fired = watched().track()
+            var fired = watched()
             let before = try store.lastTransaction()
             let other = ObjectContext(store: store)
             try other.existingObject(Keeper.self, with: ann.objectID).name = "Ann II"
@@ -119,7 +107,7 @@ import Testing
             #expect(card.name == "Ann II" && pet.name == "Rex II" && !hounds.map(\.name).contains { $0 != "Rex II" })
 
             // One model's setter: the others of its object hear it.
-            fired = watched().track()
+            fired = watched()
             card.name = "Ann III"
             pet.name = "Rex III"
             #expect(!fired.map(\.value).contains(false), "every model fires: \(fired.map(\.value))")
@@ -127,7 +115,7 @@ import Testing
 
             // Models released meanwhile leave the others hearing (and nothing points to the released).
             hounds.removeLast(15)
-            fired = watched().track()
+            fired = watched()
             try context.undoLastChange()  // each setter is a group of its own: the pet's name, then the card's
             try context.undoLastChange()
             #expect(!fired.map(\.value).contains(false), "every model fires: \(fired.map(\.value))")
