@@ -254,6 +254,7 @@ extension FetchedResultsController {
 
     /// Applies the changes of `affected` (in ID order) and computes the batch incrementally.
     func applyIncrementally(_ affected: AffectedRows, _ plan: Plan) throws -> IncrementalBatch {
+        batchStartGeneration = resultsGeneration
         let oldStarts = sectionStarts
         let oldCount = rows.count
         // Rows whose changes name no key the plan reads keep their place among the unaffected rows: they are not

@@ -112,6 +112,7 @@ extension FetchedResultsController {
             Dictionary(uniqueKeysWithValues: zip(rows.ids, rows.rows.lazy.map { Set($0.keys) }))
         }
         if !user.isEmpty {
+            batchStartGeneration = resultsGeneration
             let before = displayed
             _ = try updateRows(user.ids, plan)
             if wantsUserDriven {
@@ -119,6 +120,7 @@ extension FetchedResultsController {
             }
         }
         if !other.isEmpty {
+            batchStartGeneration = resultsGeneration
             let before = displayed
             _ = try updateRows(other.ids, plan)
             deliver(try ChangeSet(from: before, to: displayed, changedKeys: changedKeys(other)), userDriven: false)

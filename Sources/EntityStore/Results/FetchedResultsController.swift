@@ -31,7 +31,9 @@ import SectionedDiff
 /// not objects: objects fault in on access.
 public final class FetchedResultsController {
     /// The request; change it and call ``performFetch()`` again to deliver the difference as one batch.
-    public var fetchRequest: FetchRequest
+    public var fetchRequest: FetchRequest {
+        didSet { resultsGeneration &+= 1 }
+    }
     /// The context the controller observes.
     public let context: ObjectContext
     /// The key path of the section key (through to-one relationships); `nil` for one section.
@@ -97,9 +99,13 @@ public final class FetchedResultsController {
     var plan: Plan?
     /// The entity of each row that is not of the plan's entity (sub-entities' objects); rows are kept by primary
     /// key, which is unique in a hierarchy.
-    var rowEntities: [UInt64: String] = [:]
+    var rowEntities: [UInt64: String] = [:] {
+        didSet { resultsGeneration &+= 1 }
+    }
     /// Every matching row in order (before the fetch window): primary keys and packed keys.
-    var rows = RowStore(sortKeys: [], types: [])
+    var rows = RowStore(sortKeys: [], types: []) {
+        didSet { resultsGeneration &+= 1 }
+    }
     /// What the delegate sees: the window of rows, grouped into sections (built when first needed after a change).
     var displayed: SectionedList<Value, ObjectID> {
         if let cached = displayedCache { return cached }
@@ -114,7 +120,15 @@ public final class FetchedResultsController {
         return displayedPathsCache ?? [:]
     }
     /// The sections of all rows (unwindowed): each key and the index of its first row, kept in step with `rows`.
-    var sectionStarts: [(key: Value, start: Int)] = []
+    var sectionStarts: [(key: Value, start: Int)] = [] {
+        didSet { resultsGeneration &+= 1 }
+    }
+    /// Counts the changes of what the results are made of (rows, sections, the request): a stream builds a batch's
+    /// snapshot from its last one only when nothing changed between that one and the batch
+    /// (``ResultsBatch/snapshot``). Simple `didSet`s: the values are still changed in place.
+    var resultsGeneration: UInt64 = 0
+    /// `resultsGeneration` when the batch being delivered started changing the results.
+    var batchStartGeneration: UInt64 = 0
     /// From this many changed rows on (and when they are at least 1/512 of the rows), a batch rebuilds `rows` in one
     /// pass instead of moving rows one by one; at 0 every batch does.
     var mergeThreshold = 16
@@ -283,6 +297,7 @@ public final class FetchedResultsController {
     /// - Throws: What a fetch throws: ``EntityStoreError/Code/invalidPredicate``,
     ///   ``EntityStoreError/Code/invalidFetchRequest``, ...
     public func performFetch() throws {
+        batchStartGeneration = resultsGeneration
         let plan = try makePlan()
         var unwindowed = fetchRequest
         unwindowed.sortKeys = plan.sortKeys
