@@ -189,7 +189,7 @@ import Testing
         let error = entityStoreError { _ = try open(path, v2) }
         #expect(error?.code == .migrationRefused)
         #expect(error?.entity == "Item")
-        #expect(error?.failures.first?.message == reason)
+        #expect(error?.failures.first?.message.hasPrefix(reason) == true, "\(String(describing: error))")
         // Nothing was touched: the old schema still opens, with its data.
         let store = try open(path, try v1())
         #expect(try ObjectContext(store: store).existingObject(with: ids[0])["name"] == "item 0")

@@ -44,6 +44,38 @@ import Testing
         #expect(store.dataDigest() == before)
     }
 
+    @Test func theSchemaHistoryShowsTheMigrationStageThatReachedEachVersion() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("m.store")
+        let v1 = try Schema(version: 1) { Entity("Note") { Attribute("text", .string) } }
+        let v2 = try Schema(version: 2) { Entity("Note") { Attribute("words", .int64, default: 0) } }
+        do {
+            let context = ObjectContext(store: try PersistentStore.open(path: path, schema: v1))
+            try context.insert("Note").setValue("two words", forKey: "text")
+            try context.save()
+        }
+        let plan = MigrationPlan(
+            schemas: [v1, v2],
+            stages: [
+                .custom(
+                    from: 1, to: 2, removing: [.attribute("text", of: "Note")],
+                    transforms: [
+                        MigrationTransform("Note") { old, new in
+                            guard case .string(let text) = old["text"] else { return }
+                            try new.setValue(.int(text.split(separator: " ").count), forKey: "words")
+                        }
+                    ])
+            ])
+        _ = try PersistentStore.open(path: path, plan: plan)
+        let output = try inspect(["schema", path, "--history", "--format", "csv"])
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "version,entities,fingerprint,migrated,stage,seconds,objects rewritten")
+        #expect(lines.count == 3 && lines[1].hasPrefix("1,1,") && lines[1].hasSuffix(",,,,"), "\(lines)")
+        #expect(lines.count == 3 && lines[2].contains(",custom from 1,") && lines[2].hasSuffix(",1"), "\(lines)")
+    }
+
     @Test func listingFiltersSortsWindowsAndExplains() throws {
         let store = try InspectedStore()
         defer { store.remove() }

@@ -78,7 +78,13 @@ enum Commands {
         CommandSpec(
             name: "schema", overview: "Show the entities, attributes and relationships stored in the store.",
             positionals: [], options: [("--version N", "Show version N of the schema history.")],
-            flags: [("--history", "List every schema version the store has had.")],
+            flags: [
+                (
+                    "--history",
+                    "List every schema version the store has had, with the migration stage that reached it (when, its"
+                        + " kind, how long, how many objects it rewrote)."
+                )
+            ],
             examples: ["library.store", "library.store --history", "library.store --version 1 --format csv"]),
         CommandSpec(
             name: "stats", overview: "Show objects, bytes and pages per entity and index, and the largest records.",

@@ -65,9 +65,20 @@ extension Runner {
         var schema = store.schema
         let history = try store.schemaHistory()
         if invocation.flags.contains("--history") {
-            var table = Table(columns: ["version", "entities", "fingerprint"])
-            table.rows = history.map {
-                [.int(Int64($0.version)), .int(Int64($0.entities.count)), .text($0.fingerprint)]
+            // Each version with the migration stage that reached it, when the store logged one.
+            let log = try store.migrationLog()
+            var table = Table(columns: [
+                "version", "entities", "fingerprint", "migrated", "stage", "seconds", "objects rewritten",
+            ])
+            table.rows = history.map { schema in
+                let stage = log.last { $0.toVersion == schema.version }
+                return [
+                    .int(Int64(schema.version)), .int(Int64(schema.entities.count)), .text(schema.fingerprint),
+                    stage.map { .text($0.date.formatted(.iso8601)) } ?? .null,
+                    stage.map { .text("\($0.kind) from \($0.fromVersion)") } ?? .null,
+                    stage.map { .double(($0.seconds * 1000).rounded() / 1000) } ?? .null,
+                    stage.map { .int(Int64($0.objects)) } ?? .null,
+                ]
             }
             return emit(table)
         }

@@ -5,7 +5,7 @@ extension PersistentStore {
     /// The number of the last saved transaction in the history (0 before the first save).
     public func lastTransaction() throws -> UInt64 {
         try mappingStorageErrors("reading the last transaction") {
-            try environment.read { txn in try historySequence(txn) }
+            try readUnchecked { txn in try historySequence(txn) }
         }
     }
 
@@ -44,7 +44,7 @@ extension PersistentStore {
         since: UInt64, limit: Int? = nil
     ) throws -> (entries: [HistoryEntry], snapshot: Int, sequence: UInt64) {
         try mappingStorageErrors("reading the history") {
-            try environment.read { txn in
+            try readUnchecked { txn in
                 var entries: [HistoryEntry] = []
                 try txn.forEach(
                     in: historyDatabase, range: KeyRange(lower: .init(IndexKey.primaryKey(since), inclusive: false))

@@ -5,7 +5,10 @@ import LMDB
 /// The plan is checked in full before anything is written; a refused change throws with every reason, and the
 /// transaction is aborted, so the store is left as it was.
 enum Migration {
-    static func bringUpToDate(_ txn: WriteTransaction, meta: Database, stored: Schema, declared: Schema) throws {
+    static func bringUpToDate(
+        _ txn: WriteTransaction, meta: Database, stored: Schema, declared: Schema, rules: StageRules = StageRules(),
+        entityDone: () -> Void = {}
+    ) throws {
         if declared.version < stored.version {
             throw EntityStoreError(
                 .schemaOlderThanStore,
@@ -28,9 +31,10 @@ enum Migration {
                 "the declared schema differs from the stored one but has the same version \(declared.version):"
                     + " raise the version to migrate")
         }
-        let plan = try plan(from: stored, to: declared)
+        let plan = try plan(from: stored, to: declared, rules: rules)
         try checkHierarchies(plan, stored: stored, declared: declared, txn)
-        try apply(plan, txn)
+        try checkLosses(plan, rules: rules, txn)
+        try apply(plan, rules: rules, txn, entityDone: entityDone)
         if derivationsChanged(from: stored, to: declared) {
             try txn.put(StoreNames.MetaKey.derivationsPending, [1], in: meta)
         }
@@ -135,7 +139,7 @@ enum Migration {
         var removed: [Entity]
     }
 
-    static func plan(from stored: Schema, to declared: Schema) throws -> Plan {
+    static func plan(from stored: Schema, to declared: Schema, rules: StageRules = StageRules()) throws -> Plan {
         var failures: [EntityStoreError.Failure] = []
         var kept: [EntityPlan] = []
         var added: [Entity] = []
@@ -149,13 +153,17 @@ enum Migration {
                 continue
             }
             matchedOld.insert(old.name)
+            // A transform of the entity sets what the lightweight rules cannot: a retyped attribute, a required
+            // one without a default (each object's values are checked after it).
+            let transformed = rules.transforms[entity.name] != nil
             var sources: [Int?] = []
             for attribute in entity.attributes {
-                let source =
+                var source =
                     attribute.renamedFrom.flatMap { old.attributeIndex($0) } ?? old.attributeIndex(attribute.name)
+                if transformed, let index = source, old.attributes[index].type != attribute.type { source = nil }
                 sources.append(source)
                 guard let source else {
-                    if !attribute.isOptional && !attribute.hasDefault {
+                    if !attribute.isOptional && !attribute.hasDefault && !transformed {
                         failures.append(
                             .init(
                                 entity: entity.name, key: attribute.name,
@@ -168,9 +176,10 @@ enum Migration {
                     failures.append(
                         .init(
                             entity: entity.name, key: attribute.name,
-                            message: "the type changed from \(previous.type.rawValue) to \(attribute.type.rawValue)"))
+                            message: "the type changed from \(previous.type.rawValue) to \(attribute.type.rawValue)"
+                                + " (a custom stage with a transform of \(entity.name) converts the values)"))
                 }
-                if previous.isOptional && !attribute.isOptional && !attribute.hasDefault {
+                if previous.isOptional && !attribute.isOptional && !attribute.hasDefault && !transformed {
                     failures.append(
                         .init(
                             entity: entity.name, key: attribute.name,
@@ -210,10 +219,107 @@ enum Migration {
         return Plan(kept: kept, added: added, removed: removed)
     }
 
-    static func apply(_ plan: Plan, _ txn: WriteTransaction) throws {
+    /// Refuses a plan that would drop stored values the stage does not declare: an entity holding objects, an
+    /// attribute holding values (not nil), a relationship holding links. Each is named with its count, and with a
+    /// `renamedFrom:` suggestion when the new schema adds a same-typed attribute or an entity beside it. Run before
+    /// anything is written.
+    static func checkLosses(_ plan: Plan, rules: StageRules, _ txn: WriteTransaction) throws {
+        var failures: [EntityStoreError.Failure] = []
+        func declared(_ entity: String, _ key: String?) -> Bool {
+            rules.removals.contains(MigrationRemoval(entity: entity, key: key))
+                || (key != nil && rules.removals.contains(.entity(entity)))
+        }
+        let how = "declare its removal in a MigrationPlan stage (removing:)"
+        for entity in plan.removed where !declared(entity.name, nil) {
+            let records = try txn.openDatabase(StoreNames.records(entity.name), create: true)
+            let count = try txn.statistics(records).entries
+            guard count > 0 else { continue }
+            let candidates = plan.added.filter { $0.parent == entity.parent }.map { "'\($0.name)'" }
+            let rename =
+                candidates.isEmpty
+                ? ""
+                : "; if \(candidates.joined(separator: " or ")) is \(entity.name) renamed, declare it with"
+                    + " renamedFrom: \"\(entity.name)\""
+            failures.append(
+                .init(
+                    entity: entity.name,
+                    message: "removing entity \(entity.name) would delete its \(count) object(s): \(how)\(rename)"))
+        }
+        for entityPlan in plan.kept {
+            let (old, new) = (entityPlan.old, entityPlan.new)
+            let sourced = Set(entityPlan.sources.compactMap { $0 })
+            let retyped = Set(
+                new.attributes.compactMap { attribute -> String? in
+                    let name = attribute.renamedFrom ?? attribute.name
+                    guard let index = old.attributeIndex(name) ?? old.attributeIndex(attribute.name),
+                        old.attributes[index].type != attribute.type
+                    else { return nil }
+                    return old.attributes[index].name
+                })
+            // Attributes of the old entity no new one comes from (retyped ones are the transform's to convert).
+            let dropped = old.attributes.indices.filter { index in
+                !sourced.contains(index) && !retyped.contains(old.attributes[index].name)
+                    && old.attributes[index].derivation == nil && !declared(old.name, old.attributes[index].name)
+            }
+            if !dropped.isEmpty {
+                var counts = Array(repeating: 0, count: dropped.count)
+                let records = try txn.openDatabase(StoreNames.records(old.name), create: true)
+                try txn.forEach(in: records) { key, value in
+                    let (values, _) = try RecordCodec.decode(
+                        value, entity: old, key: try IndexKey.primaryKey(from: key))
+                    for (slot, index) in dropped.enumerated() where !values[index].isNull { counts[slot] += 1 }
+                    return .continue
+                }
+                for (slot, index) in dropped.enumerated() where counts[slot] > 0 {
+                    let attribute = old.attributes[index]
+                    let candidates = new.attributes.indices.filter {
+                        entityPlan.sources[$0] == nil && new.attributes[$0].type == attribute.type
+                            && new.attributes[$0].derivation == nil
+                    }.map { "'\(new.attributes[$0].name)'" }
+                    let rename =
+                        candidates.isEmpty
+                        ? ""
+                        : "; if \(candidates.joined(separator: " or ")) is '\(attribute.name)' renamed, declare it with"
+                            + " renamedFrom: \"\(attribute.name)\""
+                    failures.append(
+                        .init(
+                            entity: old.name, key: attribute.name,
+                            message: "removing attribute '\(attribute.name)' would lose \(counts[slot]) stored"
+                                + " value(s): \(how)\(rename)"))
+                }
+            }
+            for relationship in old.relationships where !declared(old.name, relationship.name) {
+                let kept = new.relationships.contains {
+                    ($0.renamedFrom.flatMap { old.relationship($0) } ?? old.relationship($0.name))?.name
+                        == relationship.name
+                }
+                guard !kept else { continue }
+                let links = try txn.openDatabase(
+                    StoreNames.relationship(old.name, relationship.name), dupSort: true, create: true)
+                let count = try txn.statistics(links).entries
+                guard count > 0 else { continue }
+                failures.append(
+                    .init(
+                        entity: old.name, key: relationship.name,
+                        message: "removing relationship '\(relationship.name)' would lose \(count) stored link(s):"
+                            + " \(how)"))
+            }
+        }
+        guard !failures.isEmpty else { return }
+        throw EntityStoreError(
+            .migrationRefused,
+            failures.count == 1
+                ? "cannot migrate: \(failures[0])" : "cannot migrate: \(failures.count) changes would lose stored data",
+            entity: failures[0].entity, key: failures[0].key, failures: failures)
+    }
+
+    static func apply(
+        _ plan: Plan, rules: StageRules = StageRules(), _ txn: WriteTransaction, entityDone: () -> Void = {}
+    ) throws {
         // Old databases of kept entities are read before anything of theirs is dropped.
         for entityPlan in plan.kept {
-            try migrateEntity(entityPlan, txn)
+            try migrateEntity(entityPlan, rules: rules, txn)
+            entityDone()
         }
         for entity in plan.removed {
             try dropAll(of: entity, txn)
@@ -223,16 +329,17 @@ enum Migration {
         }
     }
 
-    static func migrateEntity(_ plan: EntityPlan, _ txn: WriteTransaction) throws {
+    static func migrateEntity(_ plan: EntityPlan, rules: StageRules = StageRules(), _ txn: WriteTransaction) throws {
         let (old, new) = (plan.old, plan.new)
         let oldRecords = try txn.openDatabase(StoreNames.records(old.name), create: true)
         let renamed = old.name != new.name
+        let transform = rules.transforms[new.name]
         let sameLayout =
             old.attributes.map(\.name) == new.attributes.map(\.name) && !renamed
             && zip(old.attributes, new.attributes).allSatisfy { $0.isOptional || !$1.isOptional }
         // Read every record once (through the old entity), write it in the new layout.
         var rewritten: [(UInt64, [Value], UInt64)] = []
-        if !sameLayout || old.attributes != new.attributes || renamed {
+        if !sameLayout || old.attributes != new.attributes || renamed || transform != nil {
             try txn.forEach(in: oldRecords) { key, value in
                 let primaryKey = try IndexKey.primaryKey(from: key)
                 let (values, rowVersion) = try RecordCodec.decode(value, entity: old, key: primaryKey)
@@ -240,12 +347,18 @@ enum Migration {
                 for (i, source) in plan.sources.enumerated() {
                     let attribute = new.attributes[i]
                     var value = source.map { values[$0] } ?? attribute.initialValue()
-                    if value.isNull && !attribute.isOptional { value = attribute.initialValue() }
+                    if value.isNull && !attribute.isOptional && transform == nil { value = attribute.initialValue() }
                     mapped.append(value)
                 }
+                if let transform {
+                    mapped = try transformed(
+                        mapped, from: values, primaryKey: primaryKey, old: old, new: new, by: transform)
+                }
                 rewritten.append((primaryKey, mapped, rowVersion))
+                if rewritten.count % 4096 == 0 { rules.progress?(new.name, rewritten.count) }
                 return .continue
             }
+            rules.progress?(new.name, rewritten.count)
         }
         // Drop the old indexes and (for a rename) the old records; relationships are copied below.
         for attribute in old.attributes where attribute.isIndexed {
@@ -286,6 +399,35 @@ enum Migration {
         }
     }
 
+    /// An object's new values after `transform`: checked as a save would (a required attribute holds a value).
+    static func transformed(
+        _ mapped: [Value], from values: [Value], primaryKey: UInt64, old: Entity, new: Entity,
+        by transform: MigrationTransform
+    ) throws -> [Value] {
+        let before = MigratingObject(
+            objectID: ObjectID(entityName: old.name, primaryKey: primaryKey), entity: old, values: values)
+        var after = MigratedValues(
+            objectID: ObjectID(entityName: new.name, primaryKey: primaryKey), entity: new, values: mapped)
+        do {
+            try transform.body(before, &after)
+        } catch {
+            throw EntityStoreError.wrapping(error, "migrating \(after.objectID)")
+        }
+        for (index, attribute) in new.attributes.enumerated() where after.values[index].isNull {
+            if !attribute.isOptional && attribute.derivation == nil {
+                guard !attribute.hasDefault else {
+                    after.values[index] = attribute.initialValue()
+                    continue
+                }
+                throw EntityStoreError(
+                    .validationFailed,
+                    "\(after.objectID).\(attribute.name) is required, but the migration's transform left it nil",
+                    entity: new.name, key: attribute.name, objectID: after.objectID)
+            }
+        }
+        return after.values
+    }
+
     /// Rebuilds every index of `entity` from its records.
     ///
     /// - Parameter enforcingUniqueness: Refuse when two records share a unique value (a migration making an
@@ -315,20 +457,33 @@ enum Migration {
             return .continue
         }
         var seen: [String: [Value: UInt64]] = [:]
+        var duplicates: [String: [String]] = [:]
         for (index, key, primaryKey, i, value) in entries {
             let attribute = entity.attributes[i]
             if enforcingUniqueness && attribute.isUnique && !value.isNull {
                 let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
                 if let other = seen[attribute.name]?[claim] {
-                    throw EntityStoreError(
-                        .migrationRefused,
-                        "cannot make '\(attribute.name)' unique: objects p\(other) and p\(primaryKey) both hold"
-                            + " \(value)",
-                        entity: entity.name, key: attribute.name)
+                    duplicates[attribute.name, default: []].append("p\(other) and p\(primaryKey) both hold \(value)")
+                    continue
                 }
                 seen[attribute.name, default: [:]][claim] = primaryKey
             }
             try txn.put(key, IndexKey.primaryKey(primaryKey), in: index)
+        }
+        guard duplicates.isEmpty else {
+            let failures = duplicates.sorted { $0.key < $1.key }.map { name, pairs in
+                EntityStoreError.Failure(
+                    entity: entity.name, key: name,
+                    message: "cannot make '\(name)' unique: \(pairs.count) duplicate(s): "
+                        + pairs.prefix(5).joined(separator: "; ") + (pairs.count > 5 ? "; ..." : "")
+                        + " (resolve them in a MigrationPlan stage: resolving: keepFirst, keepNewest or merge)")
+            }
+            throw EntityStoreError(
+                .migrationRefused,
+                failures.count == 1
+                    ? failures[0].message
+                    : "cannot migrate: \(failures.count) attributes"
+                        + " made unique hold duplicates", entity: entity.name, key: failures[0].key, failures: failures)
         }
     }
 

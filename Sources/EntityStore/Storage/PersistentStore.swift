@@ -70,14 +70,18 @@ public final class PersistentStore: Sendable {
     let schemaStamp: [UInt8]?
     /// The newest read snapshot whose schema stamp was checked.
     let verifiedSnapshot = Atomic<Int>(-1)
+    /// For a store a migration stage hands its code: the migration's write transaction, used by every read and
+    /// write of this store (`nil` for every other store).
+    let migration: MigrationScope?
     /// The key blocks of the sequences inserts have used, by sequence owner.
     private let keyBlocks = Locked<[String: KeyBlock]>([:])
     static let keyBlockSize: UInt64 = 256
 
     private init(
         environment: Environment, schema: Schema, storeID: UUID, readOnly: Bool, meta: Database, history: Database,
-        storages: [String: EntityStorage], schemaStamp: [UInt8]?
+        storages: [String: EntityStorage], schemaStamp: [UInt8]?, migration: MigrationScope? = nil
     ) {
+        self.migration = migration
         self.schemaStamp = schemaStamp
         self.environment = environment
         self.schema = schema
@@ -98,9 +102,10 @@ public final class PersistentStore: Sendable {
     /// Opens (or creates) the store at `path` with `schema`, migrating the stored schema when it differs.
     ///
     /// Lightweight changes migrate by themselves, in one write transaction: adding an optional attribute or one
-    /// with a default, removing an attribute, adding or removing an entity, relationship or index, making a
-    /// required attribute optional, and renames declared with `renamedFrom`. Anything else fails with
-    /// ``EntityStoreError/Code/migrationRefused`` naming entity, attribute and reason, and changes nothing.
+    /// with a default, adding an entity, relationship or index, removing one that holds no data, making a required
+    /// attribute optional, and renames declared with `renamedFrom`. Anything else (dropping stored values
+    /// included) fails with ``EntityStoreError/Code/migrationRefused`` naming entity, attribute and reason, and
+    /// changes nothing; ``open(path:plan:options:)`` runs what a ``MigrationPlan`` declares.
     ///
     /// - Throws: ``EntityStoreError`` (``EntityStoreError/Code/schemaOlderThanStore``,
     ///   ``EntityStoreError/Code/notAStore``, ``EntityStoreError/Code/storeFormatTooNew``, ...;
@@ -111,9 +116,29 @@ public final class PersistentStore: Sendable {
     ) throws
         -> PersistentStore
     {
+        try open(path: path, plan: MigrationPlan(schemas: [declared]), options: options)
+    }
+
+    /// Opens (or creates) the store at `path` with the last schema of `plan`, running the plan's stages from the
+    /// stored version on (see <doc:Migration>).
+    ///
+    /// Every stage runs in the opening write transaction: all of them, or (when one throws or is refused) none,
+    /// and the store stays at its version.
+    ///
+    /// - Throws: What ``open(path:schema:options:)`` throws; ``EntityStoreError/Code/migrationRefused`` for a plan
+    ///   whose versions do not ascend or whose stage joins no two listed versions, a stage that would drop stored
+    ///   values it does not declare, duplicates of a new unique attribute it does not resolve; what a stage's code
+    ///   throws.
+    public static func open(path: String, plan: MigrationPlan, options: Options = Options()) throws -> PersistentStore {
+        guard let last = plan.schemas.last else {
+            throw EntityStoreError(.migrationRefused, "the migration plan lists no schema")
+        }
+        var plan = plan
         // A schema whose entities were changed after it was made (`schema.entities` is settable) is validated and
         // its sub-entities given their superentities' properties again, as when it was made.
-        let schema = try declared.validatedAgain()
+        plan.schemas = try plan.schemas.map { try $0.validatedAgain() }
+        try Migration.check(plan)
+        let schema = plan.schemas.last ?? last
         if options.readOnly {
             let store = try openReadOnly(path: path, options: options)
             guard store.schema.fingerprint == schema.fingerprint else {
@@ -126,7 +151,7 @@ public final class PersistentStore: Sendable {
         }
         // LMDB zeroes a per-database table at every transaction begin, so size it to the schema: its databases,
         // twice over for a migration that holds old and new ones, with room to spare.
-        let databases = schema.entities.reduce(2) { count, entity in
+        let databases = plan.schemas.flatMap(\.entities).reduce(2) { count, entity in
             count + 1 + entity.attributes.filter(\.isIndexed).count + entity.relationships.count
         }
         let environment = try mappingStorageErrors("opening the store at \(path)") {
@@ -141,7 +166,9 @@ public final class PersistentStore: Sendable {
                 let storeID: UUID
                 if let stored = try readSchema(txn, meta: meta) {
                     storeID = try readStoreID(txn, meta: meta)
-                    try Migration.bringUpToDate(txn, meta: meta, stored: stored, declared: schema)
+                    try Migration.run(
+                        plan, stored: stored, txn,
+                        Migration.Site(environment: environment, meta: meta, storeID: storeID))
                 } else {
                     storeID = UUID()
                     try txn.put(
@@ -213,6 +240,22 @@ public final class PersistentStore: Sendable {
         return PersistentStore(
             environment: environment, schema: store.0, storeID: store.1, readOnly: true, meta: store.2,
             history: store.3, storages: store.4, schemaStamp: store.5)
+    }
+
+    /// A store in `schema` over the migration transaction of `scope`, for a stage's code: every read and write goes
+    /// to that transaction, until the stage ends.
+    static func migrating(
+        _ scope: MigrationScope, environment: Environment, schema: Schema, storeID: UUID, meta: Database
+    ) throws -> PersistentStore {
+        let txn = try scope.transaction()
+        var storages: [String: EntityStorage] = [:]
+        for entity in schema.entities {
+            storages[entity.name] = try EntityStorage.open(entity, in: txn, create: true)
+        }
+        let history = try txn.openDatabase(StoreNames.history, create: true)
+        return PersistentStore(
+            environment: environment, schema: schema, storeID: storeID, readOnly: false, meta: meta, history: history,
+            storages: storages, schemaStamp: Array(schema.fingerprint.utf8), migration: scope)
     }
 
     /// Every schema version the store has been opened with, oldest first.

@@ -31,6 +31,8 @@ enum StoreNames {
         /// Present while a migration's new or changed derived attributes wait to be computed for the stored objects
         /// (done when the store opens; a crash in between leaves it for the next open).
         static let derivationsPending = Array("derivationsPending".utf8)
+        /// The stages a plan ran (``PersistentStore/migrationLog()``), JSON.
+        static let migrationLog = Array("migrationLog".utf8)
         static func sequence(_ entity: String) -> [UInt8] { Array("seq.\(entity)".utf8) }
         /// An app's metadata value (``PersistentStore/setMetadata(_:forKey:)``).
         static func metadata(_ key: String) -> [UInt8] { Array("app.\(key)".utf8) }

@@ -1,0 +1,220 @@
+import Foundation
+import LMDB
+
+/// Running a ``MigrationPlan``: its stages in order, each with its code, inside the opening write transaction.
+extension Migration {
+    /// Where a migration runs: the environment and the store's meta database and identity.
+    struct Site {
+        var environment: Environment
+        var meta: Database
+        var storeID: UUID
+    }
+
+    /// What a stage allows the structural step beyond the lightweight rules, and whom it tells how it goes.
+    struct StageRules {
+        var removals: Set<MigrationRemoval> = []
+        var transforms: [String: MigrationTransform] = [:]
+        /// Objects rewritten so far, and the total: called every few thousand objects and at each entity's end.
+        var progress: ((_ entity: String, _ completed: Int) -> Void)?
+
+        init() {}
+
+        init(_ stage: MigrationStage) {
+            removals = Set(stage.removals)
+            transforms = Dictionary(stage.transforms.map { ($0.entity, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+    }
+
+    /// Refuses a plan that cannot be run whatever the store: versions that do not ascend, a stage that joins no two
+    /// consecutive listed versions, two stages for one step, a transform or resolution of an entity the stage's new
+    /// schema lacks.
+    static func check(_ plan: MigrationPlan) throws {
+        let versions = plan.schemas.map(\.version)
+        for (earlier, later) in zip(versions, versions.dropFirst()) where earlier >= later {
+            throw EntityStoreError(
+                .migrationRefused,
+                "the migration plan's schemas must ascend by version: \(earlier) is followed by \(later)")
+        }
+        var steps = Set<[Int]>()
+        for stage in plan.stages {
+            guard let from = versions.firstIndex(of: stage.fromVersion), from + 1 < versions.count,
+                versions[from + 1] == stage.toVersion
+            else {
+                throw EntityStoreError(
+                    .migrationRefused,
+                    "the stage from version \(stage.fromVersion) to \(stage.toVersion) does not join two consecutive"
+                        + " schemas of the plan (its versions: \(versions.map(String.init).joined(separator: ", ")))")
+            }
+            guard steps.insert([stage.fromVersion, stage.toVersion]).inserted else {
+                throw EntityStoreError(
+                    .migrationRefused,
+                    "the plan has two stages from version \(stage.fromVersion) to \(stage.toVersion)")
+            }
+            let target = plan.schemas[from + 1]
+            for name in stage.transforms.map(\.entity) + stage.uniqueness.map(\.entity)
+            where target.entity(name) == nil {
+                throw EntityStoreError(
+                    .migrationRefused,
+                    "the stage from version \(stage.fromVersion) to \(stage.toVersion) names entity '\(name)', which"
+                        + " version \(stage.toVersion) does not have", entity: name)
+            }
+        }
+    }
+
+    /// Brings the store from `stored` to the plan's last schema: each listed version above the stored one in
+    /// turn, by its stage (lightweight where the plan gives none).
+    static func run(_ plan: MigrationPlan, stored: Schema, _ txn: WriteTransaction, _ site: Site) throws {
+        guard let declared = plan.schemas.last else { return }
+        if declared.version <= stored.version || stored.fingerprint == declared.fingerprint {
+            // Nothing to run, a version raised without a change, or a refusal (older, or changed without a new
+            // version): the lightweight path says which.
+            return try bringUpToDate(txn, meta: site.meta, stored: stored, declared: declared)
+        }
+        // The stored version as the plan lists it (for its model classes) when it is the same schema.
+        var current =
+            plan.schemas.first { $0.version == stored.version && $0.fingerprint == stored.fingerprint }
+            ?? stored
+        let targets = plan.schemas.filter { $0.version > stored.version }
+        for (index, target) in targets.enumerated() {
+            let stage =
+                plan.stages.first { $0.fromVersion == current.version && $0.toVersion == target.version }
+                ?? .lightweight(from: current.version, to: target.version)
+            try runStage(stage, index: index, of: targets.count, from: current, to: target, plan.progress, txn, site)
+            current = target
+        }
+    }
+
+    static func runStage(
+        _ stage: MigrationStage, index: Int, of count: Int, from old: Schema, to new: Schema,
+        _ progress: (@Sendable (MigrationProgress) -> Void)?, _ txn: WriteTransaction, _ site: Site
+    ) throws {
+        let started = Date()
+        var rules = StageRules(stage)
+        let total = try old.entities.reduce(0) { sum, entity in
+            sum + (try txn.statistics(try txn.openDatabase(StoreNames.records(entity.name), create: true)).entries)
+        }
+        var report = MigrationProgress(
+            stage: index, stageCount: count, fromVersion: old.version, toVersion: new.version, entity: nil,
+            completed: 0, total: total)
+        progress?(report)
+        var rewritten = 0
+        var doneBefore = 0
+        rules.progress = { entity, completed in
+            rewritten = doneBefore + completed
+            report.entity = entity
+            report.completed = min(rewritten, total)
+            progress?(report)
+        }
+        // The records are written in the old schema: its stamp lets the stage's stores read them.
+        try txn.put(StoreNames.MetaKey.schemaStamp, Array(old.fingerprint.utf8), in: site.meta)
+        if let willMigrate = stage.willMigrate {
+            try withContext(old, txn, site) { try willMigrate($0) }
+        }
+        if !stage.uniqueness.isEmpty {
+            try withContext(old, txn, site) { try resolveDuplicates(stage.uniqueness, from: old, to: new, in: $0) }
+        }
+        try bringUpToDate(
+            txn, meta: site.meta, stored: old, declared: new, rules: rules,
+            entityDone: { doneBefore = rewritten })
+        try txn.put(StoreNames.MetaKey.schemaStamp, Array(new.fingerprint.utf8), in: site.meta)
+        if let didMigrate = stage.didMigrate {
+            try withContext(new, txn, site) { try didMigrate($0) }
+        }
+        report.entity = nil
+        report.completed = total
+        progress?(report)
+        try appendLog(
+            MigrationLogEntry(
+                fromVersion: old.version, toVersion: new.version, kind: stage.isCustom ? "custom" : "lightweight",
+                date: started, seconds: Date().timeIntervalSince(started), objects: rewritten),
+            txn, meta: site.meta)
+    }
+
+    /// Runs `body` with a context on the store in `schema` inside the migration's transaction, and saves it.
+    static func withContext(
+        _ schema: Schema, _ txn: WriteTransaction, _ site: Site, _ body: (ObjectContext) throws -> Void
+    ) throws {
+        let scope = MigrationScope(txn)
+        defer { scope.close() }
+        let store = try PersistentStore.migrating(
+            scope, environment: site.environment, schema: schema, storeID: site.storeID, meta: site.meta)
+        let context = ObjectContext(store: store, name: "migration", isolation: nil)
+        try body(context)
+        if context.hasChanges { try context.save() }
+        // A write that failed inside `body` left part of itself in the transaction, whatever `body` did with its
+        // error.
+        if let failure = scope.failure { throw failure }
+    }
+
+    /// Deletes (or merges, then deletes) the stored duplicates of the attributes the resolutions name, in the
+    /// old schema, so that the new unique index builds.
+    static func resolveDuplicates(
+        _ resolutions: [UniquenessResolution], from old: Schema, to new: Schema, in context: ObjectContext
+    ) throws {
+        for resolution in resolutions {
+            guard let entity = new.entity(resolution.entity),
+                let attribute = entity.attributes.first(where: { $0.name == resolution.attribute })
+            else {
+                throw EntityStoreError(
+                    .migrationRefused,
+                    "a duplicate resolution names \(resolution.entity).\(resolution.attribute), which version"
+                        + " \(new.version) does not have", entity: resolution.entity, key: resolution.attribute)
+            }
+            guard attribute.isUnique else {
+                throw EntityStoreError(
+                    .migrationRefused,
+                    "a duplicate resolution names \(resolution.entity).\(resolution.attribute), which version"
+                        + " \(new.version) does not make unique", entity: resolution.entity, key: resolution.attribute)
+            }
+            // The attribute as stored: under its old name, in the entity's old name. A new attribute holds nothing.
+            guard let oldEntity = old.entity(entity.renamedFrom ?? entity.name) ?? old.entity(entity.name),
+                let oldKey = [attribute.renamedFrom, attribute.name].compactMap({ $0 }).first(where: {
+                    oldEntity.attributeIndex($0) != nil
+                })
+            else { continue }
+            var groups: [Value: [ManagedObject]] = [:]
+            for object in try context.fetch(FetchRequest(entity: oldEntity.name)) {
+                let value = try object.value(forKey: oldKey)
+                guard !value.isNull else { continue }
+                let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
+                groups[claim, default: []].append(object)
+            }
+            for group in groups.values where group.count > 1 {
+                let ordered = group.sorted { $0.objectID.primaryKey < $1.objectID.primaryKey }
+                let keeper: ManagedObject
+                switch resolution.rule {
+                case .keepFirst, .merge: keeper = ordered[0]
+                case .keepNewest: keeper = ordered[ordered.count - 1]
+                }
+                for duplicate in ordered where duplicate !== keeper {
+                    if case .merge(let merge) = resolution.rule { try merge(keeper, duplicate) }
+                    try context.delete(duplicate)
+                }
+            }
+        }
+    }
+
+    /// Adds a stage to the store's migration log.
+    static func appendLog(_ entry: MigrationLogEntry, _ txn: WriteTransaction, meta: Database) throws {
+        var log =
+            try txn.get(StoreNames.MetaKey.migrationLog, in: meta).map {
+                try PersistentStore.decodeJSON([MigrationLogEntry].self, $0, what: "migration log")
+            } ?? []
+        log.append(entry)
+        try txn.put(StoreNames.MetaKey.migrationLog, Array(try JSONEncoder().encode(log)), in: meta)
+    }
+}
+
+extension PersistentStore {
+    /// The migrations this store ran, a stage each (an open without a plan runs one lightweight stage), oldest
+    /// first: versions, kind, when, how long, how many objects. Stores migrated before the log existed list only
+    /// later stages; ``schemaHistory()`` has every version.
+    public func migrationLog() throws -> [MigrationLogEntry] {
+        try mappingStorageErrors("reading the migration log") {
+            try readUnchecked { txn in
+                guard let bytes = try txn.get(StoreNames.MetaKey.migrationLog, in: meta) else { return [] }
+                return try Self.decodeJSON([MigrationLogEntry].self, bytes, what: "migration log")
+            }
+        }
+    }
+}
