@@ -77,8 +77,12 @@ import Testing
         }
     }
 
-    func open(_ path: String, _ plan: MigrationPlan) throws -> PersistentStore {
-        try PersistentStore.open(path: path, plan: plan, options: .init(sync: .noSync))
+    /// Opens with `plan`, its stages in chunks of `chunkSize` objects (1 or 2: every stage that rewrites
+    /// objects runs in chunks).
+    func open(_ path: String, _ plan: MigrationPlan, chunkSize: Int = 100_000) throws -> PersistentStore {
+        var plan = plan
+        plan.chunkSize = chunkSize
+        return try PersistentStore.open(path: path, plan: plan, options: .init(sync: .noSync))
     }
 
     /// Every person's values, by first key, as text.
@@ -151,7 +155,8 @@ import Testing
         #expect(try store.migrationLog().map(\.kind) == ["lightweight"])
     }
 
-    @Test func aCustomStageSplitsAnAttributeAndRetypesAnother() throws {
+    @Test(arguments: [100_000, 2, 1])
+    func aCustomStageSplitsAnAttributeAndRetypesAnother(chunkSize: Int) throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.path("p.store")
@@ -159,7 +164,7 @@ import Testing
         let plan = MigrationPlan(
             schemas: [try v1(), try v2()],
             stages: [.custom(from: 1, to: 2, removing: [.attribute("name", of: "Person")], transforms: [splitting])])
-        let store = try open(path, plan)
+        let store = try open(path, plan, chunkSize: chunkSize)
         #expect(
             try people(store, ["first", "last", "age"]) == [
                 "Ada|Lovelace|36 years", "Alan|Turing|41 years", "Grace||85 years",
@@ -180,7 +185,8 @@ import Testing
         #expect(try store.schemaHistory().map(\.version) == [1, 2])
     }
 
-    @Test func aStoreSeveralVersionsBehindRunsEveryStageInOrderWithItsCode() throws {
+    @Test(arguments: [100_000, 1])
+    func aStoreSeveralVersionsBehindRunsEveryStageInOrderWithItsCode(chunkSize: Int) throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.path("p.store")
@@ -216,7 +222,7 @@ import Testing
                     }),
             ],
             progress: { report in reports.withLock { $0.append(report) } })
-        let store = try open(path, plan)
+        let store = try open(path, plan, chunkSize: chunkSize)
         #expect(order.withLock { $0 } == ["will 1→2", "did 1→2", "did 2→3"])
         #expect(try people(store, ["first", "last"]) == ["Ada|Lovelace", "Alan|Turing"])
         let census = try ObjectContext(store: store).fetch(FetchRequest(entity: "Census"))
@@ -235,11 +241,12 @@ import Testing
             #expect(zip(mine, mine.dropFirst()).allSatisfy { $0.completed <= $1.completed })
         }
         // Reopened with the plan, nothing runs again.
-        let again = try open(path, plan)
+        let again = try open(path, plan, chunkSize: chunkSize)
         #expect(try again.migrationLog().count == 2 && order.withLock { $0 }.count == 3)
     }
 
-    @Test func aFailingStageKeepsNothingOfAnyStage() throws {
+    @Test(arguments: [100_000, 1])
+    func aFailingStageKeepsNothingOfAnyStage(chunkSize: Int) throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.path("p.store")
@@ -260,8 +267,15 @@ import Testing
                         }
                     ]),
             ])
-        let error = entityStoreError { _ = try open(path, failing) }
+        let error = entityStoreError { _ = try open(path, failing, chunkSize: chunkSize) }
         #expect(error?.message.contains("migrating Person/p") == true && error?.message.contains("no Alan") == true)
+        if chunkSize == 1 {
+            // Stages in chunks commit as each ends: the failing one is abandoned, the one before it stays.
+            let store = try PersistentStore.open(path: path, schema: try v2())
+            #expect(try people(store, ["first"]) == ["Ada", "Alan", "Grace"])
+            #expect(try store.migrationLog().map(\.toVersion) == [2] && store.checkIntegrity().findings.isEmpty)
+            return
+        }
         var store = try PersistentStore.open(path: path, schema: try v1())
         #expect(try people(store, ["name"]) == ["Ada Lovelace", "Alan Turing", "Grace"])
         #expect(try store.schemaHistory().map(\.version) == [1] && store.migrationLog().isEmpty)
@@ -269,7 +283,7 @@ import Testing
         // A transform leaving a required attribute nil fails, naming the object and the attribute.
         failing.stages = [.custom(from: 1, to: 2, removing: [.attribute("name", of: "Person")], transforms: [])]
         failing.stages[0].transforms = [MigrationTransform("Person") { _, _ in }]
-        let required = entityStoreError { _ = try open(path, failing) }
+        let required = entityStoreError { _ = try open(path, failing, chunkSize: chunkSize) }
         #expect(required?.code == .validationFailed && required?.key == "first", "\(String(describing: required))")
 
         // A save that fails inside a stage's code fails the migration even when the code catches its error.
@@ -286,11 +300,68 @@ import Testing
                 }),
             .lightweight(from: 2, to: 3),
         ]
-        let swallowed = entityStoreError { _ = try open(path, failing) }
+        let swallowed = entityStoreError { _ = try open(path, failing, chunkSize: chunkSize) }
         #expect(swallowed?.code == .validationFailed, "\(String(describing: swallowed))")
         store = try PersistentStore.open(path: path, schema: try v1())
         #expect(try people(store, ["name"]) == ["Ada Lovelace", "Alan Turing", "Grace"])
         #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+
+    /// Every write of a chunked migration fails once, in turn (an I/O error, as a dying disk or process leaves it):
+    /// the store then either opens at version 1 as it was, or holds the stage's marker; an open with the plan
+    /// finishes it, an open with version 1 abandons it; either way the end equals an uninterrupted migration.
+    @Test func aChunkedMigrationInterruptedAtAnyWriteResumesOrIsAbandoned() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let plan = MigrationPlan(
+            schemas: [try v1(), try v2()],
+            stages: [.custom(from: 1, to: 2, removing: [.attribute("name", of: "Person")], transforms: [splitting])])
+        let seeded = ["Ada Lovelace|36", "Alan Turing|41", "Grace|85"]
+        let expected = ["Ada|Lovelace|36 years", "Alan|Turing|41 years", "Grace||85 years"]
+        var call = 0
+        var interrupted = (resumed: 0, abandoned: 0, beforeTheMarker: 0)
+        while true {
+            call += 1
+            let path = dir.path("p\(call).store")
+            try seed(path)
+            // The version-1 store stays open: its environment is the one the migration uses, with the fault armed.
+            let old = try PersistentStore.open(path: path, schema: try v1(), options: .init(sync: .noSync))
+            old.environment.injectFault(afterCalls: call, code: EIO)
+            let migrated = Result { try open(path, plan, chunkSize: 1) }
+            let fired = !old.environment.hasPendingFault
+            old.environment.clearInjectedFault()
+            if case .success(let store) = migrated {
+                #expect(try people(store, ["first", "last", "age"]) == expected)
+                if !fired { break }  // every write of the migration has failed once
+                continue
+            }
+            // Interrupted: the old schema's store reads the data as it was, is told a migration is under way, or
+            // (the fault hit after the migration's last transaction) that the store is at version 2.
+            var underWay = false
+            switch Result(catching: { try people(old, ["name", "age"]) }) {
+            case .success(let rows):
+                #expect(rows == seeded)
+                interrupted.beforeTheMarker += 1
+            case .failure(let error):
+                underWay = "\(error)".contains("being migrated from version 1 to 2")
+                #expect(underWay || "\(error)".contains("now version 2"), "\(error)")
+            }
+            if call % 2 == 0 || !underWay {
+                interrupted.resumed += underWay ? 1 : 0
+            } else {
+                // Opened with version 1: the stage is abandoned and the store is as it was.
+                let abandoned = try PersistentStore.open(path: path, schema: try v1(), options: .init(sync: .noSync))
+                #expect(try people(abandoned, ["name", "age"]) == seeded)
+                #expect(try abandoned.checkIntegrity().findings.isEmpty)
+                interrupted.abandoned += 1
+            }
+            let store = try open(path, plan, chunkSize: 1)
+            #expect(try people(store, ["first", "last", "age"]) == expected, "after a fault at write \(call)")
+            #expect(try store.checkIntegrity().findings.isEmpty, "after a fault at write \(call)")
+            #expect(try store.migrationLog().map(\.toVersion) == [2])
+        }
+        #expect(
+            interrupted.resumed > 3 && interrupted.abandoned > 3 && interrupted.beforeTheMarker > 0, "\(interrupted)")
     }
 
     @Test func aStagesContextUsedAfterItsStageIsRefused() throws {
@@ -331,8 +402,8 @@ import Testing
         }
     }
 
-    @Test(arguments: ["refused", "keepFirst", "keepNewest", "merge"])
-    func uniquenessOverStoredDuplicatesIsRefusedNamingThemOrResolvedAsThePlanSays(rule: String) throws {
+    @Test(arguments: ["refused", "keepFirst", "keepNewest", "merge"], [100_000, 2])
+    func uniquenessOverStoredDuplicatesIsRefusedNamingThemOrResolvedAsThePlanSays(rule: String, chunkSize: Int) throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.path("p.store")
@@ -356,14 +427,14 @@ import Testing
             stages: resolution.map { [.lightweight(from: 1, to: 2, resolving: [.init("Person", "name", by: $0)])] }
                 ?? [])
         guard resolution != nil else {
-            let error = entityStoreError { _ = try open(path, plan) }
+            let error = entityStoreError { _ = try open(path, plan, chunkSize: chunkSize) }
             #expect(error?.code == .migrationRefused && error?.key == "name")
             #expect(error?.message.contains("3 duplicate(s)") == true, "\(String(describing: error?.message))")
             #expect(error?.message.contains("both hold \"Ada\"") == true)
             #expect(try PersistentStore.open(path: path, schema: try v1()).schemaHistory().map(\.version) == [1])
             return
         }
-        let store = try open(path, plan)
+        let store = try open(path, plan, chunkSize: chunkSize)
         let expected =
             switch rule {
             case "keepFirst": ["Ada|1", "Bob|2", "Cy|5"]

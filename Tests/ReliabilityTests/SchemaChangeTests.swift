@@ -191,3 +191,87 @@ import Glibc
                 + " the old schema, \(migrated) the new one (\(finished) ended before the kill)")
     }
 }
+
+/// A chunked migration (PeopleFixture's plan) killed with SIGKILL at random moments: after the kill the store is
+/// the old version as it was, or mid-migration (an old-schema open is told so, or abandons it); an open with the
+/// plan finishes it, and the end equals an uninterrupted migration, with a clean integrity check.
+@Suite struct ChunkedMigrationKillTests {
+    @Test func killsDuringAChunkedMigrationLeaveTheOldStoreOrOneThatResumes() throws {
+        let kills = TestScale.size(20, stress: 200)
+        let people = TestScale.size(4_000, stress: 50_000)
+        let chunk = people / 16
+        let dir = try TemporaryDirectory(prefix: "chunked-migration-kill")
+        defer { dir.remove() }
+        let original = dir.path("original.store")
+        let made = try ChildProcess.helper(["people-store", original, "\(people)"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let seeded = try PeopleFixture.rows(try PersistentStore.openReadOnly(path: original))
+        // The uninterrupted migration, in another process, and its reports.
+        let whole = dir.path("whole.store")
+        try FileManager.default.copyItem(atPath: original, toPath: whole)
+        let uninterrupted = try ChildProcess.helper(["migrate-people", whole, "\(chunk)"])
+        #expect(uninterrupted.stdout.hasSuffix("migrated\n"), "\(uninterrupted.stderr)")
+        let reports = uninterrupted.stdout.split(separator: "\n").filter { $0.hasPrefix("progress") }.count
+        let expected = try PeopleFixture.rows(try PersistentStore.openReadOnly(path: whole))
+        #expect(expected.count == people && expected.first == "Given0|Family0|0")
+
+        var g = SeededGenerator(seed: 11)
+        var outcomes = (old: 0, underWay: 0, abandoned: 0, done: 0)
+        for round in 0..<kills {
+            let path = dir.path("k\(round).store")
+            try FileManager.default.copyItem(atPath: original, toPath: path)
+            let migrator = try RunningProcess.helper(["migrate-people", path, "\(chunk)"])
+            // A kill after an acknowledged moment: the start, or the k-th progress report (a chunk committed),
+            // sometimes a moment later (inside the next chunk's transaction).
+            let reported = Int.random(in: 0...reports, using: &g)
+            if reported == 0 {
+                try migrator.waitForLine("opening")
+            } else {
+                try migrator.waitForLines(reported, "progress reports") { $0.hasPrefix("progress") }
+            }
+            if Bool.random(using: &g) { usleep(UInt32.random(in: 0...20_000, using: &g)) }
+            migrator.kill()
+            _ = migrator.finish()
+            // A read-only look: the old version as it was (its records untouched while a stage is under way), a
+            // migration under way, or the new version.
+            // (Read in a function of its own: the read-only environment is closed before the store opens to write.)
+            func look() throws -> (version: Int, underWay: MigrationProgress?, rows: [String]) {
+                let store = try PersistentStore.openReadOnly(path: path)
+                return (store.schema.version, try store.migrationUnderWay(), try PeopleFixture.rows(store))
+            }
+            let (version, underWay, rows) = try look()
+            if version == 2 {
+                #expect(underWay == nil && rows == expected, "round \(round)")
+                outcomes.done += 1  // killed after the migration's last transaction
+            } else {
+                #expect(rows == seeded, "round \(round)")
+                if let underWay {
+                    #expect(underWay.fromVersion == 1 && underWay.toVersion == 2 && underWay.total == people)
+                    outcomes.underWay += 1
+                    if round % 2 == 0 {
+                        // The old app opens it: the stage is abandoned, the data is as it was.
+                        let old = try PersistentStore.open(path: path, schema: try PeopleFixture.schema(version: 1))
+                        #expect(try PeopleFixture.rows(old) == seeded, "round \(round)")
+                        #expect(try old.checkIntegrity().findings.isEmpty && old.migrationUnderWay() == nil)
+                        outcomes.abandoned += 1
+                    }
+                } else {
+                    outcomes.old += 1
+                }
+            }
+            if round % 4 == 1 {
+                // Killed again while finishing: the second open finishes it.
+                let again = try RunningProcess.helper(["migrate-people", path, "\(chunk)"])
+                try again.waitForLine("opening")
+                again.kill()
+                _ = again.finish()
+            }
+            let store = try PersistentStore.open(path: path, plan: try PeopleFixture.plan(chunkSize: chunk))
+            #expect(try PeopleFixture.rows(store) == expected, "round \(round)")
+            #expect(try store.checkIntegrity().findings.isEmpty, "round \(round)")
+            #expect(try store.migrationLog().map(\.toVersion) == [2], "round \(round)")
+        }
+        // Kills landed before the marker, during the chunks (resumed and abandoned), and the rest.
+        #expect(outcomes.old > 0 && outcomes.underWay > outcomes.abandoned && outcomes.abandoned > 0, "\(outcomes)")
+    }
+}

@@ -308,6 +308,25 @@ do {
         _ = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchemaMigrated())
         print("migrated")
 
+    case "people-store":
+        // people-store PATH COUNT: a version-1 store of COUNT people (PeopleFixture).
+        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: people-store PATH COUNT") }
+        try PeopleFixture.make(at: arguments[1], count: count)
+        print("made")
+
+    case "migrate-people":
+        // migrate-people PATH CHUNK: opens a people store with PeopleFixture's plan in chunks of CHUNK objects,
+        // printing "progress N" for each report (N objects rewritten), then "migrated".
+        guard arguments.count == 3, let chunk = Int(arguments[2]) else { fail("usage: migrate-people PATH CHUNK") }
+        print("opening")
+        fflush(nil)
+        let plan = try PeopleFixture.plan(chunkSize: chunk) { report in
+            print("progress \(report.completed)")
+            fflush(nil)
+        }
+        _ = try PersistentStore.open(path: arguments[1], plan: plan)
+        print("migrated")
+
     case "open-mismatched":
         // open-mismatched PATH: opens a library store with a schema whose Book.pages changed type.
         guard arguments.count == 2 else { fail("usage: open-mismatched PATH") }

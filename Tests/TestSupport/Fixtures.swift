@@ -219,3 +219,69 @@ extension Fixtures {
         return (total, try context.count(for: FetchRequest(entity: "Transfer")))
     }
 }
+
+/// People whose full name a migration splits: the chunked-migration kill tests' store and plan.
+public enum PeopleFixture {
+    /// Version 1: a full name, an age; version 2: first and last names, the age as text (indexed).
+    public static func schema(version: Int) throws -> Schema {
+        if version == 1 {
+            return try Schema(version: 1) {
+                Entity("Person") {
+                    Attribute("name", .string)
+                    Attribute("age", .int64, default: 0, indexed: true)
+                }
+            }
+        }
+        return try Schema(version: 2) {
+            Entity("Person") {
+                Attribute("first", .string)
+                Attribute("last", .string, default: "", indexed: true)
+                Attribute("age", .string, optional: true)
+            }
+        }
+    }
+
+    /// The plan from version 1 to 2, in chunks of `chunkSize` objects; `progress` hears each chunk.
+    public static func plan(
+        chunkSize: Int, progress: (@Sendable (MigrationProgress) -> Void)? = nil
+    ) throws -> MigrationPlan {
+        MigrationPlan(
+            schemas: [try schema(version: 1), try schema(version: 2)],
+            stages: [
+                .custom(
+                    from: 1, to: 2, removing: [.attribute("name", of: "Person")],
+                    transforms: [
+                        MigrationTransform("Person") { old, new in
+                            guard case .string(let name) = try old.value(forKey: "name") else { return }
+                            let parts = name.split(separator: " ", maxSplits: 1).map(String.init)
+                            try new.setValue(.string(parts.first ?? ""), forKey: "first")
+                            if parts.count > 1 { try new.setValue(.string(parts[1]), forKey: "last") }
+                            if case .int(let age) = old["age"] { try new.setValue(.string("\(age)"), forKey: "age") }
+                        }
+                    ])
+            ], chunkSize: chunkSize, progress: progress)
+    }
+
+    /// A version-1 store of `count` people at `path`.
+    public static func make(at path: String, count: Int) throws {
+        let store = try PersistentStore.open(path: path, schema: try schema(version: 1))
+        _ = try store.batchInsert(
+            into: "Person",
+            objects: (0..<count).map { ["name": .string("Given\($0) Family\($0 % 97)"), "age": .int(Int64($0 % 90))] })
+    }
+
+    /// Every person as "first|last|age" (version 2) or "name|age" (version 1), in primary-key order.
+    public static func rows(_ store: PersistentStore) throws -> [String] {
+        let keys = store.schema.version == 1 ? ["name", "age"] : ["first", "last", "age"]
+        return try ObjectContext(store: store).fetch(FetchRequest(entity: "Person")).sorted {
+            $0.objectID.primaryKey < $1.objectID.primaryKey
+        }.map { person in
+            try keys.map { key in
+                switch try person.value(forKey: key) {
+                case .string(let text): text
+                case let value: "\(value)"
+                }
+            }.joined(separator: "|")
+        }
+    }
+}

@@ -62,25 +62,81 @@ extension Migration {
     }
 
     /// Brings the store from `stored` to the plan's last schema: each listed version above the stored one in
-    /// turn, by its stage (lightweight where the plan gives none).
-    static func run(_ plan: MigrationPlan, stored: Schema, _ txn: WriteTransaction, _ site: Site) throws {
-        guard let declared = plan.schemas.last else { return }
+    /// turn, by its stage (lightweight where the plan gives none). Returns `false` when a stage was started in
+    /// chunks (its first transaction is `txn`; ``resume(_:declared:storeID:startVersion:environment:)`` goes on), or when the
+    /// store is in the middle of one.
+    ///
+    /// Stages are numbered for progress among those from `startVersion` (the store's version when this open began).
+    static func run(
+        _ plan: MigrationPlan, stored: Schema, startVersion: Int? = nil, _ txn: WriteTransaction, _ site: Site
+    ) throws -> Bool {
+        guard let declared = plan.schemas.last else { return true }
+        if try readMarker(txn, meta: site.meta) != nil { return false }
         if declared.version <= stored.version || stored.fingerprint == declared.fingerprint {
             // Nothing to run, a version raised without a change, or a refusal (older, or changed without a new
             // version): the lightweight path says which.
-            return try bringUpToDate(txn, meta: site.meta, stored: stored, declared: declared)
+            try bringUpToDate(txn, meta: site.meta, stored: stored, declared: declared)
+            return true
         }
-        // The stored version as the plan lists it (for its model classes) when it is the same schema.
-        var current =
-            plan.schemas.first { $0.version == stored.version && $0.fingerprint == stored.fingerprint }
-            ?? stored
-        let targets = plan.schemas.filter { $0.version > stored.version }
-        for (index, target) in targets.enumerated() {
-            let stage =
-                plan.stages.first { $0.fromVersion == current.version && $0.toVersion == target.version }
-                ?? .lightweight(from: current.version, to: target.version)
-            try runStage(stage, index: index, of: targets.count, from: current, to: target, plan.progress, txn, site)
+        var current = listed(stored, in: plan)
+        for target in plan.schemas where target.version > stored.version {
+            let context = StageContext(
+                stage: stage(from: current, to: target, in: plan), old: current, new: target, plan: plan,
+                startVersion: startVersion ?? stored.version)
+            if try rewrittenObjects(context, txn) > plan.chunkSize {
+                try beginChunked(context, txn, site)
+                return false
+            }
+            try runStage(
+                context.stage, index: context.index, of: context.count, from: current, to: target, plan.progress, txn,
+                site)
             current = target
+        }
+        return true
+    }
+
+    /// The stored schema as the plan lists it (with its model classes, for typed reads) when it is the same one.
+    static func listed(_ stored: Schema, in plan: MigrationPlan) -> Schema {
+        plan.schemas.first { $0.version == stored.version && $0.fingerprint == stored.fingerprint } ?? stored
+    }
+
+    static func stage(from old: Schema, to new: Schema, in plan: MigrationPlan) -> MigrationStage {
+        plan.stages.first { $0.fromVersion == old.version && $0.toVersion == new.version }
+            ?? .lightweight(from: old.version, to: new.version)
+    }
+
+    /// A stage about to run, where it stands in the migration.
+    struct StageContext {
+        var stage: MigrationStage
+        var old: Schema
+        var new: Schema
+        var plan: MigrationPlan
+        /// The store's version when this open began: stages are numbered among those after it.
+        var startVersion: Int
+
+        var rules: StageRules { StageRules(stage) }
+        /// The stages this open runs, and this one's place among them.
+        var count: Int { plan.schemas.filter { $0.version > startVersion }.count }
+        var index: Int { plan.schemas.filter { $0.version > startVersion && $0.version < new.version }.count }
+
+        func progress(entity: String?, completed: Int, total: Int) -> MigrationProgress {
+            MigrationProgress(
+                stage: index, stageCount: count, fromVersion: old.version, toVersion: new.version, entity: entity,
+                completed: completed, total: total)
+        }
+    }
+
+    /// The number of objects the stage's structural step rewrites (0 for a stage the lightweight rules refuse: the
+    /// refusal comes when it runs, in one transaction).
+    static func rewrittenObjects(_ context: StageContext, _ txn: WriteTransaction) throws -> Int {
+        let entityPlan: Plan
+        do {
+            entityPlan = try plan(from: context.old, to: context.new, rules: context.rules)
+        } catch {
+            return 0
+        }
+        return try entityPlan.kept.filter { needsRewrite($0, context.rules) }.reduce(0) { sum, kept in
+            sum + (try txn.statistics(try txn.openDatabase(StoreNames.records(kept.old.name), create: true)).entries)
         }
     }
 
@@ -206,6 +262,20 @@ extension Migration {
 }
 
 extension PersistentStore {
+    /// The chunked migration stage under way in the store, if one is (see <doc:Migration>): begun by a process
+    /// that is still at it, or was killed (the next open with the plan goes on with it).
+    public func migrationUnderWay() throws -> MigrationProgress? {
+        try mappingStorageErrors("reading the migration marker") {
+            try readUnchecked { txn in
+                try Migration.readMarker(txn, meta: meta).map { marker in
+                    MigrationProgress(
+                        stage: 0, stageCount: 1, fromVersion: marker.fromVersion, toVersion: marker.toVersion,
+                        entity: nil, completed: marker.rewritten, total: marker.total)
+                }
+            }
+        }
+    }
+
     /// The migrations this store ran, a stage each (an open without a plan runs one lightweight stage), oldest
     /// first: versions, kind, when, how long, how many objects. Stores migrated before the log existed list only
     /// later stages; ``schemaHistory()`` has every version.

@@ -7,7 +7,7 @@ import LMDB
 enum Migration {
     static func bringUpToDate(
         _ txn: WriteTransaction, meta: Database, stored: Schema, declared: Schema, rules: StageRules = StageRules(),
-        entityDone: () -> Void = {}
+        shadows: Bool = false, entityDone: () -> Void = {}
     ) throws {
         if declared.version < stored.version {
             throw EntityStoreError(
@@ -34,7 +34,7 @@ enum Migration {
         let plan = try plan(from: stored, to: declared, rules: rules)
         try checkHierarchies(plan, stored: stored, declared: declared, txn)
         try checkLosses(plan, rules: rules, txn)
-        try apply(plan, rules: rules, txn, entityDone: entityDone)
+        try apply(plan, rules: rules, txn, shadows: shadows, entityDone: entityDone)
         if derivationsChanged(from: stored, to: declared) {
             try txn.put(StoreNames.MetaKey.derivationsPending, [1], in: meta)
         }
@@ -314,11 +314,15 @@ enum Migration {
     }
 
     static func apply(
-        _ plan: Plan, rules: StageRules = StageRules(), _ txn: WriteTransaction, entityDone: () -> Void = {}
+        _ plan: Plan, rules: StageRules = StageRules(), _ txn: WriteTransaction, shadows: Bool = false,
+        entityDone: () -> Void = {}
     ) throws {
         // Old databases of kept entities are read before anything of theirs is dropped.
         for entityPlan in plan.kept {
-            try migrateEntity(entityPlan, rules: rules, txn)
+            let shadow =
+                shadows && needsRewrite(entityPlan, rules)
+                ? try txn.openDatabase(StoreNames.migrating(entityPlan.new.name), create: true) : nil
+            try migrateEntity(entityPlan, rules: rules, txn, shadow: shadow)
             entityDone()
         }
         for entity in plan.removed {
@@ -329,32 +333,50 @@ enum Migration {
         }
     }
 
-    static func migrateEntity(_ plan: EntityPlan, rules: StageRules = StageRules(), _ txn: WriteTransaction) throws {
+    /// Whether the stage rewrites the entity's records: its layout changed, it was renamed, or a transform runs.
+    static func needsRewrite(_ plan: EntityPlan, _ rules: StageRules) -> Bool {
+        plan.old.attributes != plan.new.attributes || plan.old.name != plan.new.name
+            || rules.transforms[plan.new.name] != nil
+    }
+
+    /// A record's bytes in the new layout: its values mapped by the lightweight rules, then transformed.
+    static func rewrite(
+        _ value: UnsafeRawBufferPointer, primaryKey: UInt64, _ plan: EntityPlan, _ rules: StageRules,
+        into buffer: inout [UInt8]
+    ) throws {
+        let (old, new) = (plan.old, plan.new)
+        let transform = rules.transforms[new.name]
+        let (values, rowVersion) = try RecordCodec.decode(value, entity: old, key: primaryKey)
+        var mapped: [Value] = []
+        mapped.reserveCapacity(plan.sources.count)
+        for (i, source) in plan.sources.enumerated() {
+            let attribute = new.attributes[i]
+            var value = source.map { values[$0] } ?? attribute.initialValue()
+            if value.isNull && !attribute.isOptional && transform == nil { value = attribute.initialValue() }
+            mapped.append(value)
+        }
+        if let transform {
+            mapped = try transformed(mapped, from: values, primaryKey: primaryKey, old: old, new: new, by: transform)
+        }
+        RecordCodec.encode(mapped, rowVersion: rowVersion, into: &buffer)
+    }
+
+    /// Moves an entity's records to the new schema: rewritten from the old records, or (`shadow`) taken from the
+    /// records a chunked stage rewrote; then its indexes and relationships.
+    static func migrateEntity(
+        _ plan: EntityPlan, rules: StageRules = StageRules(), _ txn: WriteTransaction, shadow: Database? = nil
+    ) throws {
         let (old, new) = (plan.old, plan.new)
         let oldRecords = try txn.openDatabase(StoreNames.records(old.name), create: true)
         let renamed = old.name != new.name
-        let transform = rules.transforms[new.name]
-        let sameLayout =
-            old.attributes.map(\.name) == new.attributes.map(\.name) && !renamed
-            && zip(old.attributes, new.attributes).allSatisfy { $0.isOptional || !$1.isOptional }
-        // Read every record once (through the old entity), write it in the new layout.
-        var rewritten: [(UInt64, [Value], UInt64)] = []
-        if !sameLayout || old.attributes != new.attributes || renamed || transform != nil {
+        // Read every record once (through the old entity), keep it in the new layout (encoded).
+        var rewritten: [(UInt64, [UInt8])] = []
+        if shadow == nil && needsRewrite(plan, rules) {
+            var buffer: [UInt8] = []
             try txn.forEach(in: oldRecords) { key, value in
                 let primaryKey = try IndexKey.primaryKey(from: key)
-                let (values, rowVersion) = try RecordCodec.decode(value, entity: old, key: primaryKey)
-                var mapped: [Value] = []
-                for (i, source) in plan.sources.enumerated() {
-                    let attribute = new.attributes[i]
-                    var value = source.map { values[$0] } ?? attribute.initialValue()
-                    if value.isNull && !attribute.isOptional && transform == nil { value = attribute.initialValue() }
-                    mapped.append(value)
-                }
-                if let transform {
-                    mapped = try transformed(
-                        mapped, from: values, primaryKey: primaryKey, old: old, new: new, by: transform)
-                }
-                rewritten.append((primaryKey, mapped, rowVersion))
+                try rewrite(value, primaryKey: primaryKey, plan, rules, into: &buffer)
+                rewritten.append((primaryKey, buffer))
                 if rewritten.count % 4096 == 0 { rules.progress?(new.name, rewritten.count) }
                 return .continue
             }
@@ -364,16 +386,22 @@ enum Migration {
         for attribute in old.attributes where attribute.isIndexed {
             try txn.drop(try txn.openDatabase(StoreNames.index(old.name, attribute.name), dupSort: true, create: true))
         }
-        let storage = try EntityStorage.openRecordsOnly(new, txn)
         if renamed {
             try txn.drop(oldRecords)
         }
-        var buffer: [UInt8] = []
-        if !rewritten.isEmpty || renamed {
-            for (primaryKey, values, rowVersion) in rewritten {
-                RecordCodec.encode(values, rowVersion: rowVersion, into: &buffer)
-                try buffer.withUnsafeBytes { try txn.put(primaryKey, $0, in: storage) }
+        let storage = try EntityStorage.openRecordsOnly(new, txn)
+        for (primaryKey, bytes) in rewritten {
+            try bytes.withUnsafeBytes { try txn.put(primaryKey, $0, in: storage) }
+        }
+        if let shadow {
+            // Every record was rewritten there: the old ones go, the new ones come in key order.
+            if !renamed { try txn.empty(storage) }
+            // Streamed, not gathered: a cursor on one database stays valid while another is written.
+            try txn.forEach(in: shadow) { key, value in
+                try txn.put(try IndexKey.primaryKey(from: key), value, in: storage)
+                return .continue
             }
+            try txn.drop(shadow)
         }
         // Rebuild every index of the new entity from the records.
         try rebuildIndexes(of: new, records: storage, txn)
@@ -410,8 +438,11 @@ enum Migration {
             objectID: ObjectID(entityName: new.name, primaryKey: primaryKey), entity: new, values: mapped)
         do {
             try transform.body(before, &after)
+        } catch let error as EntityStoreError {
+            throw error
         } catch {
-            throw EntityStoreError.wrapping(error, "migrating \(after.objectID)")
+            // The app's own error: its transform refused this object.
+            throw EntityStoreError(.migrationRefused, "migrating \(after.objectID): \(error)")
         }
         for (index, attribute) in new.attributes.enumerated() where after.values[index].isNull {
             if !attribute.isOptional && attribute.derivation == nil {

@@ -46,12 +46,18 @@ public struct MigrationPlan: Sendable {
     /// Told how a migration goes, on the opening thread (see ``MigrationProgress``).
     public var progress: (@Sendable (MigrationProgress) -> Void)?
 
+    /// A stage that rewrites more objects than this runs in chunks of this many objects, each its own
+    /// transaction, and resumes where it stopped when its process dies (see <doc:Migration>).
+    public var chunkSize: Int
+
     /// A plan over `schemas` (oldest first) with `stages`.
     public init(
-        schemas: [Schema], stages: [MigrationStage] = [], progress: (@Sendable (MigrationProgress) -> Void)? = nil
+        schemas: [Schema], stages: [MigrationStage] = [], chunkSize: Int = 100_000,
+        progress: (@Sendable (MigrationProgress) -> Void)? = nil
     ) {
         self.schemas = schemas
         self.stages = stages
+        self.chunkSize = chunkSize
         self.progress = progress
     }
 }

@@ -57,7 +57,11 @@ extension PersistentStore {
         guard stored == schemaStamp else {
             let now: String
             do {
-                now = try Self.readSchema(txn, meta: meta).map { "version \($0.version)" } ?? "missing"
+                if let marker = try Migration.readMarker(txn, meta: meta) {
+                    now = "being migrated from version \(marker.fromVersion) to \(marker.toVersion)"
+                } else {
+                    now = try Self.readSchema(txn, meta: meta).map { "version \($0.version)" } ?? "missing"
+                }
             } catch {
                 now = "unreadable: \(error)"
             }

@@ -160,47 +160,74 @@ public final class PersistentStore: Sendable {
                 options: .init(
                     mapSize: options.mapSize, maxDatabases: max(32, 2 * databases + 16), sync: options.sync))
         }
-        let (storeID, meta, history, storages) = try mappingStorageErrors("opening the store at \(path)") {
-            try environment.write { txn -> (UUID, Database, Database, [String: EntityStorage]) in
+        // The opening transaction: a new store, or the stored one brought up to date (all of a plan that fits).
+        let opening = try mappingStorageErrors("opening the store at \(path)") {
+            try environment.write { txn -> (storeID: UUID, version: Int, opened: Opened?) in
                 let meta = try openMeta(txn)
-                let storeID: UUID
                 if let stored = try readSchema(txn, meta: meta) {
-                    storeID = try readStoreID(txn, meta: meta)
-                    try Migration.run(
-                        plan, stored: stored, txn,
-                        Migration.Site(environment: environment, meta: meta, storeID: storeID))
-                } else {
-                    storeID = UUID()
-                    try txn.put(
-                        StoreNames.MetaKey.format, withUnsafeBytes(of: formatVersion.littleEndian, Array.init), in: meta
-                    )
-                    try txn.put(StoreNames.MetaKey.storeID, withUnsafeBytes(of: storeID.uuid, Array.init), in: meta)
-                    try writeSchema(schema, history: [schema], txn, meta: meta)
+                    let storeID = try readStoreID(txn, meta: meta)
+                    let site = Migration.Site(environment: environment, meta: meta, storeID: storeID)
+                    // A stage begun in chunks commits its start with this transaction and goes on below.
+                    guard try Migration.run(plan, stored: stored, txn, site) else {
+                        return (storeID, stored.version, nil)
+                    }
+                    return (storeID, stored.version, try finishOpening(txn, meta: meta, schema: schema))
                 }
-                if try checkFormat(txn, meta: meta) < formatVersion {
-                    try txn.put(
-                        StoreNames.MetaKey.format, withUnsafeBytes(of: formatVersion.littleEndian, Array.init), in: meta
-                    )
-                }
-                // Stores written before the stamp existed get it now.
-                let stamp = Array(schema.fingerprint.utf8)
-                if try txn.get(StoreNames.MetaKey.schemaStamp, in: meta).map(Array.init) != stamp {
-                    try txn.put(StoreNames.MetaKey.schemaStamp, stamp, in: meta)
-                }
-                var storages: [String: EntityStorage] = [:]
-                for entity in schema.entities {
-                    storages[entity.name] = try EntityStorage.open(entity, in: txn, create: true)
-                }
-                try upgradeIndexKeys(txn, meta: meta, storages: storages)
-                let history = try txn.openDatabase(StoreNames.history, create: true)
-                return (storeID, meta, history, storages)
+                let storeID = UUID()
+                try txn.put(
+                    StoreNames.MetaKey.format, withUnsafeBytes(of: formatVersion.littleEndian, Array.init), in: meta)
+                try txn.put(StoreNames.MetaKey.storeID, withUnsafeBytes(of: storeID.uuid, Array.init), in: meta)
+                try writeSchema(schema, history: [schema], txn, meta: meta)
+                return (storeID, schema.version, try finishOpening(txn, meta: meta, schema: schema))
             }
+        }
+        let storeID = opening.storeID
+        var opened = opening.opened
+        if opened == nil {
+            // A migration too large for one transaction: its chunks, its end and the plan's later stages.
+            try mappingStorageErrors("migrating the store at \(path)") {
+                try Migration.resumeOrAbandon(
+                    plan, declared: schema, storeID: storeID, startVersion: opening.version, environment: environment)
+                opened = try environment.write { txn in
+                    let meta = try openMeta(txn)
+                    guard let stored = try readSchema(txn, meta: meta), stored.fingerprint == schema.fingerprint else {
+                        throw EntityStoreError(
+                            .migrationRefused, "the store's migration did not reach version \(schema.version)")
+                    }
+                    return try finishOpening(txn, meta: meta, schema: schema)
+                }
+            }
+        }
+        guard let (meta, history, storages) = opened else {
+            throw EntityStoreError(.storage, "the store at \(path) was not opened")
         }
         let store = PersistentStore(
             environment: environment, schema: schema, storeID: storeID, readOnly: false, meta: meta,
             history: history, storages: storages, schemaStamp: Array(schema.fingerprint.utf8))
         try store.computePendingDerivations()
         return store
+    }
+
+    typealias Opened = (meta: Database, history: Database, storages: [String: EntityStorage])
+
+    /// The end of an opening transaction, once the store holds `schema`: the format and stamp, the handles.
+    private static func finishOpening(_ txn: WriteTransaction, meta: Database, schema: Schema) throws -> Opened {
+        if try checkFormat(txn, meta: meta) < formatVersion {
+            try txn.put(
+                StoreNames.MetaKey.format, withUnsafeBytes(of: formatVersion.littleEndian, Array.init), in: meta)
+        }
+        // Stores written before the stamp existed get it now.
+        let stamp = Array(schema.fingerprint.utf8)
+        if try txn.get(StoreNames.MetaKey.schemaStamp, in: meta).map(Array.init) != stamp {
+            try txn.put(StoreNames.MetaKey.schemaStamp, stamp, in: meta)
+        }
+        var storages: [String: EntityStorage] = [:]
+        for entity in schema.entities {
+            storages[entity.name] = try EntityStorage.open(entity, in: txn, create: true)
+        }
+        try upgradeIndexKeys(txn, meta: meta, storages: storages)
+        let history = try txn.openDatabase(StoreNames.history, create: true)
+        return (meta, history, storages)
     }
 
     /// Opens the store at `path` read-only, with the schema stored in it: no writes, no migration.

@@ -14,6 +14,8 @@ enum StoreNames {
     static let meta = "meta"
     static let history = "history"
     static func records(_ entity: String) -> String { "records.\(entity)" }
+    /// The records of `entity` a chunked migration stage has rewritten so far (new layout, new name).
+    static func migrating(_ entity: String) -> String { "migrating.\(entity)" }
     static func index(_ entity: String, _ attribute: String) -> String { "index.\(entity).\(attribute)" }
     static func relationship(_ entity: String, _ name: String) -> String { "rel.\(entity).\(name)" }
 
@@ -31,6 +33,8 @@ enum StoreNames {
         /// Present while a migration's new or changed derived attributes wait to be computed for the stored objects
         /// (done when the store opens; a crash in between leaves it for the next open).
         static let derivationsPending = Array("derivationsPending".utf8)
+        /// Present while a stage rewrites its objects in chunks (``Migration/Marker``), JSON.
+        static let migrationInProgress = Array("migrationInProgress".utf8)
         /// The stages a plan ran (``PersistentStore/migrationLog()``), JSON.
         static let migrationLog = Array("migrationLog".utf8)
         static func sequence(_ entity: String) -> [UInt8] { Array("seq.\(entity)".utf8) }
