@@ -364,6 +364,31 @@ import Testing
             interrupted.resumed > 3 && interrupted.abandoned > 3 && interrupted.beforeTheMarker > 0, "\(interrupted)")
     }
 
+    @Test(arguments: [100_000, 1])
+    func aCustomStageBetweenSchemasOfOneShapeMigratesTheDataAlone(chunkSize: Int) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("p.store")
+        try seed(path)
+        let same = try Schema(version: 2, entities: try v1().entities)
+        let plan = MigrationPlan(
+            schemas: [try v1(), same],
+            stages: [
+                .custom(
+                    from: 1, to: 2,
+                    transforms: [
+                        MigrationTransform("Person") { old, new in
+                            guard case .string(let name) = old["name"] else { return }
+                            try new.setValue(.string(name.uppercased()), forKey: "name")
+                        }
+                    ])
+            ])
+        let store = try open(path, plan, chunkSize: chunkSize)
+        #expect(try people(store, ["name"]) == ["ADA LOVELACE", "ALAN TURING", "GRACE"])
+        #expect(try store.schemaHistory().map(\.version) == [1, 2] && store.migrationLog().map(\.objects) == [3])
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+
     @Test func aStagesContextUsedAfterItsStageIsRefused() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -464,5 +489,62 @@ import Testing
         let retyped = entityStoreError { _ = try PersistentStore.open(path: path, schema: try v2()) }
         #expect(retyped?.failures.contains { $0.message.contains("a custom stage with a transform of Person") } == true)
         #expect(try PersistentStore.open(path: path, schema: try v1()).schemaHistory().map(\.version) == [1])
+    }
+}
+
+/// The models of a contact app's two versions, frozen side by side (each names the entity it maps).
+final class ContactV1: Model {
+    override class var entityName: String { "Contact" }
+    @Stored var name: String
+}
+
+final class ContactV2: Model {
+    override class var entityName: String { "Contact" }
+    @Stored var first: String
+    @Stored var last: String = ""
+    @Stored var initials: String = ""
+}
+
+@Suite struct TypedMigrationPlanTests {
+    @Test func aStagesCodeReadsAndWritesWithTheTypedModelsOfEachVersion() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("c.store")
+        let v1 = try Schema(version: 1, models: [ContactV1.self])
+        let v2 = try Schema(version: 2, models: [ContactV2.self])
+        do {
+            let context = ObjectContext(store: try PersistentStore.open(path: path, schema: v1))
+            for name in ["Ada Lovelace", "Alan Turing", ""] { try context.insert(ContactV1.self).name = name }
+            try context.save()
+        }
+        let plan = MigrationPlan(
+            schemas: [v1, v2],
+            stages: [
+                .custom(
+                    from: 1, to: 2, removing: [.attribute("name", of: "Contact")],
+                    transforms: [
+                        MigrationTransform("Contact") { old, new in
+                            guard case .string(let name) = old["name"] else { return }
+                            let parts = name.split(separator: " ", maxSplits: 1).map(String.init)
+                            try new.setValue(.string(parts.first ?? ""), forKey: "first")
+                            try new.setValue(.string(parts.count > 1 ? parts[1] : ""), forKey: "last")
+                        }
+                    ],
+                    willMigrate: { context in
+                        // The old models: contacts without a name leave.
+                        for contact in try context.fetch(ContactV1.self) where contact.name.isEmpty {
+                            try context.delete(contact)
+                        }
+                    },
+                    didMigrate: { context in
+                        // The new models: initials from the split names.
+                        for contact in try context.fetch(ContactV2.self) {
+                            contact.initials = String(contact.first.prefix(1)) + String(contact.last.prefix(1))
+                        }
+                    })
+            ])
+        let store = try PersistentStore.open(path: path, plan: plan)
+        let contacts = try ObjectContext(store: store).fetch(ContactV2.self, sortedBy: [SortKey(\ContactV2.first)])
+        #expect(contacts.map { "\($0.first) \($0.last) \($0.initials)" } == ["Ada Lovelace AL", "Alan Turing AT"])
     }
 }

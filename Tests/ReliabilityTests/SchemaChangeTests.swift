@@ -248,6 +248,11 @@ import Glibc
                 if let underWay {
                     #expect(underWay.fromVersion == 1 && underWay.toVersion == 2 && underWay.total == people)
                     outcomes.underWay += 1
+                    if outcomes.underWay == 1 {
+                        // store-inspect says so.
+                        let info = try ChildProcess.run(ChildProcess.executable("store-inspect"), ["info", path])
+                        #expect(info.stdout.contains("from version 1 to 2: "), "\(info.stdout)\(info.stderr)")
+                    }
                     if round % 2 == 0 {
                         // The old app opens it: the stage is abandoned, the data is as it was.
                         let old = try PersistentStore.open(path: path, schema: try PeopleFixture.schema(version: 1))

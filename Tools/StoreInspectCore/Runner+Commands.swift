@@ -33,6 +33,15 @@ extension Runner {
             ),
             ("readers", .int(Int64(info.readersUsed))),
             ("max readers", .int(Int64(info.maxReaders))),
+            (
+                "migration under way",
+                try store.migrationUnderWay().map {
+                    .text(
+                        "from version \($0.fromVersion) to \($0.toVersion): \($0.completed) of \($0.total) objects"
+                            + " rewritten (an open with its plan goes on; one with version \($0.fromVersion) abandons it)"
+                    )
+                } ?? .text("none")
+            ),
         ]
         emitProperties(properties)
     }

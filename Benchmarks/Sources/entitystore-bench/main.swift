@@ -8,12 +8,16 @@ if arguments.first == "s8-observer", arguments.count == 3, let saves = Int(argum
     try await s8Observer(path: arguments[1], saves: saves)
     exit(0)
 }
+if arguments.first == "s12-child", arguments.count == 3 {
+    try s12ChildMain(arguments[1], arguments[2])
+    exit(0)
+}
 let usage = "usage: entitystore-bench [--quick] [--json] [--only S1,S3,...] [--controller-rows N]"
 if arguments.contains("-h") || arguments.contains("--help") {
     print(usage)
     exit(0)
 }
-let scenarios = Set((1...11).map { "S\($0)" })
+let scenarios = Set((1...12).map { "S\($0)" })
 var argumentIndex = 0
 while argumentIndex < arguments.count {
     let argument = arguments[argumentIndex]
@@ -27,7 +31,7 @@ while argumentIndex < arguments.count {
         argumentIndex += 1
         if let unknown = names.first(where: { !scenarios.contains($0) }) {
             FileHandle.standardError.write(
-                Data("entitystore-bench: no scenario '\(unknown)' (S1...S11)\n\(usage)\n".utf8))
+                Data("entitystore-bench: no scenario '\(unknown)' (S1...S12)\n\(usage)\n".utf8))
             exit(64)
         }
     default:
@@ -97,6 +101,7 @@ do {
         try s11(report, folders: quick ? 100 : 1_000, perFolder: 100)
         try s11OneFolder(report, quick ? 2_000 : 20_000, adds: quick ? 50 : 200)
     }
+    if runs("S12") { try s12(report, quick ? 10_000 : 1_000_000) }
     if runs("S10") { try s10(report, quick ? 1_000 : 20_000, latencySamples: quick ? 20 : 100) }
 } catch {
     FileHandle.standardError.write(Data("entitystore-bench: \(error)\n".utf8))

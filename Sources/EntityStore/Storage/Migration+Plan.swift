@@ -72,7 +72,9 @@ extension Migration {
     ) throws -> Bool {
         guard let declared = plan.schemas.last else { return true }
         if try readMarker(txn, meta: site.meta) != nil { return false }
-        if declared.version <= stored.version || stored.fingerprint == declared.fingerprint {
+        // A custom stage runs even between schemas of one shape (a migration of the data alone).
+        let customAhead = plan.stages.contains { $0.isCustom && $0.toVersion > stored.version }
+        if declared.version <= stored.version || (stored.fingerprint == declared.fingerprint && !customAhead) {
             // Nothing to run, a version raised without a change, or a refusal (older, or changed without a new
             // version): the lightweight path says which.
             try bringUpToDate(txn, meta: site.meta, stored: stored, declared: declared)

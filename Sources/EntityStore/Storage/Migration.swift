@@ -19,13 +19,13 @@ enum Migration {
             try txn.get(StoreNames.MetaKey.schemaHistory, in: meta).map {
                 try PersistentStore.decodeJSON([Schema].self, $0, what: "schema history")
             } ?? [stored]
-        if stored.fingerprint == declared.fingerprint {
+        if stored.fingerprint == declared.fingerprint && rules.transforms.isEmpty {
             if declared.version > stored.version {
                 try PersistentStore.writeSchema(declared, history: history + [declared], txn, meta: meta)
             }
             return
         }
-        if declared.version == stored.version {
+        if declared.version == stored.version && stored.fingerprint != declared.fingerprint {
             throw EntityStoreError(
                 .migrationRefused,
                 "the declared schema differs from the stored one but has the same version \(declared.version):"

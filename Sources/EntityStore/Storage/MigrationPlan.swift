@@ -5,7 +5,8 @@ import Foundation
 ///
 /// Open a store with ``PersistentStore/open(path:plan:options:)``. A store several versions behind runs every stage
 /// from its version to the last schema's, in order, all in the one write transaction that opens it: when any stage
-/// fails, nothing of any stage is kept and the store opens as it was with the next attempt.
+/// fails, nothing of any stage is kept and the store opens as it was with the next attempt. A stage that rewrites
+/// more than ``chunkSize`` objects runs in chunks instead, resumable after a kill (<doc:Migration>).
 ///
 /// Between two listed versions without a stage of their own the migration is lightweight. Old data is read with
 /// the schema stored in the store (the listed schema of that version lends it its model classes, for typed reads,
