@@ -197,8 +197,8 @@ import Glibc
 /// plan finishes it, and the end equals an uninterrupted migration, with a clean integrity check.
 @Suite struct ChunkedMigrationKillTests {
     @Test func killsDuringAChunkedMigrationLeaveTheOldStoreOrOneThatResumes() throws {
-        let kills = TestScale.size(20, stress: 200)
-        let people = TestScale.size(4_000, stress: 50_000)
+        let kills = TestScale.size(20, stress: 100)
+        let people = TestScale.size(4_000, stress: 20_000)
         let chunk = people / 16
         let dir = try TemporaryDirectory(prefix: "chunked-migration-kill")
         defer { dir.remove() }
