@@ -86,12 +86,15 @@ import Testing
     }
 
     /// Every person's values, by first key, as text.
-    func people(_ store: PersistentStore, _ keys: [String]) throws -> [String] {
+    func people(_ store: PersistentStore, _ keys: [String], entity: String = "Person") throws -> [String] {
         let context = ObjectContext(store: store)
-        return try context.fetch(FetchRequest(entity: "Person", sortKeys: [SortKey(keys[0])])).map { person in
+        return try context.fetch(FetchRequest(entity: entity, sortKeys: [SortKey(keys[0])])).map { person in
             try keys.map { key in
                 switch try person.value(forKey: key) {
                 case .string(let text): text
+                case .null: "nil"
+                case .int(let integer): "\(integer)"
+                case .bool(let flag): "\(flag)"
                 case let value: "\(value)"
                 }
             }.joined(separator: "|")
@@ -389,6 +392,75 @@ import Testing
         #expect(try store.checkIntegrity().findings.isEmpty)
     }
 
+    @Test(arguments: ["refuse", "useDefault", "setNil"], [100_000, 1])
+    func aDeclaredConversionRetypesStoredValuesAndListsThoseThatDoNotConvert(rule: String, chunkSize: Int) throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("p.store")
+        let textual = try Schema(version: 1) {
+            Entity("Reading") {
+                Attribute("label", .string)
+                Attribute("value", .string, optional: true)
+                Attribute("flag", .string, default: "no")
+            }
+        }
+        do {
+            let context = ObjectContext(store: try PersistentStore.open(path: path, schema: textual))
+            for (label, value, flag) in [
+                ("a", "36", "yes"), ("b", "forty", "1"), ("c", nil, "false"), ("d", " 7 ", "NO"),
+            ] {
+                let reading = try context.insert("Reading")
+                try reading.setValue(.string(label), forKey: "label")
+                try reading.setValue(value.map(Value.string) ?? .null, forKey: "value")
+                try reading.setValue(.string(flag), forKey: "flag")
+            }
+            try context.save()
+        }
+        let numeric = try Schema(version: 2) {
+            Entity("Reading") {
+                Attribute("label", .string)
+                Attribute("value", .int64, optional: true, default: -1)
+                Attribute("flag", .bool, default: false)
+            }
+        }
+        // Without a declared conversion the retype is refused, pointing at one.
+        let refused = entityStoreError { _ = try PersistentStore.open(path: path, schema: numeric) }
+        #expect(refused?.failures.contains { $0.message.contains("converting: AttributeConversion") } == true)
+        let unconvertible: AttributeConversion.Unconvertible =
+            switch rule {
+            case "useDefault": .useDefault
+            case "setNil": .setNil
+            default: .refuse
+            }
+        var plan = MigrationPlan(
+            schemas: [textual, numeric],
+            stages: [
+                .lightweight(
+                    from: 1, to: 2,
+                    converting: [
+                        AttributeConversion("Reading", "value", unconvertible: unconvertible),
+                        AttributeConversion("Reading", "flag"),
+                    ])
+            ])
+        plan.chunkSize = chunkSize
+        if rule == "refuse" {
+            let error = entityStoreError { _ = try PersistentStore.open(path: path, plan: plan) }
+            #expect(error?.code == .migrationRefused && error?.key == "value", "\(String(describing: error))")
+            #expect(error?.message.contains("1 value(s) of Reading.value do not convert to int64") == true)
+            #expect(error?.message.contains("Reading/p2 \"forty\"") == true, "\(String(describing: error))")
+            let store = try PersistentStore.open(path: path, schema: textual)
+            #expect(try people(store, ["label", "value"], entity: "Reading") == ["a|36", "b|forty", "c|nil", "d| 7 "])
+            return
+        }
+        let store = try PersistentStore.open(path: path, plan: plan)
+        let forty = rule == "useDefault" ? "-1" : "nil"
+        #expect(
+            try people(store, ["label", "value", "flag"], entity: "Reading") == [
+                "a|36|true", "b|\(forty)|true", "c|nil|false", "d|7|false",
+            ])
+        #expect(try store.checkIntegrity().findings.isEmpty)
+    }
+
     @Test func aStagesContextUsedAfterItsStageIsRefused() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -487,7 +559,7 @@ import Testing
         #expect(entityStoreError { _ = try open(path, unknown) }?.entity == "Nobody")
         // A retype without a transform is refused, pointing at the custom stage.
         let retyped = entityStoreError { _ = try PersistentStore.open(path: path, schema: try v2()) }
-        #expect(retyped?.failures.contains { $0.message.contains("a custom stage with a transform of Person") } == true)
+        #expect(retyped?.failures.contains { $0.message.contains("or a transform of Person") } == true)
         #expect(try PersistentStore.open(path: path, schema: try v1()).schemaHistory().map(\.version) == [1])
     }
 }

@@ -168,6 +168,7 @@ extension Migration {
                 rows.append((primaryKey, buffer))
                 return .continue
             }
+            try rules.unconvertible.throwIfAny()
             for (primaryKey, bytes) in rows {
                 try bytes.withUnsafeBytes { try txn.put(primaryKey, $0, in: shadow) }
             }

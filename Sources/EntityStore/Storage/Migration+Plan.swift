@@ -14,6 +14,10 @@ extension Migration {
     struct StageRules {
         var removals: Set<MigrationRemoval> = []
         var transforms: [String: MigrationTransform] = [:]
+        /// Declared conversions, by entity and attribute (new names).
+        var conversions: [String: [String: AttributeConversion]] = [:]
+        /// The values the conversions refused so far.
+        let unconvertible = UnconvertibleValues()
         /// Objects rewritten so far, and the total: called every few thousand objects and at each entity's end.
         var progress: ((_ entity: String, _ completed: Int) -> Void)?
 
@@ -22,6 +26,9 @@ extension Migration {
         init(_ stage: MigrationStage) {
             removals = Set(stage.removals)
             transforms = Dictionary(stage.transforms.map { ($0.entity, $0) }, uniquingKeysWith: { first, _ in first })
+            for conversion in stage.conversions {
+                conversions[conversion.entity, default: [:]][conversion.attribute] = conversion
+            }
         }
     }
 
@@ -51,6 +58,14 @@ extension Migration {
                     "the plan has two stages from version \(stage.fromVersion) to \(stage.toVersion)")
             }
             let target = plan.schemas[from + 1]
+            for conversion in stage.conversions
+            where target.entity(conversion.entity)?.attributeIndex(conversion.attribute) == nil {
+                throw EntityStoreError(
+                    .migrationRefused,
+                    "the stage from version \(stage.fromVersion) to \(stage.toVersion) converts"
+                        + " \(conversion.entity).\(conversion.attribute), which version \(stage.toVersion) does not have",
+                    entity: conversion.entity, key: conversion.attribute)
+            }
             for name in stage.transforms.map(\.entity) + stage.uniqueness.map(\.entity)
             where target.entity(name) == nil {
                 throw EntityStoreError(
@@ -287,6 +302,80 @@ extension PersistentStore {
                 guard let bytes = try txn.get(StoreNames.MetaKey.migrationLog, in: meta) else { return [] }
                 return try Self.decodeJSON([MigrationLogEntry].self, bytes, what: "migration log")
             }
+        }
+    }
+}
+
+/// The values a stage's conversions could not convert under the rule `refuse` (or into a required attribute
+/// without a default): listed in the refusal. A class: the stage's rules are copied, the list is one.
+final class UnconvertibleValues {
+    private(set) var values: [(objectID: ObjectID, key: String, value: Value, type: AttributeType)] = []
+
+    func add(_ objectID: ObjectID, _ key: String, _ value: Value, _ type: AttributeType) {
+        values.append((objectID, key, value, type))
+    }
+
+    /// Throws the refusal when values were refused, naming the first few of each attribute and their number.
+    func throwIfAny() throws {
+        guard let first = values.first else { return }
+        var byKey: [String: [(objectID: ObjectID, key: String, value: Value, type: AttributeType)]] = [:]
+        for entry in values { byKey["\(entry.objectID.entityName).\(entry.key)", default: []].append(entry) }
+        let failures = byKey.sorted { $0.key < $1.key }.map { name, entries in
+            EntityStoreError.Failure(
+                entity: entries[0].objectID.entityName, key: entries[0].key,
+                message: "\(entries.count) value(s) of \(name) do not convert to \(entries[0].type.rawValue): "
+                    + entries.prefix(10).map { "\($0.objectID) \($0.value)" }.joined(separator: ", ")
+                    + (entries.count > 10 ? ", ..." : "")
+                    + " (convert them with a transform, or declare unconvertible: .useDefault or .setNil)")
+        }
+        values = []
+        throw EntityStoreError(
+            .migrationRefused,
+            failures.count == 1
+                ? "cannot migrate: \(failures[0].message)"
+                : "cannot migrate: \(failures.count)"
+                    + " conversions met values that do not convert",
+            entity: first.objectID.entityName, key: first.key, failures: failures)
+    }
+}
+
+extension Value {
+    /// The value as an attribute of `type` holds it, converted exactly (see ``AttributeConversion``); `nil` when
+    /// it does not convert.
+    func convertedForMigration(to type: AttributeType) -> Value? {
+        if isNull || self.type == type { return self }
+        if let number = converted(to: type) { return number }
+        switch (self, type) {
+        case (.int(let integer), .string): return .string(String(integer))
+        case (.double(let double), .string): return .string("\(double)")
+        case (.bool(let flag), .string): return .string(flag ? "true" : "false")
+        case (.uuid(let uuid), .string): return .string(uuid.uuidString)
+        case (.date(let date), .string): return .string(date.formatted(.iso8601))
+        case (.decimal(let decimal), .string): return .string("\(decimal)")
+        case (.data(let bytes), .string): return String(validating: bytes, as: UTF8.self).map(Value.string)
+        case (.string(let text), .binary): return .data(Array(text.utf8))
+        case (.int(let integer), .bool) where integer == 0 || integer == 1: return .bool(integer == 1)
+        case (.bool(let flag), .int64): return .int(flag ? 1 : 0)
+        case (.int(let integer), .decimal): return .decimal(Decimal(integer))
+        case (.string(let text), _):
+            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            switch type {
+            case .int64: return Int64(trimmed).map(Value.int)
+            case .double: return Double(trimmed).flatMap { $0.isFinite ? Value.double($0) : nil }
+            case .bool:
+                switch trimmed.lowercased() {
+                case "true", "yes", "1": return .bool(true)
+                case "false", "no", "0": return .bool(false)
+                default: return nil
+                }
+            case .uuid: return UUID(uuidString: trimmed).map(Value.uuid)
+            case .date: return (try? Date(trimmed, strategy: .iso8601)).map(Value.date)
+            case .decimal:
+                guard let decimal = Decimal(string: trimmed), "\(decimal)" == trimmed else { return nil }
+                return .decimal(decimal)
+            default: return nil
+            }
+        default: return nil
         }
     }
 }

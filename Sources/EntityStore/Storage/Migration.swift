@@ -156,11 +156,16 @@ enum Migration {
             // A transform of the entity sets what the lightweight rules cannot: a retyped attribute, a required
             // one without a default (each object's values are checked after it).
             let transformed = rules.transforms[entity.name] != nil
+            let converted = rules.conversions[entity.name] ?? [:]
             var sources: [Int?] = []
             for attribute in entity.attributes {
                 var source =
                     attribute.renamedFrom.flatMap { old.attributeIndex($0) } ?? old.attributeIndex(attribute.name)
-                if transformed, let index = source, old.attributes[index].type != attribute.type { source = nil }
+                if transformed, converted[attribute.name] == nil, let index = source,
+                    old.attributes[index].type != attribute.type
+                {
+                    source = nil
+                }
                 sources.append(source)
                 guard let source else {
                     if !attribute.isOptional && !attribute.hasDefault && !transformed {
@@ -172,12 +177,13 @@ enum Migration {
                     continue
                 }
                 let previous = old.attributes[source]
-                if previous.type != attribute.type {
+                if previous.type != attribute.type && converted[attribute.name] == nil {
                     failures.append(
                         .init(
                             entity: entity.name, key: attribute.name,
                             message: "the type changed from \(previous.type.rawValue) to \(attribute.type.rawValue)"
-                                + " (a custom stage with a transform of \(entity.name) converts the values)"))
+                                + " (a stage converts the values: converting: AttributeConversion, or a transform of"
+                                + " \(entity.name))"))
                 }
                 if previous.isOptional && !attribute.isOptional && !attribute.hasDefault && !transformed {
                     failures.append(
@@ -349,9 +355,15 @@ enum Migration {
         let (values, rowVersion) = try RecordCodec.decode(value, entity: old, key: primaryKey)
         var mapped: [Value] = []
         mapped.reserveCapacity(plan.sources.count)
+        let conversions = rules.conversions[new.name]
         for (i, source) in plan.sources.enumerated() {
             let attribute = new.attributes[i]
             var value = source.map { values[$0] } ?? attribute.initialValue()
+            if let source, let conversion = conversions?[attribute.name], old.attributes[source].type != attribute.type
+            {
+                value = convert(
+                    value, by: conversion, attribute, ObjectID(entityName: new.name, primaryKey: primaryKey), rules)
+            }
             if value.isNull && !attribute.isOptional && transform == nil { value = attribute.initialValue() }
             mapped.append(value)
         }
@@ -380,6 +392,7 @@ enum Migration {
                 if rewritten.count % 4096 == 0 { rules.progress?(new.name, rewritten.count) }
                 return .continue
             }
+            try rules.unconvertible.throwIfAny()
             rules.progress?(new.name, rewritten.count)
         }
         // Drop the old indexes and (for a rename) the old records; relationships are copied below.
@@ -424,6 +437,22 @@ enum Migration {
         for relationship in old.relationships where !keptOld.contains(relationship.name) {
             try txn.drop(
                 try txn.openDatabase(StoreNames.relationship(old.name, relationship.name), dupSort: true, create: true))
+        }
+    }
+
+    /// A stored value converted to `attribute`'s new type by a declared conversion; one that does not convert
+    /// follows the conversion's rule, or is noted for the refusal.
+    static func convert(
+        _ value: Value, by conversion: AttributeConversion, _ attribute: Attribute, _ objectID: ObjectID,
+        _ rules: StageRules
+    ) -> Value {
+        if let converted = value.convertedForMigration(to: attribute.type) { return converted }
+        switch conversion.unconvertible {
+        case .useDefault where attribute.hasDefault || attribute.isOptional: return attribute.initialValue()
+        case .setNil where attribute.isOptional: return .null
+        default:
+            rules.unconvertible.add(objectID, attribute.name, value, attribute.type)
+            return attribute.initialValue()
         }
     }
 

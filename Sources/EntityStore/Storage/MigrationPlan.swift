@@ -87,6 +87,8 @@ public struct MigrationStage: Sendable {
     public var uniqueness: [UniquenessResolution]
     /// Per-object transforms, by entity of the new schema.
     public var transforms: [MigrationTransform]
+    /// Retyped attributes the stage converts by itself (see ``AttributeConversion``).
+    public var conversions: [AttributeConversion] = []
     /// Runs first, with a context in the old schema.
     public var willMigrate: (@Sendable (ObjectContext) throws -> Void)?
     /// Runs last, with a context in the new schema.
@@ -95,14 +97,15 @@ public struct MigrationStage: Sendable {
     /// Whether the stage runs custom code (a transform or a closure): it may retype attributes it transforms.
     public var isCustom: Bool { !transforms.isEmpty || willMigrate != nil || didMigrate != nil }
 
-    /// A lightweight stage: the rules of an open without a plan, with the removals it declares.
+    /// A lightweight stage: the rules of an open without a plan, with the removals, duplicate resolutions and
+    /// type conversions it declares.
     public static func lightweight(
         from: Int, to: Int, removing removals: [MigrationRemoval] = [],
-        resolving uniqueness: [UniquenessResolution] = []
+        resolving uniqueness: [UniquenessResolution] = [], converting conversions: [AttributeConversion] = []
     ) -> MigrationStage {
         MigrationStage(
             fromVersion: from, toVersion: to, removals: removals, uniqueness: uniqueness, transforms: [],
-            willMigrate: nil, didMigrate: nil)
+            conversions: conversions, willMigrate: nil, didMigrate: nil)
     }
 
     /// A custom stage: Swift code over the old data and the new.
@@ -111,13 +114,13 @@ public struct MigrationStage: Sendable {
     /// sets it from the old value: a stage that retypes an attribute needs a transform for its entity.
     public static func custom(
         from: Int, to: Int, removing removals: [MigrationRemoval] = [],
-        resolving uniqueness: [UniquenessResolution] = [], transforms: [MigrationTransform] = [],
-        willMigrate: (@Sendable (ObjectContext) throws -> Void)? = nil,
+        resolving uniqueness: [UniquenessResolution] = [], converting conversions: [AttributeConversion] = [],
+        transforms: [MigrationTransform] = [], willMigrate: (@Sendable (ObjectContext) throws -> Void)? = nil,
         didMigrate: (@Sendable (ObjectContext) throws -> Void)? = nil
     ) -> MigrationStage {
         MigrationStage(
             fromVersion: from, toVersion: to, removals: removals, uniqueness: uniqueness, transforms: transforms,
-            willMigrate: willMigrate, didMigrate: didMigrate)
+            conversions: conversions, willMigrate: willMigrate, didMigrate: didMigrate)
     }
 }
 
@@ -281,4 +284,36 @@ public struct MigrationLogEntry: Sendable, Hashable, Codable {
     public var seconds: Double
     /// The objects it rewrote.
     public var objects: Int
+}
+
+/// A retyped attribute a stage converts by itself, with what to do with a value that does not convert.
+///
+/// Conversions are exact: int64 ↔ double when the number survives, a number or a boolean ↔ its text, text → a
+/// number, a boolean (`true`/`false`, `yes`/`no`, `1`/`0`), a UUID, a date (ISO 8601) or a decimal when it parses
+/// whole, a UUID, a date (ISO 8601) or a decimal → text, int64 ↔ bool for 0 and 1, text ↔ binary as UTF-8. Nil stays
+/// nil (or takes the default of a required attribute).
+public struct AttributeConversion: Sendable, Hashable {
+    /// What becomes of a value that does not convert.
+    public enum Unconvertible: Sendable, Hashable {
+        /// The migration is refused, listing the objects and values.
+        case refuse
+        /// The attribute's default (refused for a required attribute without one).
+        case useDefault
+        /// Nil (refused for a required attribute).
+        case setNil
+    }
+
+    /// The entity (of the new schema).
+    public var entity: String
+    /// The attribute (of the new schema; its stored values are of the old type).
+    public var attribute: String
+    /// What becomes of a value that does not convert.
+    public var unconvertible: Unconvertible
+
+    /// Converts the stored values of `attribute` of `entity` (names of the new schema) to its new type.
+    public init(_ entity: String, _ attribute: String, unconvertible: Unconvertible = .refuse) {
+        self.entity = entity
+        self.attribute = attribute
+        self.unconvertible = unconvertible
+    }
 }
