@@ -75,7 +75,9 @@ struct SyncConvergenceTests {
         #expect(try syncUntilQuiet(replicas.map(\.engine)), "the stores still exchange changes after 10 passes")
 
         let contents = try replicas.map { try Fixtures.syncedContents(of: $0.store, globalID: $0.engine.globalID(of:)) }
-        #expect(contents[0].split(separator: "\n").count > 20)
+        // Not empty (how much is left depends on how the workers' rounds and deletes interleaved: a busy machine
+        // left exactly 20 objects once, where this asked for more than 20); the stores' equality is the check.
+        #expect(!contents[0].split(separator: "\n").isEmpty)
         for i in 1..<4 { #expect(contents[i] == contents[0], "store \(i) differs from store 0") }
         for (i, replica) in replicas.enumerated() {
             replica.screen.processPendingChanges()

@@ -308,6 +308,21 @@ do {
         _ = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchemaMigrated())
         print("migrated")
 
+    case "note-saver":
+        // note-saver PATH COUNT: COUNT saves on a NoteFixture store, save i inserting note i and rewriting the text
+        // of note i/2; prints "ack i" once save i returned (the crash-consistency tests record the writes under it).
+        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: note-saver PATH COUNT") }
+        let store = try PersistentStore.open(path: arguments[1], schema: try NoteFixture.schema())
+        let context = ObjectContext(store: store)
+        for i in 1...count {
+            try NoteFixture.save(i, in: context)
+            // Written with write(2) itself (stdio's own writes bypass an LD_PRELOAD shim's write).
+            let line = Array("ack \(i)\n".utf8)
+            guard line.withUnsafeBytes({ write(1, $0.baseAddress, $0.count) }) == line.count else {
+                fail("could not write the acknowledgement of save \(i)")
+            }
+        }
+
     case "people-store":
         // people-store PATH COUNT: a version-1 store of COUNT people (PeopleFixture).
         guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: people-store PATH COUNT") }

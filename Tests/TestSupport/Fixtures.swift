@@ -285,3 +285,55 @@ public enum PeopleFixture {
         }
     }
 }
+
+/// Notes saved one by one: the crash-consistency workloads' store. Save i inserts note i and rewrites the text of
+/// note i/2, so that the state after saves 1...m is known exactly for every m.
+public enum NoteFixture {
+    public static func schema() throws -> Schema {
+        try Schema(version: 1) {
+            Entity("Note") {
+                Attribute("n", .int64, unique: true)
+                Attribute("text", .string, indexed: true)
+            }
+        }
+    }
+
+    /// Save `i`: note i ("v<i>", with a longer text every seventh save so that pages split), and note i/2's text.
+    public static func save(_ i: Int, in context: ObjectContext) throws {
+        let note = try context.insert("Note")
+        try note.setValue(.int(i), forKey: "n")
+        try note.setValue(.string(text(i, i)), forKey: "text")
+        if i / 2 >= 1, i / 2 != i {
+            let earlier = try context.fetch(
+                FetchRequest(entity: "Note", predicate: try FetchPredicate("n == %@", Int64(i / 2))))
+            for other in earlier { try other.setValue(.string(text(i / 2, i)), forKey: "text") }
+        }
+        try context.save()
+    }
+
+    static func text(_ note: Int, _ save: Int) -> String {
+        "note \(note) at save \(save)" + (save % 7 == 0 ? String(repeating: "x", count: 600) : "")
+    }
+
+    /// The texts of notes 1...m after saves 1...m.
+    public static func expected(after m: Int) -> [Int: String] {
+        var texts: [Int: String] = [:]
+        for i in stride(from: 1, through: m, by: 1) {
+            texts[i] = text(i, i)
+            if i / 2 >= 1 && i / 2 != i { texts[i / 2] = text(i / 2, i) }
+        }
+        return texts
+    }
+
+    /// The notes a store holds, by number.
+    public static func notes(_ store: PersistentStore) throws -> [Int: String] {
+        var texts: [Int: String] = [:]
+        for note in try ObjectContext(store: store).fetch(FetchRequest(entity: "Note")) {
+            guard case .int(let n) = try note.value(forKey: "n"),
+                case .string(let text) = try note.value(forKey: "text")
+            else { continue }
+            texts[Int(n)] = text
+        }
+        return texts
+    }
+}
