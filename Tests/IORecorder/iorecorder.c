@@ -212,42 +212,34 @@ ssize_t write(int fd, const void *buffer, size_t length) {
     return done;
 }
 
-ssize_t pwrite(int fd, const void *buffer, size_t length, off_t offset) {
-    ssize_t done = real_pwrite(fd, buffer, length, offset);
-    if (watched(fd)) {
-        struct iovec part = {(void *)buffer, length};
-        written(fd, offset, &part, 1, done);
-    }
+// A write's result, recorded (the part of it written, at `offset`) when the fd is watched.
+static ssize_t recorded(int fd, const struct iovec *iov, int count, off_t offset, ssize_t done) {
+    if (watched(fd)) written(fd, offset, iov, count, done);
     return done;
 }
 
+ssize_t pwrite(int fd, const void *buffer, size_t length, off_t offset) {
+    struct iovec part = {(void *)buffer, length};
+    return recorded(fd, &part, 1, offset, real_pwrite(fd, buffer, length, offset));
+}
+
 ssize_t pwrite64(int fd, const void *buffer, size_t length, off_t offset) {
-    ssize_t done = real_pwrite64(fd, buffer, length, offset);
-    if (watched(fd)) {
-        struct iovec part = {(void *)buffer, length};
-        written(fd, offset, &part, 1, done);
-    }
-    return done;
+    struct iovec part = {(void *)buffer, length};
+    return recorded(fd, &part, 1, offset, real_pwrite64(fd, buffer, length, offset));
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int count) {
     if (!watched(fd)) return real_writev(fd, iov, count);
     off_t offset = lseek(fd, 0, SEEK_CUR);
-    ssize_t done = real_writev(fd, iov, count);
-    written(fd, offset, iov, count, done);
-    return done;
+    return recorded(fd, iov, count, offset, real_writev(fd, iov, count));
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int count, off_t offset) {
-    ssize_t done = real_pwritev(fd, iov, count, offset);
-    if (watched(fd)) written(fd, offset, iov, count, done);
-    return done;
+    return recorded(fd, iov, count, offset, real_pwritev(fd, iov, count, offset));
 }
 
 ssize_t pwritev64(int fd, const struct iovec *iov, int count, off_t offset) {
-    ssize_t done = real_pwritev64(fd, iov, count, offset);
-    if (watched(fd)) written(fd, offset, iov, count, done);
-    return done;
+    return recorded(fd, iov, count, offset, real_pwritev64(fd, iov, count, offset));
 }
 
 int fsync(int fd) {

@@ -229,6 +229,8 @@ import Glibc
             } else {
                 try migrator.waitForLines(reported, "progress reports") { $0.hasPrefix("progress") }
             }
+            // Half the kills move a random moment past the acknowledged point, into the next chunk's transaction
+            // (where exactly does not matter: every outcome is checked below, and nothing counts work done by then).
             if Bool.random(using: &g) { usleep(UInt32.random(in: 0...20_000, using: &g)) }
             migrator.kill()
             _ = migrator.finish()

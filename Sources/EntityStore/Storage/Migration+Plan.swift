@@ -369,7 +369,10 @@ extension Value {
                 default: return nil
                 }
             case .uuid: return UUID(uuidString: trimmed).map(Value.uuid)
-            case .date: return (try? Date(trimmed, strategy: .iso8601)).map(Value.date)
+            case .date:
+                // Text that is not an ISO 8601 date does not convert: the nil goes to the conversion's rule, which
+                // refuses the migration listing the value (or takes the default or nil as declared).
+                return (try? Date(trimmed, strategy: .iso8601)).map(Value.date)
             case .decimal:
                 guard let decimal = Decimal(string: trimmed), "\(decimal)" == trimmed else { return nil }
                 return .decimal(decimal)
