@@ -66,6 +66,7 @@ extension Environment {
                     triedReaderCheck = true
                     checkReaders()
                 case .mapFull, .handleRetry: continue
+                case .panicked: throw retireAfterPanic("mdb_txn_begin (read) at \(path)")
                 }
             }
         }
@@ -126,7 +127,13 @@ extension Environment {
                     transaction.end(committed: commit == MDB_SUCCESS)
                     if commit == MDB_MAP_FULL { return .mapFull }
                     if commit != MDB_SUCCESS {
-                        throw spaceError(for: LMDBError(lmdbCode: commit, context: "mdb_txn_commit at \(path)"))
+                        var error = LMDBError(lmdbCode: commit, context: "mdb_txn_commit at \(path)")
+                        if stoppedAfterFailedCommit() {
+                            error.message +=
+                                "; nothing was committed, and LMDB stopped using the store in this"
+                                + " process (a meta page could not be written): close the store and open it again"
+                        }
+                        throw spaceError(for: error)
                     }
                     return .done(result)
                 }
@@ -138,11 +145,24 @@ extension Environment {
                 triedReaderCheck = true
                 checkReaders()
             case .handleRetry: continue
+            case .panicked: throw retireAfterPanic("mdb_txn_begin (write) at \(path)")
             case .mapFull:
                 growths += 1
                 try growMap(attempt: growths)
             }
         }
+    }
+
+    /// After a commit failed: whether LMDB has stopped using the environment (it does when a meta page's write
+    /// fails), found by beginning a read; marks the environment failed when it has (it is retired at its next use,
+    /// outside this transaction).
+    func stoppedAfterFailedCommit() -> Bool {
+        var probe: OpaquePointer?
+        let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &probe)
+        if let probe { mdb_txn_abort(probe) }
+        guard rc == MDB_PANIC else { return false }
+        failed.store(true, ordering: .sequentiallyConsistent)
+        return true
     }
 
     /// A write that failed with `EIO` or `ENOSPC` while the store's device is (nearly) full: LMDB reports a short
@@ -172,12 +192,15 @@ extension Environment {
 
     enum RetryReason {
         case mapResized, readersFull, mapFull
+        /// LMDB said `MDB_PANIC` (or did earlier): the caller retires the environment and throws.
+        case panicked
 
         func outcome<R>() -> Outcome<R> {
             switch self {
             case .mapResized: .mapResized
             case .readersFull: .readersFull
             case .mapFull: .mapFull
+            case .panicked: .panicked
             }
         }
 
@@ -186,6 +209,7 @@ extension Environment {
             case .mapResized: .mapResized
             case .readersFull: .readersFull
             case .mapFull: .mapFull
+            case .panicked: .panicked
             }
         }
     }
@@ -196,6 +220,7 @@ extension Environment {
         // Built only for an error: a begin is on every read's path.
         func what() -> String { write ? "mdb_txn_begin (write) at \(path)" : "mdb_txn_begin (read) at \(path)" }
         try checkNotForked(what())
+        if failed.load(ordering: .relaxed) { return .retry(.panicked) }
         if write, let injected = injectedFault() {
             if injected == MDB_MAP_FULL { return .retry(.mapFull) }
             try check(injected, what())
@@ -218,6 +243,7 @@ extension Environment {
         }
         if rc == MDB_MAP_RESIZED { return .retry(.mapResized) }
         if rc == MDB_READERS_FULL && !triedReaderCheck { return .retry(.readersFull) }
+        if rc == MDB_PANIC { return .retry(.panicked) }
         try check(rc, what())
         guard let pointer else {
             throw LMDBError(code: .badTransaction, message: "mdb_txn_begin returned no transaction", context: what())
@@ -229,6 +255,10 @@ extension Environment {
     func beginRead(renewing idle: OpaquePointer?, triedReaderCheck: Bool) throws(LMDBError) -> Begin {
         if let idle {
             try checkNotForked("mdb_txn_renew at \(path)")
+            if failed.load(ordering: .relaxed) {
+                mdb_txn_abort(idle)
+                return .retry(.panicked)
+            }
             var rc = mdb_txn_renew(idle)
             // The same newer-meta race as a begin (see there).
             var attempts = 0
@@ -255,6 +285,7 @@ extension Environment {
     /// Adopts the map size another process set (`MDB_MAP_RESIZED`).
     func adoptResizedMap() throws {
         try gate.exclusively("adopt another process's map size") { () throws(LMDBError) in
+            if failed.load(ordering: .sequentiallyConsistent) { throw failedError("mdb_env_set_mapsize at \(path)") }
             try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize(0) after MDB_MAP_RESIZED at \(path)")
         }
     }
@@ -262,6 +293,7 @@ extension Environment {
     /// Grows the map after `MDB_MAP_FULL`: doubling up to 1 GiB, then by 1 GiB, up to the maximum map size.
     func growMap(attempt: Int) throws {
         try gate.exclusively("grow the map") { () throws(LMDBError) in
+            if failed.load(ordering: .sequentiallyConsistent) { throw failedError("mdb_env_set_mapsize at \(path)") }
             let current = unguardedInfo().mapSize
             let next = current < 1 << 30 ? current * 2 : current + (1 << 30)
             guard next <= options.maximumMapSize, attempt < 64 else {
@@ -283,6 +315,7 @@ extension Environment {
 
     /// `mdb_env_info` for callers that already keep the map from moving.
     func unguardedInfo() -> EnvironmentInfo {
+        if handleClosed.load(ordering: .sequentiallyConsistent), let last = infoAtClose.withLock({ $0 }) { return last }
         var raw = MDB_envinfo()
         _ = mdb_env_info(handle, &raw)
         return EnvironmentInfo(
@@ -294,6 +327,7 @@ extension Environment {
     public func statistics() throws -> DatabaseStatistics {
         var raw = MDB_stat()
         try gate.withTransaction(write: false) { () throws(LMDBError) in
+            if failed.load(ordering: .sequentiallyConsistent) { throw failedError("mdb_env_stat at \(path)") }
             try check(mdb_env_stat(handle, &raw), "mdb_env_stat at \(path)")
         }
         return DatabaseStatistics(raw)
@@ -302,6 +336,7 @@ extension Environment {
     /// The reader table as LMDB prints it (`mdb_reader_list`): one line per slot in use.
     public func readerTable() -> [String] {
         let lines = ReaderLines()
+        guard !handleClosed.load(ordering: .sequentiallyConsistent) else { return [] }
         _ = withExtendedLifetime(lines) {
             mdb_reader_list(
                 handle,
@@ -368,6 +403,8 @@ enum Step {
     case mapFull
     /// The transaction needed a database handle published after it began.
     case handleRetry
+    /// The environment failed (`MDB_PANIC`).
+    case panicked
 }
 
 enum Outcome<R> {
@@ -377,6 +414,8 @@ enum Outcome<R> {
     case mapFull
     /// The transaction needed a database handle published after it began.
     case handleRetry
+    /// The environment failed (`MDB_PANIC`).
+    case panicked
 }
 
 extension String {

@@ -87,6 +87,14 @@ public final class Environment: @unchecked Sendable {
     let faultArmed = Atomic<Bool>(false)
     /// LMDB's largest key (and DUPSORT value) in bytes: 511 with the default build.
     public let maxKeySize: Int
+    /// Set when LMDB said `MDB_PANIC`: a write of a meta page failed, and LMDB refuses every later transaction on
+    /// this handle. Every later use throws ``failedError(_:)`` without touching the handle.
+    let failed = Atomic<Bool>(false)
+    /// Set (inside ``TransactionGate/exclusively(_:_:)``) once the failed handle is closed, so that the store can
+    /// be opened afresh in the process.
+    let handleClosed = Atomic<Bool>(false)
+    /// The environment's information when the handle closed (nothing has committed through it since).
+    let infoAtClose = Locked<EnvironmentInfo?>(nil)
 
     private init(
         handle: OpaquePointer, path: String, options: Options, identity: FileIdentity, writerLock: WriterLock?
@@ -102,7 +110,7 @@ public final class Environment: @unchecked Sendable {
 
     deinit {
         // A forked child leaves an inherited environment alone: LMDB's state in it belongs to the parent.
-        if !isInheritedThroughFork {
+        if !isInheritedThroughFork && !handleClosed.load(ordering: .sequentiallyConsistent) {
             for idle in gate.drainIdleReads() { mdb_txn_abort(idle) }
             mdb_env_close(handle)
         }
@@ -168,6 +176,11 @@ public final class Environment: @unchecked Sendable {
                     let preflight = try Preflight.run(path: path, readOnly: options.readOnly)
                     if let identity = preflight.identity, let entry = entries[identity] {
                         guard let existing = entry.environment else { return nil }  // closing right now: wait
+                        if existing.failed.load(ordering: .sequentiallyConsistent) {
+                            // Its handle is closed once no transaction of the process is open: then the entry is
+                            // gone. Until then the store cannot be opened afresh here.
+                            throw existing.failedError("open the store again")
+                        }
                         if existing.isInheritedThroughFork {
                             // This process is a forked child: open the file afresh (lmdb.h forbids using the parent's).
                             let environment = try openNew(path: path, options: options, preflight: preflight)
@@ -238,7 +251,24 @@ public final class Environment: @unchecked Sendable {
             return environment
         } catch {
             mdb_env_close(handle)
+            if !options.readOnly && preflight.identity == nil { abandonCreation(path + "/data.mdb") }
             throw error
+        }
+    }
+
+    /// After a creation failed (a write of the meta pages failed or was short, say): a data file left shorter than
+    /// two meta pages holds nothing (LMDB's first commit writes past them) and would be refused at every later open,
+    /// so it is emptied, and the next open creates the store afresh. A file another process has since initialised
+    /// is at least that long and is left alone.
+    private static func abandonCreation(_ dataPath: String) {
+        let fd = Glibc.open(dataPath, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return }  // no data file was made
+        defer { close(fd) }
+        var info = stat()
+        let metaPages = 2 * Int(sysconf(Int32(_SC_PAGESIZE)))
+        if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int(info.st_size) < metaPages {
+            // Best effort: if even this fails, the next open names the file as truncated.
+            _ = ftruncate(fd, 0)
         }
     }
 
@@ -282,6 +312,7 @@ public final class Environment: @unchecked Sendable {
     /// - Returns: The number of stale slots cleared.
     @discardableResult
     public func checkReaders() -> Int {
+        guard !handleClosed.load(ordering: .sequentiallyConsistent) else { return 0 }
         var dead: Int32 = 0
         _ = mdb_reader_check(handle, &dead)
         return Int(dead)
@@ -311,6 +342,7 @@ public final class Environment: @unchecked Sendable {
     public func readers() -> [Reader] {
         final class Lines { var text = "" }
         let lines = Lines()
+        guard !handleClosed.load(ordering: .sequentiallyConsistent) else { return [] }
         _ = mdb_reader_list(
             handle,
             { message, context in
@@ -329,7 +361,10 @@ public final class Environment: @unchecked Sendable {
     /// Flushes the data buffers to disk (`mdb_env_sync`), for the faster sync modes.
     public func sync(force: Bool = true) throws(LMDBError) {
         guard !options.readOnly else { return }
-        try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync at \(path)")
+        try gate.withTransaction(write: false) { () throws(LMDBError) in
+            if failed.load(ordering: .sequentiallyConsistent) { throw failedError("mdb_env_sync at \(path)") }
+            try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync at \(path)")
+        }
     }
 
     /// Writes a consistent copy of the environment into the directory `destination` (created 0700 if missing;
@@ -367,6 +402,7 @@ public final class Environment: @unchecked Sendable {
                     context: target)
             }
             try gate.withTransaction(write: false) { () throws(LMDBError) in
+                if failed.load(ordering: .sequentiallyConsistent) { throw failedError("mdb_env_copyfd2 to \(target)") }
                 try check(
                     mdb_env_copyfd2(handle, fd, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2 to \(target)")
             }
@@ -392,6 +428,42 @@ public final class Environment: @unchecked Sendable {
 }
 
 extension Environment {
+    /// The error of every use of an environment after LMDB's `MDB_PANIC`.
+    func failedError(_ what: String) -> LMDBError {
+        LMDBError(
+            code: .panic,
+            message: "a write to the store's file failed earlier (the disk reported an error, see the error of that"
+                + " commit), and LMDB stopped using the store in this process; nothing after the last commit that"
+                + " succeeded was written. Close the store and open it again to go on",
+            context: what)
+    }
+
+    /// After `MDB_PANIC`: marks the environment failed and, once no transaction of the process is open (each fails
+    /// at its next step), closes its handle and leaves the registry, so that the store can be opened again in the
+    /// process (two handles on one file must never be open at once: closing one drops the process's locks). When
+    /// the calling thread itself holds a transaction, the handle closes with the environment instead.
+    func retireAfterPanic(_ what: String) -> LMDBError {
+        failed.store(true, ordering: .sequentiallyConsistent)
+        if !gate.callerHoldsTransaction() {
+            do {
+                try gate.exclusively("close the failed environment") { () throws(LMDBError) in
+                    guard !handleClosed.load(ordering: .sequentiallyConsistent) else { return }
+                    infoAtClose.withLock { $0 = unguardedInfo() }
+                    mdb_env_close(handle)
+                    handleClosed.store(true, ordering: .sequentiallyConsistent)
+                    Environment.registry.withLock { entries in
+                        if let entry = entries[identity], entry.token == ObjectIdentifier(self) {
+                            entries[identity] = nil
+                        }
+                    }
+                }
+            } catch {
+                return error
+            }
+        }
+        return failedError(what)
+    }
+
     /// Whether this process is a child forked after the environment was opened: lmdb.h forbids using it here.
     var isInheritedThroughFork: Bool { forkGeneration != ForkDetector.generation }
 

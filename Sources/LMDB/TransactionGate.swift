@@ -100,6 +100,14 @@ final class TransactionGate: @unchecked Sendable {
         writers.contains(thread) || readers.contains { $0.thread == thread }
     }
 
+    /// Whether the calling thread holds a transaction (read or write).
+    func callerHoldsTransaction() -> Bool {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return holdsTransaction(thread)
+    }
+
     /// Whether the calling thread holds a write transaction.
     func callerIsWriting() -> Bool {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))

@@ -8,11 +8,18 @@
 // (lock.mdb) is left out: LMDB rebuilds it at open. msync, rename and unlink are not recorded: LMDB without
 // MDB_WRITEMAP does not msync, and the workloads rename and unlink nothing in the store.
 //
+// Faults: with IOREC_FAIL_AT=N, the N-th call that writes, syncs or truncates a watched file (counted from 1 in the
+// process) fails once, as IOREC_FAIL_MODE says: "eio" (-1, errno EIO, nothing written), "enospc" (-1, errno
+// ENOSPC, nothing written), or "short" (a write writes its first half and returns that count; a sync or truncation
+// fails with EIO). The shim says so on standard error ("iorecorder: fault ..."), so a run without that line has
+// fewer calls than N. IOREC_LOG may be left unset to inject faults without recording.
+//
 // Log records: kind (1 byte), file (4 bytes), offset (8 bytes), length (8 bytes), then `length` bytes of data
 // for a write or a file's path for an open. Kinds: 1 write, 2 sync, 3 ack (offset: N), 4 truncate (offset: size),
 // 5 open (data: path).
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -36,6 +43,11 @@ static int fd_file[MAX_FDS];
 static int fd_sync[MAX_FDS];
 static char *files[MAX_FILES];
 static int file_count;
+
+enum { FAULT_NONE = 0, FAULT_EIO = 1, FAULT_ENOSPC = 2, FAULT_SHORT = 3 };
+static long fail_at;
+static int fail_mode;
+static long calls;
 
 static ssize_t (*real_write)(int, const void *, size_t);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
@@ -71,6 +83,13 @@ __attribute__((constructor)) static void setup(void) {
     real_openat64 = dlsym(RTLD_NEXT, "openat64");
     watched_dir = getenv("IOREC_DIR");
     watched_length = watched_dir ? strlen(watched_dir) : 0;
+    const char *at = getenv("IOREC_FAIL_AT");
+    const char *mode = getenv("IOREC_FAIL_MODE");
+    fail_at = at ? atol(at) : 0;
+    fail_mode = !mode || strcmp(mode, "eio") == 0 ? FAULT_EIO
+        : strcmp(mode, "enospc") == 0          ? FAULT_ENOSPC
+        : strcmp(mode, "short") == 0           ? FAULT_SHORT
+                                               : FAULT_NONE;
     const char *path = getenv("IOREC_LOG");
     if (path && real_open) log_fd = real_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
 }
@@ -119,6 +138,29 @@ static void opened(int fd, const char *path, int flags) {
 }
 
 static int watched(int fd) { return fd >= 0 && fd < MAX_FDS && fd_file[fd] != 0; }
+
+// Counts a call on a watched fd; returns the fault it must suffer (FAULT_NONE for all but the IOREC_FAIL_AT-th).
+static int fault(int fd, const char *call) {
+    if (fail_at <= 0 || !watched(fd)) return FAULT_NONE;
+    pthread_mutex_lock(&lock);
+    long n = ++calls;
+    pthread_mutex_unlock(&lock);
+    if (n != fail_at) return FAULT_NONE;
+    static const char *names[] = {"", "eio", "enospc", "short"};
+    char line[160];
+    int length = snprintf(line, sizeof line, "iorecorder: fault %s at call %ld (%s)\n", names[fail_mode], n, call);
+    if (length > 0) real_write(2, line, (size_t)length);
+    return fail_mode;
+}
+
+// The result of a failed call: -1 with errno set.
+static int failed(int fault) {
+    errno = fault == FAULT_ENOSPC ? ENOSPC : EIO;
+    return -1;
+}
+
+// The length a write with `fault` writes (half of it when short).
+static size_t faulted_length(int fault, size_t length) { return fault == FAULT_SHORT && length > 1 ? length / 2 : length; }
 
 static void written(int fd, off_t offset, const struct iovec *iov, int count, ssize_t done) {
     if (done <= 0) return;
@@ -205,6 +247,9 @@ ssize_t write(int fd, const void *buffer, size_t length) {
         pthread_mutex_unlock(&lock);
     }
     if (!watched(fd)) return real_write(fd, buffer, length);
+    int f = fault(fd, "write");
+    if (f == FAULT_EIO || f == FAULT_ENOSPC) return failed(f);
+    length = faulted_length(f, length);
     off_t offset = lseek(fd, 0, SEEK_CUR);
     ssize_t done = real_write(fd, buffer, length);
     struct iovec part = {(void *)buffer, length};
@@ -219,36 +264,76 @@ static ssize_t recorded(int fd, const struct iovec *iov, int count, off_t offset
 }
 
 ssize_t pwrite(int fd, const void *buffer, size_t length, off_t offset) {
+    int f = fault(fd, "pwrite");
+    if (f == FAULT_EIO || f == FAULT_ENOSPC) return failed(f);
+    length = faulted_length(f, length);
     struct iovec part = {(void *)buffer, length};
     return recorded(fd, &part, 1, offset, real_pwrite(fd, buffer, length, offset));
 }
 
 ssize_t pwrite64(int fd, const void *buffer, size_t length, off_t offset) {
+    int f = fault(fd, "pwrite64");
+    if (f == FAULT_EIO || f == FAULT_ENOSPC) return failed(f);
+    length = faulted_length(f, length);
     struct iovec part = {(void *)buffer, length};
     return recorded(fd, &part, 1, offset, real_pwrite64(fd, buffer, length, offset));
 }
 
+// A vectored write under a short fault: its first half, as a plain pwrite of the bytes it would have written first.
+static ssize_t short_vectored(int fd, const struct iovec *iov, int count, off_t offset) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += iov[i].iov_len;
+    size_t half = faulted_length(FAULT_SHORT, total);
+    struct iovec parts[64];
+    int used = 0;
+    for (int i = 0; i < count && half > 0 && used < 64; i++) {
+        size_t take = iov[i].iov_len < half ? iov[i].iov_len : half;
+        parts[used].iov_base = iov[i].iov_base;
+        parts[used].iov_len = take;
+        used++;
+        half -= take;
+    }
+    return recorded(fd, parts, used, offset, real_pwritev(fd, parts, used, offset));
+}
+
 ssize_t writev(int fd, const struct iovec *iov, int count) {
     if (!watched(fd)) return real_writev(fd, iov, count);
+    int f = fault(fd, "writev");
+    if (f == FAULT_EIO || f == FAULT_ENOSPC) return failed(f);
     off_t offset = lseek(fd, 0, SEEK_CUR);
+    if (f == FAULT_SHORT) {
+        ssize_t done = short_vectored(fd, iov, count, offset);
+        if (done > 0) lseek(fd, offset + done, SEEK_SET);
+        return done;
+    }
     return recorded(fd, iov, count, offset, real_writev(fd, iov, count));
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int count, off_t offset) {
+    int f = fault(fd, "pwritev");
+    if (f == FAULT_EIO || f == FAULT_ENOSPC) return failed(f);
+    if (f == FAULT_SHORT) return short_vectored(fd, iov, count, offset);
     return recorded(fd, iov, count, offset, real_pwritev(fd, iov, count, offset));
 }
 
 ssize_t pwritev64(int fd, const struct iovec *iov, int count, off_t offset) {
+    int f = fault(fd, "pwritev64");
+    if (f == FAULT_EIO || f == FAULT_ENOSPC) return failed(f);
+    if (f == FAULT_SHORT) return short_vectored(fd, iov, count, offset);
     return recorded(fd, iov, count, offset, real_pwritev64(fd, iov, count, offset));
 }
 
 int fsync(int fd) {
+    int f = fault(fd, "fsync");
+    if (f != FAULT_NONE) return failed(f == FAULT_SHORT ? FAULT_EIO : f);
     int result = real_fsync(fd);
     if (result == 0 && watched(fd)) synced(fd);
     return result;
 }
 
 int fdatasync(int fd) {
+    int f = fault(fd, "fdatasync");
+    if (f != FAULT_NONE) return failed(f == FAULT_SHORT ? FAULT_EIO : f);
     int result = real_fdatasync(fd);
     if (result == 0 && watched(fd)) synced(fd);
     return result;
@@ -261,12 +346,16 @@ static void truncated(int fd, off_t size) {
 }
 
 int ftruncate(int fd, off_t size) {
+    int f = fault(fd, "ftruncate");
+    if (f != FAULT_NONE) return failed(f == FAULT_SHORT ? FAULT_EIO : f);
     int result = real_ftruncate(fd, size);
     if (result == 0 && watched(fd)) truncated(fd, size);
     return result;
 }
 
 int ftruncate64(int fd, off_t size) {
+    int f = fault(fd, "ftruncate64");
+    if (f != FAULT_NONE) return failed(f == FAULT_SHORT ? FAULT_EIO : f);
     int result = real_ftruncate64(fd, size);
     if (result == 0 && watched(fd)) truncated(fd, size);
     return result;

@@ -85,20 +85,27 @@ import Testing
         }
     }
 
-    @Test func everyPowerLossStateOfSavesOpensWithEveryAcknowledgedSaveWhole() throws {
-        let saves = TestScale.size(24, stress: 120)
+    @Test(arguments: NoteWorkload.allCases)
+    func everyPowerLossStateOpensWithEveryAcknowledgedStepWhole(workload: NoteWorkload) throws {
+        let saves = workload == .growth ? TestScale.size(12, stress: 60) : TestScale.size(24, stress: 120)
         let samplesPerEpoch = TestScale.size(12, stress: 48)
-        let dir = try TemporaryDirectory(prefix: "crash-states")
+        let dir = try TemporaryDirectory(prefix: "crash-states-\(workload)")
         defer { dir.remove() }
         let library = try Self.buildRecorder(into: dir.path)
         let path = dir.path("recorded.store")
-        do { _ = try PersistentStore.open(path: path, schema: try NoteFixture.schema()) }
-        let initial = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
+        var initial: [UInt8] = []
+        if workload != .creation {
+            do { _ = try PersistentStore.open(path: path, schema: try NoteFixture.schema(), options: workload.options) }
+            initial = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
+        } else {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        }
         var environment = ProcessInfo.processInfo.environment
         environment["LD_PRELOAD"] = library
         environment["IOREC_DIR"] = path
         environment["IOREC_LOG"] = dir.path("io.log")
-        let run = try ChildProcess.helper(["note-saver", path, "\(saves)"], environment: environment)
+        let run = try ChildProcess.helper(
+            ["note-saver", path, "\(saves)", workload.rawValue], environment: environment)
         #expect(run.status == 0, "\(run.stderr)")
         let (events, files) = try Self.readLog(dir.path("io.log"))
         #expect(files == [path + "/data.mdb"], "the workload wrote only the data file: \(files)")
@@ -119,6 +126,7 @@ import Testing
         }
         var random = SeededGenerator(seed: 2014)
         var explored = 0
+        var refused = 0
         let statePath = dir.path("state.store")
         var synced = initial
         for (index, epoch) in epochs.enumerated() {
@@ -152,21 +160,37 @@ import Testing
             }
             for image in states {
                 explored += 1
-                try? FileManager.default.removeItem(atPath: statePath)
+                if FileManager.default.fileExists(atPath: statePath) {
+                    try FileManager.default.removeItem(atPath: statePath)
+                }
                 try FileManager.default.createDirectory(atPath: statePath, withIntermediateDirectories: true)
                 try Data(image).write(to: URL(fileURLWithPath: statePath + "/data.mdb"))
-                let store = try PersistentStore.open(
-                    path: statePath, schema: try NoteFixture.schema(), options: .init(sync: .noSync))
+                let store: PersistentStore
+                do {
+                    store = try PersistentStore.open(
+                        path: statePath, schema: try NoteFixture.schema(), options: .init(sync: .noSync))
+                } catch {
+                    // Only a store that no acknowledged step reached may fail to open (a creation cut short), and
+                    // store-inspect check then names what is wrong.
+                    #expect(mustHold == 0 && workload == .creation, "epoch \(index): \(error)")
+                    let check = try ChildProcess.run(ChildProcess.executable("store-inspect"), ["check", statePath])
+                    #expect(check.status != 0 && !check.stderr.isEmpty, "epoch \(index): \(check.stdout)")
+                    refused += 1
+                    if refused == 1 { print("crash states (\(workload)): refused: \(error)") }
+                    continue
+                }
                 let notes = try NoteFixture.notes(store)
-                let m = notes.keys.max() ?? 0
-                #expect(m >= mustHold, "epoch \(index): \(m) saves, \(mustHold) acknowledged")
-                #expect(notes == NoteFixture.expected(after: m), "epoch \(index): not the state after saves 1...\(m)")
+                let m = (mustHold...saves).first { workload.expected(after: $0) == notes }
+                #expect(m != nil, "epoch \(index): not the state after steps 1...m for any m ≥ \(mustHold)")
                 #expect(try store.checkIntegrity().findings.isEmpty, "epoch \(index)")
             }
             for write in epoch.writes { Self.apply(write, to: &synced) }
         }
-        print("crash states: \(explored) explored over \(epochs.count) epochs of \(saves) saves, 0 vulnerable")
+        print(
+            "crash states (\(workload)): \(explored) explored over \(epochs.count) epochs of \(saves) steps,"
+                + " \(refused) refused with a clear error, 0 vulnerable")
         #expect(explored > saves * 4)
+        guard workload == .saves else { return }
 
         // The check can fail: states no power loss leaves (a save's meta page without the pages it points to, the
         // writes of a barrier dropped) are caught, by store-inspect in a process of its own (they may point LMDB
@@ -196,4 +220,73 @@ import Testing
 struct RecorderFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// I/O faults at every call, as SQLite's I/O-error tests fail each I/O in turn: the recorder's fault mode makes the
+/// N-th write, sync or truncation of the store's files fail (EIO, ENOSPC, or a short write) for every N of a
+/// workload of saves, in a process of its own that retries what failed.
+@Suite struct IOFaultTests {
+    @Test(arguments: NoteWorkload.allCases, ["eio", "enospc", "short"])
+    func aFaultAtEveryIOCallIsReportedAndLosesNothing(workload: NoteWorkload, mode: String) throws {
+        let saves = TestScale.size(10, stress: 40)
+        let dir = try TemporaryDirectory(prefix: "io-faults-\(workload)-\(mode)")
+        defer { dir.remove() }
+        let library = try CrashStateTests.buildRecorder(into: dir.path)
+        let initial = dir.path("initial.store")
+        if workload == .creation {
+            try FileManager.default.createDirectory(atPath: initial, withIntermediateDirectories: true)
+        } else {
+            _ = try PersistentStore.open(path: initial, schema: try NoteFixture.schema(), options: workload.options)
+        }
+        // LMDB reports a short write as EIO, or (writing a new store's meta pages) as ENOSPC.
+        let (eio, enospc) = ("EIO: Input/output error", "ENOSPC: No space left on device")
+        let causes = mode == "enospc" ? [enospc] : mode == "eio" ? [eio] : [eio, enospc]
+        var outcomes = (retried: 0, reopened: 0, openFailed: 0)
+        var position = 1
+        while true {
+            let path = dir.path("faulted.store")
+            if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
+            try FileManager.default.copyItem(atPath: initial, toPath: path)
+            var environment = ProcessInfo.processInfo.environment
+            environment["LD_PRELOAD"] = library
+            environment["IOREC_DIR"] = path
+            environment["IOREC_FAIL_AT"] = "\(position)"
+            environment["IOREC_FAIL_MODE"] = mode
+            let run = try ChildProcess.helper(
+                ["note-saver-retrying", path, "\(saves)", workload.rawValue], environment: environment)
+            let at = "\(workload): \(mode) at call \(position)"
+            #expect(run.status == 0, "\(at): \(run.stdout)\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.filter { $0.hasPrefix("ack ") } == (1...saves).map { "ack \($0)" }, "\(at)")
+            // The first failure names the cause; a failure after it that LMDB stopped the store says so.
+            let failures = lines.filter { $0.hasPrefix("failed") }
+            if let first = failures.first {
+                #expect(causes.contains { first.contains($0) }, "\(at): \(first)")
+                for later in failures.dropFirst() {
+                    #expect(
+                        later.contains("failed earlier") || causes.contains { later.contains($0) }, "\(at): \(later)")
+                }
+            }
+            if lines.contains(where: { $0.hasPrefix("reopened") }) {
+                // The store opened afresh held every save acknowledged before, and only those.
+                #expect(lines.contains { $0.hasPrefix("intact") }, "\(at): \(run.stdout)")
+                #expect(failures.first?.contains("LMDB stopped using the store") == true, "\(at)")
+                outcomes.reopened += 1
+            } else if failures.contains(where: { $0.hasPrefix("failed open") }) {
+                outcomes.openFailed += 1
+            } else if !failures.isEmpty {
+                outcomes.retried += 1
+            }
+            // Every save, once, and a clean integrity check.
+            let store = try PersistentStore.open(path: path, schema: try NoteFixture.schema())
+            #expect(try NoteFixture.notes(store) == workload.expected(after: saves), "\(at)")
+            #expect(try store.checkIntegrity().findings.isEmpty, "\(at)")
+            guard run.stderr.contains("iorecorder: fault") else { break }  // past the workload's last call
+            #expect(!failures.isEmpty, "\(at): a fault nobody reported: \(run.stderr)")
+            position += 1
+        }
+        print(
+            "I/O faults (\(workload), \(mode)): \(position - 1) calls failed in turn over \(saves) steps: \(outcomes)")
+        #expect(position > saves * 2 && outcomes.retried > 0 && outcomes.reopened > 0, "\(outcomes)")
+    }
 }

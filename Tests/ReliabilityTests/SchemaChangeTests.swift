@@ -1,5 +1,6 @@
 import EntityStore
 import Foundation
+import LMDB
 import TestSupport
 import Testing
 
@@ -196,89 +197,239 @@ import Glibc
 /// the old version as it was, or mid-migration (an old-schema open is told so, or abandons it); an open with the
 /// plan finishes it, and the end equals an uninterrupted migration, with a clean integrity check.
 @Suite struct ChunkedMigrationKillTests {
-    @Test func killsDuringAChunkedMigrationLeaveTheOldStoreOrOneThatResumes() throws {
-        let kills = TestScale.size(20, stress: 100)
-        let people = TestScale.size(4_000, stress: 20_000)
-        let chunk = people / 16
+    /// SIGKILLs at random moments of a custom migration of 200,000 objects in 100 chunks: before its marker, inside
+    /// a chunk's transaction, between chunks, inside the last transaction (which swaps the chunks in and builds the
+    /// indexes), and again in the open that resumes. Each store is killed again and again until its migration
+    /// finishes (a chain), and after every kill a read-only look compares it, byte for byte through LMDB, with the
+    /// store before and with the store an uninterrupted migration made: every database as it was (the old version,
+    /// with or without a stage under way) or as the uninterrupted one made it, and the stage's rewritten objects a
+    /// prefix of the new records. Some stages under way are abandoned by the old app's open, and the chain goes on.
+    @Test func killsAtRandomMomentsOfAChunkedMigrationLeaveTheOldStoreOrOneThatResumes() throws {
+        let kills = TestScale.size(200, stress: 1_000)
+        let people = 200_000
+        let chunk = 2_000
         let dir = try TemporaryDirectory(prefix: "chunked-migration-kill")
         defer { dir.remove() }
         let original = dir.path("original.store")
         let made = try ChildProcess.helper(["people-store", original, "\(people)"])
         #expect(made.status == 0, "\(made.stderr)")
-        let seeded = try PeopleFixture.rows(try PersistentStore.openReadOnly(path: original))
-        // The uninterrupted migration, in another process, and its reports.
+        // The uninterrupted migration, in another process.
         let whole = dir.path("whole.store")
         try FileManager.default.copyItem(atPath: original, toPath: whole)
         let uninterrupted = try ChildProcess.helper(["migrate-people", whole, "\(chunk)"])
         #expect(uninterrupted.stdout.hasSuffix("migrated\n"), "\(uninterrupted.stderr)")
-        let reports = uninterrupted.stdout.split(separator: "\n").filter { $0.hasPrefix("progress") }.count
+        let before = try StoreBytes(path: original)
+        let after = try StoreBytes(path: whole)
+        #expect(before.entries("records.Person") == people && after.entries("records.Person") == people)
+        // Both ends are whole (and so is a store that equals one of them byte for byte).
+        #expect(try PersistentStore.openReadOnly(path: original).checkIntegrity().findings.isEmpty)
+        #expect(try PersistentStore.openReadOnly(path: whole).checkIntegrity().findings.isEmpty)
         let expected = try PeopleFixture.rows(try PersistentStore.openReadOnly(path: whole))
-        #expect(expected.count == people && expected.first == "Given0|Family0|0")
+        #expect(expected.count == people && expected[12_345] == "Given12345|Family26|15")
 
         var g = SeededGenerator(seed: 11)
-        var outcomes = (old: 0, underWay: 0, abandoned: 0, done: 0)
-        for round in 0..<kills {
-            let path = dir.path("k\(round).store")
+        var outcomes = (old: 0, underWay: 0, allRewritten: 0, done: 0, abandoned: 0)
+        var killed = 0
+        var chains = 0
+        while killed < kills {
+            let path = dir.path("chain\(chains).store")
+            chains += 1
             try FileManager.default.copyItem(atPath: original, toPath: path)
-            let migrator = try RunningProcess.helper(["migrate-people", path, "\(chunk)"])
-            // A kill after an acknowledged moment: the start, or the k-th progress report (a chunk committed),
-            // sometimes a moment later (inside the next chunk's transaction).
-            let reported = Int.random(in: 0...reports, using: &g)
-            if reported == 0 {
-                try migrator.waitForLine("opening")
-            } else {
-                try migrator.waitForLines(reported, "progress reports") { $0.hasPrefix("progress") }
-            }
-            // Half the kills move a random moment past the acknowledged point, into the next chunk's transaction
-            // (where exactly does not matter: every outcome is checked below, and nothing counts work done by then).
-            if Bool.random(using: &g) { usleep(UInt32.random(in: 0...20_000, using: &g)) }
-            migrator.kill()
-            _ = migrator.finish()
-            // A read-only look: the old version as it was (its records untouched while a stage is under way), a
-            // migration under way, or the new version.
-            // (Read in a function of its own: the read-only environment is closed before the store opens to write.)
-            func look() throws -> (version: Int, underWay: MigrationProgress?, rows: [String]) {
-                let store = try PersistentStore.openReadOnly(path: path)
-                return (store.schema.version, try store.migrationUnderWay(), try PeopleFixture.rows(store))
-            }
-            let (version, underWay, rows) = try look()
-            if version == 2 {
-                #expect(underWay == nil && rows == expected, "round \(round)")
-                outcomes.done += 1  // killed after the migration's last transaction
-            } else {
-                #expect(rows == seeded, "round \(round)")
-                if let underWay {
-                    #expect(underWay.fromVersion == 1 && underWay.toVersion == 2 && underWay.total == people)
-                    outcomes.underWay += 1
-                    if outcomes.underWay == 1 {
+            // Every other chain (the first among them) is abandoned once, by the old app, at a kill that found a
+            // stage under way.
+            var abandonAt = chains % 2 == 1 ? Int.random(in: 1...40, using: &g) : nil
+            var killsInTheLastTransaction = 0
+            var look = try Look(path: path)
+            var kill = 0
+            while look.state != .done {
+                let migrator = try RunningProcess.helper(["migrate-people", path, "\(chunk)"])
+                if killed < kills && killsInTheLastTransaction < 3 {
+                    // A kill after an acknowledged moment (the start, or a chunk committed), and half the time a
+                    // random moment later (within a chunk's transaction). The first kill of a chain comes at the
+                    // start (before the stage's first transaction commits); the kill after the last chunk at once
+                    // (within the last transaction, which swaps the chunks in and builds the indexes), and the
+                    // next two a random moment into the last transaction (or after it); then it may finish. A
+                    // migration that ends first is not killed.
+                    let lastChunk = look.state == .underWay && look.underWay.map { $0.total - $0.completed <= chunk }!
+                    let reports =
+                        lastChunk ? 1 : kill == 0 || look.state == .allRewritten ? 0 : Int.random(in: 0...1, using: &g)
+                    let ended =
+                        reports == 0
+                        ? try migrator.waitForLinesOrEnd(1, "'opening'") { $0 == "opening" }.ended
+                        : try migrator.waitForLinesOrEnd(reports, "progress reports") { $0.hasPrefix("progress") }.ended
+                    if !ended {
+                        if look.state == .allRewritten {
+                            usleep(UInt32.random(in: 0...1_000_000, using: &g))
+                            killsInTheLastTransaction += 1
+                        } else if kill > 0 && !lastChunk && Bool.random(using: &g) {
+                            usleep(UInt32.random(in: 0...40_000, using: &g))
+                        }
+                        migrator.kill()
+                        killed += 1
+                        kill += 1
+                    }
+                }
+                let output = migrator.finish()
+                #expect(output.status == 0 || output.terminationReason == .uncaughtSignal, "\(output.stderr)")
+                look = try Look(path: path)
+                let round = "chain \(chains) kill \(kill)"
+                switch look.state {
+                case .old:
+                    // Before the marker (or after an abandoned stage): every database as it was.
+                    #expect(try before.matches(path), "\(round)")
+                    outcomes.old += 1
+                case .underWay, .allRewritten:
+                    // The old records and indexes as they were; the rewritten objects the new records' first ones.
+                    #expect(try before.matches(path, besides: ["migrating.Person"]), "\(round)")
+                    let rewritten = try after.prefix("migrating.Person", of: path, is: "records.Person")
+                    #expect(rewritten == look.underWay?.completed, "\(round): \(String(describing: look.underWay))")
+                    #expect(look.underWay?.total == people && look.version == 1, "\(round)")
+                    if look.state == .allRewritten { outcomes.allRewritten += 1 } else { outcomes.underWay += 1 }
+                    if outcomes.underWay == 1 && look.state == .underWay {
                         // store-inspect says so.
                         let info = try ChildProcess.run(ChildProcess.executable("store-inspect"), ["info", path])
                         #expect(info.stdout.contains("from version 1 to 2: "), "\(info.stdout)\(info.stderr)")
                     }
-                    if round % 2 == 0 {
-                        // The old app opens it: the stage is abandoned, the data is as it was.
-                        let old = try PersistentStore.open(path: path, schema: try PeopleFixture.schema(version: 1))
-                        #expect(try PeopleFixture.rows(old) == seeded, "round \(round)")
-                        #expect(try old.checkIntegrity().findings.isEmpty && old.migrationUnderWay() == nil)
+                    if let at = abandonAt, kill >= at {
+                        // The old app opens it: the stage is abandoned, the store is as it was, and the chain starts
+                        // over.
+                        try Self.openWithTheOldSchema(path)
+                        #expect(try before.matches(path), "\(round)")
+                        look = try Look(path: path)
+                        abandonAt = nil
                         outcomes.abandoned += 1
                     }
-                } else {
-                    outcomes.old += 1
+                case .done:
+                    #expect(try after.matches(path), "\(round)")
+                    outcomes.done += 1
                 }
             }
-            if round % 4 == 1 {
-                // Killed again while finishing: the second open finishes it.
-                let again = try RunningProcess.helper(["migrate-people", path, "\(chunk)"])
-                try again.waitForLine("opening")
-                again.kill()
-                _ = again.finish()
-            }
+            // The finished store opens with the plan, as the uninterrupted one, and is whole.
             let store = try PersistentStore.open(path: path, plan: try PeopleFixture.plan(chunkSize: chunk))
-            #expect(try PeopleFixture.rows(store) == expected, "round \(round)")
-            #expect(try store.checkIntegrity().findings.isEmpty, "round \(round)")
-            #expect(try store.migrationLog().map(\.toVersion) == [2], "round \(round)")
+            #expect(try store.checkIntegrity().findings.isEmpty, "chain \(chains)")
+            #expect(try store.migrationLog().map(\.toVersion) == [2], "chain \(chains)")
+            if chains == 1 { #expect(try PeopleFixture.rows(store) == expected) }
         }
-        // Kills landed before the marker, during the chunks (resumed and abandoned), and the rest.
-        #expect(outcomes.old > 0 && outcomes.underWay > outcomes.abandoned && outcomes.abandoned > 0, "\(outcomes)")
+        // Kills landed before the marker, during the chunks (resumed and abandoned), in the last transaction, and
+        // after it.
+        #expect(
+            outcomes.old > 0 && outcomes.underWay > 0 && outcomes.allRewritten > 0 && outcomes.abandoned > 0,
+            "\(outcomes)")
+        print("chunked migration kills: \(killed) kills over \(chains) chains, \(outcomes)")
+    }
+
+    private static func openWithTheOldSchema(_ path: String) throws {
+        let old = try PersistentStore.open(path: path, schema: try PeopleFixture.schema(version: 1))
+        #expect(try old.migrationUnderWay() == nil && old.checkIntegrity().findings.isEmpty)
+    }
+
+    /// What a read-only look at a store finds.
+    struct Look {
+        enum State { case old, underWay, allRewritten, done }
+        let version: Int
+        let underWay: MigrationProgress?
+        var state: State {
+            if version == 2 { return .done }
+            guard let underWay else { return .old }
+            return underWay.completed == underWay.total ? .allRewritten : .underWay
+        }
+
+        init(path: String) throws {
+            let store = try PersistentStore.openReadOnly(path: path)
+            (version, underWay) = (store.schema.version, try store.migrationUnderWay())
+        }
+    }
+}
+
+/// Every database of a store but its meta database, byte for byte as LMDB returns it: each flattened to its entries
+/// in key order (key length, key, value length, value). Other stores are compared with it entry by entry as they are
+/// read, without a copy (a debug build would spend most of a kill test copying).
+struct StoreBytes {
+    private var databases: [String: (entries: Int, bytes: [UInt8])] = [:]
+
+    init(path: String) throws {
+        try Self.walk(path) { name, txn, database in
+            var (entries, bytes) = (0, [UInt8]())
+            try txn.forEachEntry(in: database) { key, value in
+                withUnsafeBytes(of: UInt32(key.count).littleEndian) { bytes.append(contentsOf: $0) }
+                bytes.append(contentsOf: key)
+                withUnsafeBytes(of: UInt32(value.count).littleEndian) { bytes.append(contentsOf: $0) }
+                bytes.append(contentsOf: value)
+                entries += 1
+                return .continue
+            }
+            databases[name] = (entries, bytes)
+        }
+    }
+
+    func entries(_ name: String) -> Int? { databases[name]?.entries }
+
+    /// Whether the store at `path` has the same databases as this one, byte for byte, but those named in `besides`.
+    func matches(_ path: String, besides: Set<String> = []) throws -> Bool {
+        var names: Set<String> = []
+        var same = true
+        try Self.walk(path) { name, txn, database in
+            names.insert(name)
+            guard !besides.contains(name), same else { return }
+            guard let mine = databases[name] else { return same = false }
+            let (entries, agreed) = try Self.agreeing(txn, database, with: mine.bytes)
+            same = agreed && entries == mine.entries
+        }
+        return same && names.subtracting(besides) == Set(databases.keys).subtracting(besides)
+    }
+
+    /// How many entries database `name` of the store at `path` has (none when it is missing) when they are, byte for
+    /// byte, the first entries of this store's database `mine`; nil when they are not.
+    func prefix(_ name: String, of path: String, is mine: String) throws -> Int? {
+        guard let expected = databases[mine] else { return nil }
+        var result: Int? = 0  // a stage that has rewritten nothing yet may not have made its database
+        try Self.walk(path) { found, txn, database in
+            guard found == name else { return }
+            let (entries, agreed) = try Self.agreeing(txn, database, with: expected.bytes)
+            result = agreed ? entries : nil
+        }
+        return result
+    }
+
+    /// Calls `body` for every database of the store at `path` but its meta database, in one read transaction.
+    private static func walk(
+        _ path: String, _ body: (String, ReadTransaction, Database) throws -> Void
+    ) throws {
+        let environment = try Environment.open(path: path, options: Environment.Options(readOnly: true))
+        try environment.read { txn in
+            for name in try txn.databaseNames() where name != "meta" {
+                let dupSort = name.hasPrefix("index.") || name.hasPrefix("rel.")
+                try body(name, txn, try txn.openDatabase(name, dupSort: dupSort, create: false))
+            }
+        }
+    }
+
+    /// Compares a database's entries with `flat` from its start: how many entries it has, and whether all of them
+    /// agree with the first entries of `flat`.
+    private static func agreeing(
+        _ txn: ReadTransaction, _ database: Database, with flat: [UInt8]
+    ) throws -> (entries: Int, agreed: Bool) {
+        try flat.withUnsafeBytes { expected in
+            var (entries, offset, agreed) = (0, 0, true)
+            try txn.forEachEntry(in: database) { key, value in
+                entries += 1
+                agreed = agreed && agrees(key, expected, &offset) && agrees(value, expected, &offset)
+                return .continue
+            }
+            return (entries, agreed)
+        }
+    }
+
+    /// Whether `part` is, with its length before it, what `expected` holds at `offset` (moved past it when it is).
+    private static func agrees(
+        _ part: UnsafeRawBufferPointer, _ expected: UnsafeRawBufferPointer, _ offset: inout Int
+    ) -> Bool {
+        guard offset + 4 + part.count <= expected.count, let base = expected.baseAddress else { return false }
+        var length = UInt32(part.count).littleEndian
+        guard memcmp(base + offset, &length, 4) == 0,
+            part.isEmpty || memcmp(base + offset + 4, part.baseAddress!, part.count) == 0
+        else { return false }
+        offset += 4 + part.count
+        return true
     }
 }

@@ -308,19 +308,63 @@ do {
         _ = try PersistentStore.open(path: arguments[1], schema: try Fixtures.librarySchemaMigrated())
         print("migrated")
 
-    case "note-saver":
-        // note-saver PATH COUNT: COUNT saves on a NoteFixture store, save i inserting note i and rewriting the text
-        // of note i/2; prints "ack i" once save i returned (the crash-consistency tests record the writes under it).
-        guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: note-saver PATH COUNT") }
-        let store = try PersistentStore.open(path: arguments[1], schema: try NoteFixture.schema())
-        let context = ObjectContext(store: store)
-        for i in 1...count {
-            try NoteFixture.save(i, in: context)
-            // Written with write(2) itself (stdio's own writes bypass an LD_PRELOAD shim's write).
-            let line = Array("ack \(i)\n".utf8)
+    case "note-saver", "note-saver-retrying":
+        // note-saver PATH COUNT [WORKLOAD]: COUNT steps of a NoteWorkload (saves by default) on a note store, printing
+        // "ack i" once step i returned (the crash-consistency tests record the writes under it).
+        //
+        // note-saver-retrying PATH COUNT [WORKLOAD]: the same under an injected I/O fault. A step that fails prints
+        // "failed i: <error>" and is made again (its context saved again while it holds the changes) up to twice
+        // ("failed i again: <error>"); if it still fails, the store is opened afresh ("reopened i", then "intact i"
+        // when it holds exactly what the steps before left) and the step made there. An open that fails is tried
+        // again the same way ("failed open: <error>").
+        guard arguments.count == 3 || arguments.count == 4, let count = Int(arguments[2]),
+            let workload = arguments.count == 4 ? NoteWorkload(rawValue: arguments[3]) : .saves
+        else { fail("usage: \(command) PATH COUNT [\(NoteWorkload.allCases.map(\.rawValue).joined(separator: "|"))]") }
+        let retrying = command == "note-saver-retrying"
+        // Written with write(2) itself (stdio's own writes bypass an LD_PRELOAD shim's write).
+        func say(_ text: String) {
+            let line = Array((text + "\n").utf8)
             guard line.withUnsafeBytes({ write(1, $0.baseAddress, $0.count) }) == line.count else {
-                fail("could not write the acknowledgement of save \(i)")
+                fail("could not write '\(text)'")
             }
+        }
+        func open() throws -> PersistentStore {
+            for _ in 0..<(retrying ? 2 : 0) {
+                do {
+                    return try PersistentStore.open(
+                        path: arguments[1], schema: try NoteFixture.schema(), options: workload.options)
+                } catch {
+                    say("failed open: \(error)")
+                }
+            }
+            return try PersistentStore.open(
+                path: arguments[1], schema: try NoteFixture.schema(), options: workload.options)
+        }
+        var context = ObjectContext(store: try open())
+        // One part of step i, made again as the usage says when it fails; `before` is what the store holds before it.
+        func make(_ i: Int, before: Int, _ part: (ObjectContext) throws -> Void) throws {
+            guard retrying else { return try part(context) }
+            do {
+                return try part(context)
+            } catch {
+                say("failed \(i): \(error)")
+            }
+            for _ in 0..<2 {
+                do {
+                    return try context.hasChanges ? context.save() : part(context)
+                } catch {
+                    say("failed \(i) again: \(error)")
+                }
+            }
+            context = ObjectContext(store: try open())
+            say("reopened \(i)")
+            if try NoteFixture.notes(context.store) == workload.expected(after: before) { say("intact \(i)") }
+            try part(context)
+        }
+        for i in 1...count {
+            try make(i, before: i - 1) { try workload.step(i, store: $0.store, context: $0) }
+            try make(i, before: i) { try workload.finish(i, store: $0.store) }
+            say("ack \(i)")
         }
 
     case "people-store":

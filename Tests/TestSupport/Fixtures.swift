@@ -286,6 +286,84 @@ public enum PeopleFixture {
     }
 }
 
+/// The crash-consistency workloads over the note store: step i of each is known, and so is the state after steps
+/// 1...m for every m.
+public enum NoteWorkload: String, CaseIterable, Sendable {
+    /// Step i is ``NoteFixture/save(_:in:)`` (a context's save: an insert and an update).
+    case saves
+    /// As `saves`, on a store the workload itself creates (its first open is recorded too).
+    case creation
+    /// Batch operations in turn: step i inserts eight notes (i % 3 == 1), updates the eight of the step before
+    /// (i % 3 == 2), or deletes the first four of the step two before (i % 3 == 0).
+    case batches
+    /// Saves of notes with 24 KiB texts on a store opened with a 256 KiB map: the map grows in the middle of saves.
+    case growth
+    /// A save, then the history pruned up to it: step i is both.
+    case pruning
+
+    /// The options the workload opens its store with.
+    public var options: PersistentStore.Options {
+        self == .growth ? PersistentStore.Options(mapSize: 256 << 10) : PersistentStore.Options()
+    }
+
+    /// Makes step `i`. `context` is the one the workload saves through (a failed save keeps its changes: the caller
+    /// saves it again, or makes the step anew when it holds none).
+    public func step(_ i: Int, store: PersistentStore, context: ObjectContext) throws {
+        switch self {
+        case .saves, .creation, .pruning:
+            try NoteFixture.save(i, in: context)
+        case .growth:
+            let note = try context.insert("Note")
+            try note.setValue(.int(i), forKey: "n")
+            try note.setValue(.string(Self.growthText(i)), forKey: "text")
+            try context.save()
+        case .batches:
+            let base = Int64(1_000 + 8 * i)
+            switch i % 3 {
+            case 1:
+                _ = try store.batchInsert(
+                    into: "Note",
+                    objects: (0..<8).map { ["n": .int(base + Int64($0)), "text": .string("batch \(i)")] })
+            case 2:
+                try store.batchUpdate(
+                    "Note", where: try FetchPredicate("n >= %@ AND n < %@", base - 8, base),
+                    set: ["text": .string("updated at \(i)")])
+            default:
+                try store.batchDelete("Note", where: try FetchPredicate("n >= %@ AND n < %@", base - 16, base - 12))
+            }
+        }
+    }
+
+    /// The second part of a step, for the workloads that have one (pruning), made once the first returned.
+    public func finish(_ i: Int, store: PersistentStore) throws {
+        guard self == .pruning else { return }
+        try store.pruneHistory(before: try store.lastTransaction() ?? 0)
+    }
+
+    /// The notes after steps 1...m.
+    public func expected(after m: Int) -> [Int: String] {
+        switch self {
+        case .saves, .creation, .pruning:
+            return NoteFixture.expected(after: m)
+        case .growth:
+            return Dictionary(uniqueKeysWithValues: (0..<max(m, 0)).map { ($0 + 1, Self.growthText($0 + 1)) })
+        case .batches:
+            var texts: [Int: String] = [:]
+            for i in stride(from: 1, through: m, by: 1) {
+                let base = 1_000 + 8 * i
+                switch i % 3 {
+                case 1: for k in 0..<8 { texts[base + k] = "batch \(i)" }
+                case 2: for k in 0..<8 { texts[base - 8 + k] = "updated at \(i)" }
+                default: for k in 0..<4 { texts[base - 16 + k] = nil }
+                }
+            }
+            return texts
+        }
+    }
+
+    static func growthText(_ i: Int) -> String { "note \(i) " + String(repeating: "g", count: 24 << 10) }
+}
+
 /// Notes saved one by one: the crash-consistency workloads' store. Save i inserts note i and rewrites the text of
 /// note i/2, so that the state after saves 1...m is known exactly for every m.
 public enum NoteFixture {
