@@ -370,6 +370,10 @@ public final class Environment: @unchecked Sendable {
     /// Writes a consistent copy of the environment into the directory `destination` (created 0700 if missing;
     /// it must not already hold a data file). The copy is taken from one read snapshot while writers go on.
     ///
+    /// The copy is written to `data.mdb.partial` and flushed, then linked as `data.mdb` (never replacing one) and
+    /// the directory flushed: a crash or a power loss at any moment leaves no `data.mdb` or a whole one, never a
+    /// data file with pages missing. A `data.mdb.partial` left by a copy that did not finish is replaced.
+    ///
     /// - Parameters:
     ///   - destination: A directory for the copy's `data.mdb`.
     ///   - compact: Omit free pages and renumber the rest (`MDB_CP_COMPACT`).
@@ -378,52 +382,52 @@ public final class Environment: @unchecked Sendable {
             throw LMDBError(
                 code: .init(rawValue: errno), message: "cannot create the backup directory", context: destination)
         }
+        let target = destination + "/data.mdb"
+        let partial = target + ".partial"
         var info = stat()
-        if lstat(destination + "/data.mdb", &info) == 0 {
+        if lstat(target, &info) == 0 {
             throw LMDBError(
                 code: .invalidArgument, message: "the backup directory already holds a data.mdb",
                 context: destination)
         }
+        func failure(_ what: String, _ file: String) -> LMDBError {
+            let code = errno
+            return LMDBError(code: .init(rawValue: code), message: "\(what): \(describe(errno: code))", context: file)
+        }
+        if unlink(partial) != 0 && errno != ENOENT { throw failure("cannot remove an unfinished backup", partial) }
         // The data file is made here, 0600 whatever the umask (a store is private: LMDB's own copy would make it
         // 0666 less the umask), exclusively, and written through its descriptor.
-        let target = destination + "/data.mdb"
-        let fd = Glibc.open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else {
-            let code = errno
-            throw LMDBError(
-                code: .init(rawValue: code), message: "cannot create the backup's data file: \(describe(errno: code))",
-                context: target)
-        }
+        let fd = Glibc.open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw failure("cannot create the backup's data file", partial) }
         do throws(LMDBError) {
-            if fchmod(fd, 0o600) != 0 {
-                let code = errno
-                throw LMDBError(
-                    code: .init(rawValue: code), message: "cannot make the backup private: \(describe(errno: code))",
-                    context: target)
-            }
+            if fchmod(fd, 0o600) != 0 { throw failure("cannot make the backup private", partial) }
             try gate.withTransaction(write: false) { () throws(LMDBError) in
-                if failed.load(ordering: .sequentiallyConsistent) { throw failedError("mdb_env_copyfd2 to \(target)") }
+                if failed.load(ordering: .sequentiallyConsistent) { throw failedError("mdb_env_copyfd2 to \(partial)") }
                 try check(
-                    mdb_env_copyfd2(handle, fd, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2 to \(target)")
+                    mdb_env_copyfd2(handle, fd, compact ? UInt32(MDB_CP_COMPACT) : 0), "mdb_env_copyfd2 to \(partial)")
             }
-            if fsync(fd) != 0 {
-                let code = errno
-                throw LMDBError(
-                    code: .init(rawValue: code), message: "cannot flush the backup: \(describe(errno: code))",
-                    context: target)
-            }
+            if fsync(fd) != 0 { throw failure("cannot flush the backup", partial) }
         } catch {
             close(fd)
-            unlink(target)
+            unlink(partial)
             throw error
         }
         if close(fd) != 0 {
-            let code = errno
-            unlink(target)
-            throw LMDBError(
-                code: .init(rawValue: code), message: "cannot finish the backup: \(describe(errno: code))",
-                context: target)
+            let error = failure("cannot finish the backup", partial)
+            unlink(partial)
+            throw error
         }
+        // A link, not a rename: it fails rather than replace a data.mdb another process put there meanwhile.
+        if link(partial, target) != 0 {
+            let error = failure("cannot name the finished backup data.mdb", target)
+            unlink(partial)
+            throw error
+        }
+        if unlink(partial) != 0 { throw failure("cannot remove the backup's temporary name", partial) }
+        let directory = Glibc.open(destination, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw failure("cannot open the backup directory to flush it", destination) }
+        defer { close(directory) }
+        if fsync(directory) != 0 { throw failure("cannot flush the backup directory", destination) }
     }
 }
 

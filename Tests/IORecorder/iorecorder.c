@@ -5,8 +5,9 @@
 // It covers the calls LMDB and the library make on a store's files: open/openat (with O_CREAT, O_DSYNC, O_SYNC),
 // write, pwrite, pwritev, writev (at the file's offset), fsync, fdatasync, ftruncate, close. An fd opened with
 // O_DSYNC or O_SYNC makes each of its writes a barrier (LMDB writes its meta page through such an fd). The lock file
-// (lock.mdb) is left out: LMDB rebuilds it at open. msync, rename and unlink are not recorded: LMDB without
-// MDB_WRITEMAP does not msync, and the workloads rename and unlink nothing in the store.
+// (lock.mdb) is left out: LMDB rebuilds it at open. msync is not recorded: LMDB without
+// MDB_WRITEMAP does not msync. link, rename and unlink (absolute paths) of the directory's files are recorded as
+// name operations (a rename as a link and an unlink): `store-inspect backup` names its finished copy so.
 //
 // Faults: with IOREC_FAIL_AT=N, the N-th call that writes, syncs or truncates a watched file (counted from 1 in the
 // process) fails once, as IOREC_FAIL_MODE says: "eio" (-1, errno EIO, nothing written), "enospc" (-1, errno
@@ -16,7 +17,7 @@
 //
 // Log records: kind (1 byte), file (4 bytes), offset (8 bytes), length (8 bytes), then `length` bytes of data
 // for a write or a file's path for an open. Kinds: 1 write, 2 sync, 3 ack (offset: N), 4 truncate (offset: size),
-// 5 open (data: path).
+// 5 open (data: path), 6 link (data: old path, a zero byte, new path), 7 unlink (data: path).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -31,7 +32,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-enum { KIND_WRITE = 1, KIND_SYNC = 2, KIND_ACK = 3, KIND_TRUNCATE = 4, KIND_OPEN = 5 };
+enum { KIND_WRITE = 1, KIND_SYNC = 2, KIND_ACK = 3, KIND_TRUNCATE = 4, KIND_OPEN = 5, KIND_LINK = 6, KIND_UNLINK = 7 };
 enum { MAX_FDS = 4096, MAX_FILES = 64 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -64,6 +65,9 @@ static int (*real_open)(const char *, int, ...);
 static int (*real_open64)(const char *, int, ...);
 static int (*real_openat)(int, const char *, int, ...);
 static int (*real_openat64)(int, const char *, int, ...);
+static int (*real_link)(const char *, const char *);
+static int (*real_rename)(const char *, const char *);
+static int (*real_unlink)(const char *);
 
 __attribute__((constructor)) static void setup(void) {
     real_write = dlsym(RTLD_NEXT, "write");
@@ -81,6 +85,9 @@ __attribute__((constructor)) static void setup(void) {
     real_open64 = dlsym(RTLD_NEXT, "open64");
     real_openat = dlsym(RTLD_NEXT, "openat");
     real_openat64 = dlsym(RTLD_NEXT, "openat64");
+    real_link = dlsym(RTLD_NEXT, "link");
+    real_rename = dlsym(RTLD_NEXT, "rename");
+    real_unlink = dlsym(RTLD_NEXT, "unlink");
     watched_dir = getenv("IOREC_DIR");
     watched_length = watched_dir ? strlen(watched_dir) : 0;
     const char *at = getenv("IOREC_FAIL_AT");
@@ -230,6 +237,40 @@ int openat64(int dir, const char *path, int flags, ...) {
     int fd = real_openat64(dir, path, flags, mode);
     if (path[0] == '/') opened(fd, path, flags);
     return fd;
+}
+
+static int in_watched_dir(const char *path) {
+    return watched_dir && path && path[0] == '/' && strncmp(path, watched_dir, watched_length) == 0;
+}
+
+// A name operation (link, or rename as a link and an unlink) on watched paths, recorded once it succeeded.
+static void named(uint8_t kind, const char *from, const char *to) {
+    pthread_mutex_lock(&lock);
+    struct iovec parts[3] = {{(void *)from, strlen(from)}, {"\0", 1}, {(void *)to, to ? strlen(to) : 0}};
+    uint64_t length = to ? parts[0].iov_len + 1 + parts[2].iov_len : parts[0].iov_len;
+    record(kind, 0, 0, length, parts, to ? 3 : 1);
+    pthread_mutex_unlock(&lock);
+}
+
+int link(const char *from, const char *to) {
+    int result = real_link(from, to);
+    if (result == 0 && in_watched_dir(from) && in_watched_dir(to)) named(KIND_LINK, from, to);
+    return result;
+}
+
+int rename(const char *from, const char *to) {
+    int result = real_rename(from, to);
+    if (result == 0 && in_watched_dir(from) && in_watched_dir(to)) {
+        named(KIND_LINK, from, to);
+        named(KIND_UNLINK, from, NULL);
+    }
+    return result;
+}
+
+int unlink(const char *path) {
+    int result = real_unlink(path);
+    if (result == 0 && in_watched_dir(path)) named(KIND_UNLINK, path, NULL);
+    return result;
 }
 
 int close(int fd) {

@@ -17,6 +17,9 @@ import Testing
         case sync(file: Int)
         case ack(Int)
         case truncate(file: Int, size: Int)
+        /// A new name for an existing file (`link`), or a name removed (`unlink`).
+        case link(from: String, to: String)
+        case unlink(String)
     }
 
     /// Builds the recorder from its C source with the system's compiler.
@@ -63,6 +66,16 @@ import Testing
             case 5:
                 files.append(String(decoding: bytes[at..<(at + length)], as: UTF8.self))
                 at += length
+            case 6:
+                let paths = bytes[at..<(at + length)].split(separator: 0, omittingEmptySubsequences: false)
+                guard paths.count == 2 else { throw RecorderFailure("a link record without two paths at \(at)") }
+                events.append(
+                    .link(
+                        from: String(decoding: paths[0], as: UTF8.self), to: String(decoding: paths[1], as: UTF8.self)))
+                at += length
+            case 7:
+                events.append(.unlink(String(decoding: bytes[at..<(at + length)], as: UTF8.self)))
+                at += length
             default: throw RecorderFailure("the I/O log has a record of kind \(kind) at byte \(at - 21)")
             }
         }
@@ -87,9 +100,10 @@ import Testing
 
     @Test(arguments: NoteWorkload.allCases)
     func everyPowerLossStateOpensWithEveryAcknowledgedStepWhole(workload: NoteWorkload) throws {
-        let saves = workload == .growth ? TestScale.size(12, stress: 60) : TestScale.size(24, stress: 120)
-        let samplesPerEpoch = TestScale.size(12, stress: 48)
-        let dir = try TemporaryDirectory(prefix: "crash-states-\(workload)")
+        let saves = workload == .growth ? TestScale.size(16, stress: 40) : TestScale.size(24, stress: 120)
+        let samplesPerEpoch = TestScale.size(12, stress: 96)
+        let tornSamples = TestScale.size(10, stress: 160)
+        let dir = try TemporaryDirectory(prefix: "crash-states-\(workload)", inMemory: true)
         defer { dir.remove() }
         let library = try Self.buildRecorder(into: dir.path)
         let path = dir.path("recorded.store")
@@ -109,6 +123,11 @@ import Testing
         #expect(run.status == 0, "\(run.stderr)")
         let (events, files) = try Self.readLog(dir.path("io.log"))
         #expect(files == [path + "/data.mdb"], "the workload wrote only the data file: \(files)")
+        if workload == .growth {
+            // The map grew in the middle of the saves: the file outgrew the map the store opened with.
+            let size = try FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int ?? 0
+            #expect(size > workload.options.mapSize, "the map did not grow: \(size) bytes")
+        }
         #expect(events.filter { if case .ack = $0 { true } else { false } }.count == saves)
 
         // Epochs: the writes between two syncs; acknowledgements count for the barrier that ends their epoch.
@@ -121,12 +140,18 @@ import Testing
                 epochs.append(([], acked))
             case .ack(let n):
                 acked = n
-            case .truncate: Issue.record("the workload truncated the data file: states do not model it yet")
+            case .truncate, .link, .unlink:
+                Issue.record("the workload truncated, linked or unlinked a store file: \(event)")
             }
         }
+        // The state after steps 1...m, for each m (the last m when two leave the same).
+        let stepsLeaving = Dictionary(
+            (0...saves).map { (workload.expected(after: $0), $0) }, uniquingKeysWith: { max($0, $1) })
         var random = SeededGenerator(seed: 2014)
         var explored = 0
         var refused = 0
+        var duplicates = 0
+        var seen: Set<Int> = []
         let statePath = dir.path("state.store")
         var synced = initial
         for (index, epoch) in epochs.enumerated() {
@@ -147,18 +172,36 @@ import Testing
                 for write in subset.shuffled(using: &random) { Self.apply(epoch.writes[write], to: &image) }
                 states.append(image)
             }
-            // Torn writes: one write of the epoch keeps a random part of its sectors, the others all or nothing.
-            for write in epoch.writes.indices where epoch.writes[write].bytes.count > 512 {
-                var image = synced
-                for other in epoch.writes.indices where other != write && Bool.random(using: &random) {
-                    Self.apply(epoch.writes[other], to: &image)
+            // Torn writes: a random write of the epoch keeps a random part of its sectors, the others all or nothing
+            // (every write once, then random ones, up to `tornSamples` a large epoch).
+            let tearable = epoch.writes.indices.filter { epoch.writes[$0].bytes.count > 512 }
+            let torn =
+                tearable.isEmpty
+                ? []
+                : tearable
+                    + (tearable.count..<max(tearable.count, tornSamples)).map { _ in
+                        tearable.randomElement(using: &random)!
+                    }
+            for write in torn {
+                do {
+                    var image = synced
+                    for other in epoch.writes.indices where other != write && Bool.random(using: &random) {
+                        Self.apply(epoch.writes[other], to: &image)
+                    }
+                    let sectorCount = (epoch.writes[write].bytes.count + 511) / 512
+                    let kept = Set((0..<sectorCount).filter { _ in Bool.random(using: &random) })
+                    Self.apply(epoch.writes[write], to: &image, sectors: kept)
+                    states.append(image)
                 }
-                let sectorCount = (epoch.writes[write].bytes.count + 511) / 512
-                let kept = Set((0..<sectorCount).filter { _ in Bool.random(using: &random) })
-                Self.apply(epoch.writes[write], to: &image, sectors: kept)
-                states.append(image)
             }
             for image in states {
+                // A state met before (writes that do not overlap, in another order, say) is not opened again.
+                var hasher = Hasher()
+                image.withUnsafeBytes { hasher.combine(bytes: $0) }
+                guard seen.insert(hasher.finalize()).inserted else {
+                    duplicates += 1
+                    continue
+                }
                 explored += 1
                 if FileManager.default.fileExists(atPath: statePath) {
                     try FileManager.default.removeItem(atPath: statePath)
@@ -179,16 +222,15 @@ import Testing
                     if refused == 1 { print("crash states (\(workload)): refused: \(error)") }
                     continue
                 }
-                let notes = try NoteFixture.notes(store)
-                let m = (mustHold...saves).first { workload.expected(after: $0) == notes }
-                #expect(m != nil, "epoch \(index): not the state after steps 1...m for any m ≥ \(mustHold)")
+                let m = stepsLeaving[try NoteFixture.notes(store)] ?? -1
+                #expect(m >= mustHold, "epoch \(index): not the state after steps 1...m for any m ≥ \(mustHold)")
                 #expect(try store.checkIntegrity().findings.isEmpty, "epoch \(index)")
             }
             for write in epoch.writes { Self.apply(write, to: &synced) }
         }
         print(
-            "crash states (\(workload)): \(explored) explored over \(epochs.count) epochs of \(saves) steps,"
-                + " \(refused) refused with a clear error, 0 vulnerable")
+            "crash states (\(workload)): \(explored) distinct states explored (\(duplicates) built twice) over"
+                + " \(epochs.count) epochs of \(saves) steps, \(refused) refused with a clear error, 0 vulnerable")
         #expect(explored > saves * 4)
         guard workload == .saves else { return }
 
@@ -215,6 +257,246 @@ import Testing
         print("impossible states caught: \(caught) of \(attempts)")
         #expect(caught > 0, "no state that skips a barrier was caught: the check cannot fail")
     }
+
+    /// `store-inspect backup`'s power-loss states, over the files of the backup directory: the copy's writes to
+    /// `data.mdb.partial` (dropped, reordered, torn within each epoch), its names (made, linked as `data.mdb`,
+    /// removed: in order, a prefix of them within an epoch). Every sync is a barrier for every file, as ext4's
+    /// journal makes it. A state holds no `data.mdb` (the backup is not there), or one that opens with every note
+    /// and a clean integrity check; once the command returned, the backup is there.
+    @Test func everyPowerLossStateOfABackupHasNoBackupOrAWholeOne() throws {
+        let saves = TestScale.size(24, stress: 120)
+        let dir = try TemporaryDirectory(prefix: "crash-states-backup", inMemory: true)
+        defer { dir.remove() }
+        let library = try Self.buildRecorder(into: dir.path)
+        let source = dir.path("source.store")
+        do {
+            let context = ObjectContext(store: try PersistentStore.open(path: source, schema: try NoteFixture.schema()))
+            for i in 1...saves { try NoteFixture.save(i, in: context) }
+        }
+        let backup = dir.path("backup")
+        try FileManager.default.createDirectory(atPath: backup, withIntermediateDirectories: true)
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = library
+        environment["IOREC_DIR"] = backup
+        environment["IOREC_LOG"] = dir.path("io.log")
+        let run = try ChildProcess.run(
+            ChildProcess.executable("store-inspect"), ["backup", source, backup], environment: environment)
+        #expect(run.status == 0, "\(run.stderr)")
+        let (events, files) = try Self.readLog(dir.path("io.log"))
+        #expect(files.contains(backup + "/data.mdb.partial"), "\(files)")
+
+        // Epochs: data writes and name operations between two syncs.
+        struct Epoch {
+            var writes: [(file: Int, offset: Int, bytes: [UInt8])] = []
+            var names: [Event] = []
+        }
+        var epochs = [Epoch()]
+        var opened: Set<Int> = []
+        for event in events {
+            switch event {
+            case .write(let file, let offset, let bytes):
+                if opened.insert(file).inserted { epochs[epochs.count - 1].names.append(.sync(file: file)) }
+                epochs[epochs.count - 1].writes.append((file, offset, bytes))
+            case .sync(let file):
+                if opened.insert(file).inserted { epochs[epochs.count - 1].names.append(.sync(file: file)) }
+                epochs.append(Epoch())
+            case .link, .unlink: epochs[epochs.count - 1].names.append(event)
+            case .ack, .truncate: Issue.record("a backup acknowledged or truncated: \(event)")
+            }
+        }
+        // A state: contents by file, and names (in the backup directory) by file. A file's first write or sync
+        // stands for its name being made (by its open with O_CREAT).
+        struct State {
+            var contents: [Int: [UInt8]] = [:]
+            var names: [String: Int] = [:]
+        }
+        func name(_ operation: Event, in state: inout State) {
+            switch operation {
+            case .sync(let file): state.names[files[file]] = file
+            case .link(let from, let to): state.names[to] = state.names[from]
+            case .unlink(let path): state.names[path] = nil
+            default: break
+            }
+        }
+        func write(_ write: (file: Int, offset: Int, bytes: [UInt8]), in state: inout State, sectors: Set<Int>? = nil) {
+            var image = state.contents[write.file] ?? []
+            Self.apply((write.offset, write.bytes), to: &image, sectors: sectors)
+            state.contents[write.file] = image
+        }
+        // Checks a state: no backup, or a whole one. Returns whether the backup was there.
+        let statePath = dir.path("state")
+        func check(_ state: State, _ what: String) throws -> Bool? {
+            if FileManager.default.fileExists(atPath: statePath) {
+                try FileManager.default.removeItem(atPath: statePath)
+            }
+            try FileManager.default.createDirectory(atPath: statePath, withIntermediateDirectories: true)
+            guard let file = state.names[backup + "/data.mdb"] else { return false }
+            try Data(state.contents[file] ?? []).write(to: URL(fileURLWithPath: statePath + "/data.mdb"))
+            do {
+                let store = try PersistentStore.openReadOnly(path: statePath)
+                guard try NoteFixture.notes(store) == NoteFixture.expected(after: saves),
+                    try store.checkIntegrity().findings.isEmpty
+                else { return nil }
+                return true
+            } catch {
+                return nil
+            }
+        }
+        var random = SeededGenerator(seed: 1)
+        var synced = State()
+        var (explored, there) = (0, 0)
+        for (index, epoch) in epochs.enumerated() {
+            let count = epoch.writes.count
+            let subsets: [[Int]] =
+                count <= 4
+                ? (0..<(1 << count)).map { mask in (0..<count).filter { mask & (1 << $0) != 0 } }
+                : (0..<12).map { _ in (0..<count).filter { _ in Bool.random(using: &random) } } + [Array(0..<count)]
+            for subset in subsets {
+                for prefix in 0...epoch.names.count {
+                    var state = synced
+                    for operation in epoch.names.prefix(prefix) { name(operation, in: &state) }
+                    for w in subset.shuffled(using: &random) { write(epoch.writes[w], in: &state) }
+                    // A write of the subset torn, now and then.
+                    if let torn = subset.randomElement(using: &random), epoch.writes[torn].bytes.count > 512,
+                        Bool.random(using: &random)
+                    {
+                        var tornState = synced
+                        for operation in epoch.names.prefix(prefix) { name(operation, in: &tornState) }
+                        for w in subset where w != torn { write(epoch.writes[w], in: &tornState) }
+                        let sectors = (epoch.writes[torn].bytes.count + 511) / 512
+                        write(
+                            epoch.writes[torn], in: &tornState,
+                            sectors: Set((0..<sectors).filter { _ in Bool.random(using: &random) }))
+                        explored += 1
+                        let result = try check(tornState, "epoch \(index), torn")
+                        #expect(result != nil, "epoch \(index): a torn state holds a data.mdb that is not whole")
+                        if result == true { there += 1 }
+                    }
+                    explored += 1
+                    let result = try check(state, "epoch \(index)")
+                    #expect(result != nil, "epoch \(index): a state holds a data.mdb that is not whole")
+                    if result == true { there += 1 }
+                }
+            }
+            for operation in epoch.names { name(operation, in: &synced) }
+            for w in epoch.writes { write(w, in: &synced) }
+        }
+        // Once the command returned, the backup is there.
+        #expect(try check(synced, "the end") == true, "the backup is not there after the command returned")
+        print("backup crash states: \(explored) explored over \(epochs.count) epochs, \(there) with the backup there")
+        #expect(there > 0 && there < explored)
+
+        // The check can fail: the names made while the copy's writes are lost (the barrier between them skipped).
+        var impossible = State()
+        for epoch in epochs { for operation in epoch.names { name(operation, in: &impossible) } }
+        #expect(try check(impossible, "impossible") == nil, "a backup without its pages passed the check")
+    }
+
+    /// A chunked migration's power-loss states (PeopleFixture's plan, in eight chunks): each state opens read-only
+    /// at the old version (as it was, or with the stage under way) or the new one, and the new one once the
+    /// migration's open returned; opened with the plan, it ends equal to an uninterrupted migration, with a clean
+    /// integrity check and the stage logged once.
+    @Test func everyPowerLossStateOfAChunkedMigrationOpensOldOrResumesToTheSameEnd() throws {
+        let people = TestScale.size(600, stress: 2_000)
+        let (samplesPerEpoch, tornSamples) = (TestScale.size(6, stress: 24), TestScale.size(4, stress: 24))
+        let chunk = people / 8
+        let dir = try TemporaryDirectory(prefix: "crash-states-migration", inMemory: true)
+        defer { dir.remove() }
+        let library = try Self.buildRecorder(into: dir.path)
+        let original = dir.path("original.store")
+        try PeopleFixture.make(at: original, count: people)
+        let whole = dir.path("whole.store")
+        try FileManager.default.copyItem(atPath: original, toPath: whole)
+        let expected = try PeopleFixture.rows(
+            try PersistentStore.open(path: whole, plan: try PeopleFixture.plan(chunkSize: chunk)))
+        let path = dir.path("recorded.store")
+        try FileManager.default.copyItem(atPath: original, toPath: path)
+        let initial = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = library
+        environment["IOREC_DIR"] = path
+        environment["IOREC_LOG"] = dir.path("io.log")
+        let run = try ChildProcess.helper(["migrate-people", path, "\(chunk)"], environment: environment)
+        #expect(run.status == 0 && run.stdout.hasSuffix("migrated\n"), "\(run.stderr)")
+        let (events, files) = try Self.readLog(dir.path("io.log"))
+        #expect(files == [path + "/data.mdb"], "\(files)")
+        var epochs: [(writes: [(offset: Int, bytes: [UInt8])], acked: Int)] = [([], 0)]
+        var acked = 0
+        for event in events {
+            switch event {
+            case .write(_, let offset, let bytes): epochs[epochs.count - 1].writes.append((offset, bytes))
+            case .sync: epochs.append(([], acked))
+            case .ack(let n): acked = n
+            default: Issue.record("the migration truncated, linked or unlinked a store file: \(event)")
+            }
+        }
+        #expect(acked == 1, "the migration's open was not acknowledged")
+        var random = SeededGenerator(seed: 1977)
+        var synced = initial
+        var seen: Set<Int> = []
+        var outcomes = (old: 0, underWay: 0, new: 0)
+        let statePath = dir.path("state.store")
+        for (index, epoch) in epochs.enumerated() {
+            let migrated = (index + 1 < epochs.count ? epochs[index + 1].acked : acked) == 1
+            let count = epoch.writes.count
+            var states: [[UInt8]] = []
+            let subsets: [[Int]] =
+                count <= 4
+                ? (0..<(1 << count)).map { mask in (0..<count).filter { mask & (1 << $0) != 0 } }
+                : (0..<samplesPerEpoch).map { _ in (0..<count).filter { _ in Bool.random(using: &random) } }
+                    + [Array(0..<count)]
+            for subset in subsets {
+                var image = synced
+                for write in subset.shuffled(using: &random) { Self.apply(epoch.writes[write], to: &image) }
+                states.append(image)
+            }
+            let tearable = epoch.writes.indices.filter { epoch.writes[$0].bytes.count > 512 }
+            for _ in 0..<(tearable.isEmpty ? 0 : tornSamples) {
+                let torn = tearable.randomElement(using: &random)!
+                var image = synced
+                for other in epoch.writes.indices where other != torn && Bool.random(using: &random) {
+                    Self.apply(epoch.writes[other], to: &image)
+                }
+                let sectors = (epoch.writes[torn].bytes.count + 511) / 512
+                Self.apply(
+                    epoch.writes[torn], to: &image,
+                    sectors: Set((0..<sectors).filter { _ in Bool.random(using: &random) }))
+                states.append(image)
+            }
+            for image in states {
+                var hasher = Hasher()
+                image.withUnsafeBytes { hasher.combine(bytes: $0) }
+                guard seen.insert(hasher.finalize()).inserted else { continue }
+                if FileManager.default.fileExists(atPath: statePath) {
+                    try FileManager.default.removeItem(atPath: statePath)
+                }
+                try FileManager.default.createDirectory(atPath: statePath, withIntermediateDirectories: true)
+                try Data(image).write(to: URL(fileURLWithPath: statePath + "/data.mdb"))
+                // A look first, read-only (and closed before the store opens to write).
+                func look() throws -> (version: Int, underWay: Bool) {
+                    let store = try PersistentStore.openReadOnly(path: statePath)
+                    return (store.schema.version, try store.migrationUnderWay() != nil)
+                }
+                let (version, underWay) = try look()
+                #expect(!migrated || version == 2, "epoch \(index): the migration returned, the store is not migrated")
+                if version == 2 {
+                    outcomes.new += 1
+                } else if underWay {
+                    outcomes.underWay += 1
+                } else {
+                    outcomes.old += 1
+                }
+                let store = try PersistentStore.open(
+                    path: statePath, plan: try PeopleFixture.plan(chunkSize: chunk), options: .init(sync: .noSync))
+                #expect(try PeopleFixture.rows(store) == expected, "epoch \(index)")
+                #expect(try store.checkIntegrity().findings.isEmpty, "epoch \(index)")
+                #expect(try store.migrationLog().map(\.toVersion) == [2], "epoch \(index)")
+            }
+            for write in epoch.writes { Self.apply(write, to: &synced) }
+        }
+        print("migration crash states: \(seen.count) distinct over \(epochs.count) epochs: \(outcomes)")
+        #expect(outcomes.old > 0 && outcomes.underWay > 0 && outcomes.new > 0, "\(outcomes)")
+    }
 }
 
 struct RecorderFailure: Error, CustomStringConvertible {
@@ -229,7 +511,7 @@ struct RecorderFailure: Error, CustomStringConvertible {
     @Test(arguments: NoteWorkload.allCases, ["eio", "enospc", "short"])
     func aFaultAtEveryIOCallIsReportedAndLosesNothing(workload: NoteWorkload, mode: String) throws {
         let saves = TestScale.size(10, stress: 40)
-        let dir = try TemporaryDirectory(prefix: "io-faults-\(workload)-\(mode)")
+        let dir = try TemporaryDirectory(prefix: "io-faults-\(workload)-\(mode)", inMemory: true)
         defer { dir.remove() }
         let library = try CrashStateTests.buildRecorder(into: dir.path)
         let initial = dir.path("initial.store")

@@ -375,7 +375,7 @@ do {
 
     case "migrate-people":
         // migrate-people PATH CHUNK: opens a people store with PeopleFixture's plan in chunks of CHUNK objects,
-        // printing "progress N" for each report (N objects rewritten), then "migrated".
+        // printing "progress N" for each report (N objects rewritten), then "ack 1" and "migrated".
         guard arguments.count == 3, let chunk = Int(arguments[2]) else { fail("usage: migrate-people PATH CHUNK") }
         print("opening")
         fflush(nil)
@@ -384,6 +384,11 @@ do {
             fflush(nil)
         }
         _ = try PersistentStore.open(path: arguments[1], plan: plan)
+        // The acknowledgement the crash-consistency test records, by write(2) itself (stdio bypasses its shim).
+        let ack = Array("ack 1\n".utf8)
+        guard ack.withUnsafeBytes({ write(1, $0.baseAddress, $0.count) }) == ack.count else {
+            fail("could not write the acknowledgement")
+        }
         print("migrated")
 
     case "open-mismatched":

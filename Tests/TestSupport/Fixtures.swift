@@ -296,14 +296,14 @@ public enum NoteWorkload: String, CaseIterable, Sendable {
     /// Batch operations in turn: step i inserts eight notes (i % 3 == 1), updates the eight of the step before
     /// (i % 3 == 2), or deletes the first four of the step two before (i % 3 == 0).
     case batches
-    /// Saves of notes with 24 KiB texts on a store opened with a 256 KiB map: the map grows in the middle of saves.
+    /// Saves of notes with 6 KiB texts on a store opened with a 64 KiB map: the map grows in the middle of saves.
     case growth
     /// A save, then the history pruned up to it: step i is both.
     case pruning
 
     /// The options the workload opens its store with.
     public var options: PersistentStore.Options {
-        self == .growth ? PersistentStore.Options(mapSize: 256 << 10) : PersistentStore.Options()
+        self == .growth ? PersistentStore.Options(mapSize: 64 << 10) : PersistentStore.Options()
     }
 
     /// Makes step `i`. `context` is the one the workload saves through (a failed save keeps its changes: the caller
@@ -361,7 +361,7 @@ public enum NoteWorkload: String, CaseIterable, Sendable {
         }
     }
 
-    static func growthText(_ i: Int) -> String { "note \(i) " + String(repeating: "g", count: 24 << 10) }
+    static func growthText(_ i: Int) -> String { "note \(i) " + String(repeating: "g", count: 6 << 10) }
 }
 
 /// Notes saved one by one: the crash-consistency workloads' store. Save i inserts note i and rewrites the text of

@@ -12,8 +12,12 @@ public struct TemporaryDirectory: Sendable {
     public let path: String
 
     /// Creates a new, empty directory whose name starts with `prefix`.
-    public init(prefix: String = "entitystore-test") throws {
-        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+    ///
+    /// With `inMemory`, the directory is on `/dev/shm` (a tmpfs, where a sync costs nothing) when there is one: for
+    /// tests that make thousands of stores and whose subject is not the disk (the I/O calls themselves, say).
+    public init(prefix: String = "entitystore-test", inMemory: Bool = false) throws {
+        var base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+        if inMemory && access("/dev/shm", W_OK) == 0 { base = "/dev/shm" }
         var template = Array("\(base)/\(prefix)-XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         guard made != nil else {
