@@ -11,93 +11,6 @@ import Testing
 /// hold every save acknowledged before the barrier that ends the epoch, hold exactly the effects of saves 1...m for
 /// some m (each save all or nothing), and pass the integrity check.
 @Suite struct CrashStateTests {
-    /// One recorded event.
-    enum Event {
-        case write(file: Int, offset: Int, bytes: [UInt8])
-        case sync(file: Int)
-        case ack(Int)
-        case truncate(file: Int, size: Int)
-        /// A new name for an existing file (`link`), or a name removed (`unlink`).
-        case link(from: String, to: String)
-        case unlink(String)
-    }
-
-    /// Builds the recorder from its C source with the system's compiler.
-    static func buildRecorder(into directory: String) throws -> String {
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("IORecorder/iorecorder.c").path
-        let library = directory + "/libiorecorder.so"
-        // The system's compiler, or the Swift toolchain's clang (on the PATH wherever `swift` is).
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin"
-        for name in ["cc", "gcc", "clang"] {
-            for directory in path.split(separator: ":") {
-                let compiler = "\(directory)/\(name)"
-                guard FileManager.default.isExecutableFile(atPath: compiler) else { continue }
-                let built = try ChildProcess.run(compiler, ["-shared", "-fPIC", "-O2", "-o", library, source, "-ldl"])
-                #expect(built.status == 0, "\(compiler): \(built.stderr)")
-                return library
-            }
-        }
-        throw RecorderFailure("no C compiler (cc, gcc or clang) on the PATH to build the I/O recorder")
-    }
-
-    /// Reads the recorder's log: the events and the recorded files' paths by index.
-    static func readLog(_ path: String) throws -> (events: [Event], files: [String]) {
-        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        var events: [Event] = []
-        var files: [String] = []
-        var at = 0
-        func integer(_ offset: Int, _ size: Int) -> Int {
-            var value = 0
-            for i in (0..<size).reversed() { value = value << 8 | Int(bytes[at + offset + i]) }
-            return value
-        }
-        while at + 21 <= bytes.count {
-            let kind = bytes[at]
-            let (file, offset, length) = (integer(1, 4), integer(5, 8), integer(13, 8))
-            at += 21
-            switch kind {
-            case 1:
-                events.append(.write(file: file, offset: offset, bytes: Array(bytes[at..<(at + length)])))
-                at += length
-            case 2: events.append(.sync(file: file))
-            case 3: events.append(.ack(offset))
-            case 4: events.append(.truncate(file: file, size: offset))
-            case 5:
-                files.append(String(decoding: bytes[at..<(at + length)], as: UTF8.self))
-                at += length
-            case 6:
-                let paths = bytes[at..<(at + length)].split(separator: 0, omittingEmptySubsequences: false)
-                guard paths.count == 2 else { throw RecorderFailure("a link record without two paths at \(at)") }
-                events.append(
-                    .link(
-                        from: String(decoding: paths[0], as: UTF8.self), to: String(decoding: paths[1], as: UTF8.self)))
-                at += length
-            case 7:
-                events.append(.unlink(String(decoding: bytes[at..<(at + length)], as: UTF8.self)))
-                at += length
-            default: throw RecorderFailure("the I/O log has a record of kind \(kind) at byte \(at - 21)")
-            }
-        }
-        #expect(at == bytes.count, "the I/O log ends inside a record")
-        return (events, files)
-    }
-
-    /// Applies `write` (or the sectors of it that `sectors` keeps) to `image`.
-    static func apply(_ write: (offset: Int, bytes: [UInt8]), to image: inout [UInt8], sectors: Set<Int>? = nil) {
-        let end = write.offset + write.bytes.count
-        if image.count < end { image += [UInt8](repeating: 0, count: end - image.count) }
-        guard let sectors else {
-            image.replaceSubrange(write.offset..<end, with: write.bytes)
-            return
-        }
-        for (index, start) in stride(from: 0, to: write.bytes.count, by: 512).enumerated() where sectors.contains(index)
-        {
-            let stop = min(start + 512, write.bytes.count)
-            image.replaceSubrange((write.offset + start)..<(write.offset + stop), with: write.bytes[start..<stop])
-        }
-    }
-
     @Test(arguments: NoteWorkload.allCases)
     func everyPowerLossStateOpensWithEveryAcknowledgedStepWhole(workload: NoteWorkload) throws {
         let saves = workload == .growth ? TestScale.size(16, stress: 40) : TestScale.size(24, stress: 120)
@@ -105,7 +18,7 @@ import Testing
         let tornSamples = TestScale.size(10, stress: 160)
         let dir = try TemporaryDirectory(prefix: "crash-states-\(workload)", inMemory: true)
         defer { dir.remove() }
-        let library = try Self.buildRecorder(into: dir.path)
+        let library = try IORecording.buildRecorder(into: dir.path)
         let path = dir.path("recorded.store")
         var initial: [UInt8] = []
         if workload != .creation {
@@ -121,7 +34,7 @@ import Testing
         let run = try ChildProcess.helper(
             ["note-saver", path, "\(saves)", workload.rawValue], environment: environment)
         #expect(run.status == 0, "\(run.stderr)")
-        let (events, files) = try Self.readLog(dir.path("io.log"))
+        let (events, files) = try IORecording.readLog(dir.path("io.log"))
         #expect(files == [path + "/data.mdb"], "the workload wrote only the data file: \(files)")
         if workload == .growth {
             // The map grew in the middle of the saves: the file outgrew the map the store opened with.
@@ -169,7 +82,7 @@ import Testing
                     + [Array(0..<count)]
             for subset in subsets {
                 var image = synced
-                for write in subset.shuffled(using: &random) { Self.apply(epoch.writes[write], to: &image) }
+                for write in subset.shuffled(using: &random) { IORecording.apply(epoch.writes[write], to: &image) }
                 states.append(image)
             }
             // Torn writes: a random write of the epoch keeps a random part of its sectors, the others all or nothing
@@ -186,11 +99,11 @@ import Testing
                 do {
                     var image = synced
                     for other in epoch.writes.indices where other != write && Bool.random(using: &random) {
-                        Self.apply(epoch.writes[other], to: &image)
+                        IORecording.apply(epoch.writes[other], to: &image)
                     }
                     let sectorCount = (epoch.writes[write].bytes.count + 511) / 512
                     let kept = Set((0..<sectorCount).filter { _ in Bool.random(using: &random) })
-                    Self.apply(epoch.writes[write], to: &image, sectors: kept)
+                    IORecording.apply(epoch.writes[write], to: &image, sectors: kept)
                     states.append(image)
                 }
             }
@@ -226,7 +139,7 @@ import Testing
                 #expect(m >= mustHold, "epoch \(index): not the state after steps 1...m for any m ≥ \(mustHold)")
                 #expect(try store.checkIntegrity().findings.isEmpty, "epoch \(index)")
             }
-            for write in epoch.writes { Self.apply(write, to: &synced) }
+            for write in epoch.writes { IORecording.apply(write, to: &synced) }
         }
         print(
             "crash states (\(workload)): \(explored) distinct states explored (\(duplicates) built twice) over"
@@ -241,13 +154,13 @@ import Testing
         var attempts = 0
         var impossible = initial
         for (index, epoch) in epochs.enumerated() where index > 1 && index % 2 == 0 {
-            defer { for write in epochs[index - 1].writes + epoch.writes { Self.apply(write, to: &impossible) } }
+            defer { for write in epochs[index - 1].writes + epoch.writes { IORecording.apply(write, to: &impossible) } }
             // About 24 of them, spread over the workload (each is a process).
             guard index % max(2, epochs.count / 24 / 2 * 2) == 0 else { continue }
             attempts += 1
             // Everything up to two epochs back, then this epoch's writes without the previous epoch's.
             var image = impossible
-            for write in epoch.writes { Self.apply(write, to: &image) }
+            for write in epoch.writes { IORecording.apply(write, to: &image) }
             try? FileManager.default.removeItem(atPath: statePath)
             try FileManager.default.createDirectory(atPath: statePath, withIntermediateDirectories: true)
             try Data(image).write(to: URL(fileURLWithPath: statePath + "/data.mdb"))
@@ -267,7 +180,7 @@ import Testing
         let saves = TestScale.size(24, stress: 120)
         let dir = try TemporaryDirectory(prefix: "crash-states-backup", inMemory: true)
         defer { dir.remove() }
-        let library = try Self.buildRecorder(into: dir.path)
+        let library = try IORecording.buildRecorder(into: dir.path)
         let source = dir.path("source.store")
         do {
             let context = ObjectContext(store: try PersistentStore.open(path: source, schema: try NoteFixture.schema()))
@@ -282,13 +195,13 @@ import Testing
         let run = try ChildProcess.run(
             ChildProcess.executable("store-inspect"), ["backup", source, backup], environment: environment)
         #expect(run.status == 0, "\(run.stderr)")
-        let (events, files) = try Self.readLog(dir.path("io.log"))
+        let (events, files) = try IORecording.readLog(dir.path("io.log"))
         #expect(files.contains(backup + "/data.mdb.partial"), "\(files)")
 
         // Epochs: data writes and name operations between two syncs.
         struct Epoch {
             var writes: [(file: Int, offset: Int, bytes: [UInt8])] = []
-            var names: [Event] = []
+            var names: [IORecording.Event] = []
         }
         var epochs = [Epoch()]
         var opened: Set<Int> = []
@@ -310,7 +223,7 @@ import Testing
             var contents: [Int: [UInt8]] = [:]
             var names: [String: Int] = [:]
         }
-        func name(_ operation: Event, in state: inout State) {
+        func name(_ operation: IORecording.Event, in state: inout State) {
             switch operation {
             case .sync(let file): state.names[files[file]] = file
             case .link(let from, let to): state.names[to] = state.names[from]
@@ -320,7 +233,7 @@ import Testing
         }
         func write(_ write: (file: Int, offset: Int, bytes: [UInt8]), in state: inout State, sectors: Set<Int>? = nil) {
             var image = state.contents[write.file] ?? []
-            Self.apply((write.offset, write.bytes), to: &image, sectors: sectors)
+            IORecording.apply((write.offset, write.bytes), to: &image, sectors: sectors)
             state.contents[write.file] = image
         }
         // Checks a state: no backup, or a whole one. Returns whether the backup was there.
@@ -402,7 +315,7 @@ import Testing
         let chunk = people / 8
         let dir = try TemporaryDirectory(prefix: "crash-states-migration", inMemory: true)
         defer { dir.remove() }
-        let library = try Self.buildRecorder(into: dir.path)
+        let library = try IORecording.buildRecorder(into: dir.path)
         let original = dir.path("original.store")
         try PeopleFixture.make(at: original, count: people)
         let whole = dir.path("whole.store")
@@ -418,7 +331,7 @@ import Testing
         environment["IOREC_LOG"] = dir.path("io.log")
         let run = try ChildProcess.helper(["migrate-people", path, "\(chunk)"], environment: environment)
         #expect(run.status == 0 && run.stdout.hasSuffix("migrated\n"), "\(run.stderr)")
-        let (events, files) = try Self.readLog(dir.path("io.log"))
+        let (events, files) = try IORecording.readLog(dir.path("io.log"))
         #expect(files == [path + "/data.mdb"], "\(files)")
         var epochs: [(writes: [(offset: Int, bytes: [UInt8])], acked: Int)] = [([], 0)]
         var acked = 0
@@ -447,7 +360,7 @@ import Testing
                     + [Array(0..<count)]
             for subset in subsets {
                 var image = synced
-                for write in subset.shuffled(using: &random) { Self.apply(epoch.writes[write], to: &image) }
+                for write in subset.shuffled(using: &random) { IORecording.apply(epoch.writes[write], to: &image) }
                 states.append(image)
             }
             let tearable = epoch.writes.indices.filter { epoch.writes[$0].bytes.count > 512 }
@@ -455,10 +368,10 @@ import Testing
                 let torn = tearable.randomElement(using: &random)!
                 var image = synced
                 for other in epoch.writes.indices where other != torn && Bool.random(using: &random) {
-                    Self.apply(epoch.writes[other], to: &image)
+                    IORecording.apply(epoch.writes[other], to: &image)
                 }
                 let sectors = (epoch.writes[torn].bytes.count + 511) / 512
-                Self.apply(
+                IORecording.apply(
                     epoch.writes[torn], to: &image,
                     sectors: Set((0..<sectors).filter { _ in Bool.random(using: &random) }))
                 states.append(image)
@@ -492,16 +405,11 @@ import Testing
                 #expect(try store.checkIntegrity().findings.isEmpty, "epoch \(index)")
                 #expect(try store.migrationLog().map(\.toVersion) == [2], "epoch \(index)")
             }
-            for write in epoch.writes { Self.apply(write, to: &synced) }
+            for write in epoch.writes { IORecording.apply(write, to: &synced) }
         }
         print("migration crash states: \(seen.count) distinct over \(epochs.count) epochs: \(outcomes)")
         #expect(outcomes.old > 0 && outcomes.underWay > 0 && outcomes.new > 0, "\(outcomes)")
     }
-}
-
-struct RecorderFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// I/O faults at every call, as SQLite's I/O-error tests fail each I/O in turn: the recorder's fault mode makes the
@@ -513,7 +421,7 @@ struct RecorderFailure: Error, CustomStringConvertible {
         let saves = TestScale.size(10, stress: 40)
         let dir = try TemporaryDirectory(prefix: "io-faults-\(workload)-\(mode)", inMemory: true)
         defer { dir.remove() }
-        let library = try CrashStateTests.buildRecorder(into: dir.path)
+        let library = try IORecording.buildRecorder(into: dir.path)
         let initial = dir.path("initial.store")
         if workload == .creation {
             try FileManager.default.createDirectory(atPath: initial, withIntermediateDirectories: true)

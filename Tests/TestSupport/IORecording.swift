@@ -1,0 +1,99 @@
+import Foundation
+
+/// The crash-consistency tests' I/O recorder (`Tests/IORecorder/iorecorder.c`, an `LD_PRELOAD` shim): building it,
+/// reading its log, and applying a recorded write to a file's image.
+public enum IORecording {
+    /// One recorded event.
+    public enum Event: Sendable {
+        case write(file: Int, offset: Int, bytes: [UInt8])
+        case sync(file: Int)
+        case ack(Int)
+        case truncate(file: Int, size: Int)
+        /// A new name for an existing file (`link`), or a name removed (`unlink`).
+        case link(from: String, to: String)
+        case unlink(String)
+    }
+
+    /// Builds the recorder from its C source with the system's compiler.
+    public static func buildRecorder(into directory: String) throws -> String {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("IORecorder/iorecorder.c").path
+        let library = directory + "/libiorecorder.so"
+        // The system's compiler, or the Swift toolchain's clang (on the PATH wherever `swift` is).
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin"
+        for name in ["cc", "gcc", "clang"] {
+            for directory in path.split(separator: ":") {
+                let compiler = "\(directory)/\(name)"
+                guard FileManager.default.isExecutableFile(atPath: compiler) else { continue }
+                let built = try ChildProcess.run(compiler, ["-shared", "-fPIC", "-O2", "-o", library, source, "-ldl"])
+                guard built.status == 0 else { throw RecorderFailure("\(compiler) failed: \(built.stderr)") }
+                return library
+            }
+        }
+        throw RecorderFailure("no C compiler (cc, gcc or clang) on the PATH to build the I/O recorder")
+    }
+
+    /// Reads the recorder's log: the events and the recorded files' paths by index.
+    public static func readLog(_ path: String) throws -> (events: [Event], files: [String]) {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        var events: [Event] = []
+        var files: [String] = []
+        var at = 0
+        func integer(_ offset: Int, _ size: Int) -> Int {
+            var value = 0
+            for i in (0..<size).reversed() { value = value << 8 | Int(bytes[at + offset + i]) }
+            return value
+        }
+        while at + 21 <= bytes.count {
+            let kind = bytes[at]
+            let (file, offset, length) = (integer(1, 4), integer(5, 8), integer(13, 8))
+            at += 21
+            switch kind {
+            case 1:
+                events.append(.write(file: file, offset: offset, bytes: Array(bytes[at..<(at + length)])))
+                at += length
+            case 2: events.append(.sync(file: file))
+            case 3: events.append(.ack(offset))
+            case 4: events.append(.truncate(file: file, size: offset))
+            case 5:
+                files.append(String(decoding: bytes[at..<(at + length)], as: UTF8.self))
+                at += length
+            case 6:
+                let paths = bytes[at..<(at + length)].split(separator: 0, omittingEmptySubsequences: false)
+                guard paths.count == 2 else { throw RecorderFailure("a link record without two paths at \(at)") }
+                events.append(
+                    .link(
+                        from: String(decoding: paths[0], as: UTF8.self), to: String(decoding: paths[1], as: UTF8.self)))
+                at += length
+            case 7:
+                events.append(.unlink(String(decoding: bytes[at..<(at + length)], as: UTF8.self)))
+                at += length
+            default: throw RecorderFailure("the I/O log has a record of kind \(kind) at byte \(at - 21)")
+            }
+        }
+        guard at == bytes.count else { throw RecorderFailure("the I/O log ends inside a record") }
+        return (events, files)
+    }
+
+    /// Applies `write` (or the sectors of it that `sectors` keeps) to `image`.
+    public static func apply(_ write: (offset: Int, bytes: [UInt8]), to image: inout [UInt8], sectors: Set<Int>? = nil)
+    {
+        let end = write.offset + write.bytes.count
+        if image.count < end { image += [UInt8](repeating: 0, count: end - image.count) }
+        guard let sectors else {
+            image.replaceSubrange(write.offset..<end, with: write.bytes)
+            return
+        }
+        for (index, start) in stride(from: 0, to: write.bytes.count, by: 512).enumerated() where sectors.contains(index)
+        {
+            let stop = min(start + 512, write.bytes.count)
+            image.replaceSubrange((write.offset + start)..<(write.offset + stop), with: write.bytes[start..<stop])
+        }
+    }
+}
+
+/// The recorder could not be built, or its log does not read.
+public struct RecorderFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
