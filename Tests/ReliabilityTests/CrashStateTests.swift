@@ -72,46 +72,10 @@ import Testing
             // it: its own last barrier came before this epoch began. (An epoch records the acknowledgements before
             // the barrier that opens it.)
             let mustHold = index + 1 < epochs.count ? epochs[index + 1].acked : acked
-            var states: [[UInt8]] = []
-            let count = epoch.writes.count
-            // Subsets of the epoch's writes (all of them for a few writes), in a random order each.
-            let subsets: [[Int]] =
-                count <= 4
-                ? (0..<(1 << count)).map { mask in (0..<count).filter { mask & (1 << $0) != 0 } }
-                : (0..<samplesPerEpoch).map { _ in (0..<count).filter { _ in Bool.random(using: &random) } }
-                    + [Array(0..<count)]
-            for subset in subsets {
-                var image = synced
-                for write in subset.shuffled(using: &random) { IORecording.apply(epoch.writes[write], to: &image) }
-                states.append(image)
-            }
-            // Torn writes: a random write of the epoch keeps a random part of its sectors, the others all or nothing
-            // (every write once, then random ones, up to `tornSamples` a large epoch).
-            let tearable = epoch.writes.indices.filter { epoch.writes[$0].bytes.count > 512 }
-            let torn =
-                tearable.isEmpty
-                ? []
-                : tearable
-                    + (tearable.count..<max(tearable.count, tornSamples)).map { _ in
-                        tearable.randomElement(using: &random)!
-                    }
-            for write in torn {
-                do {
-                    var image = synced
-                    for other in epoch.writes.indices where other != write && Bool.random(using: &random) {
-                        IORecording.apply(epoch.writes[other], to: &image)
-                    }
-                    let sectorCount = (epoch.writes[write].bytes.count + 511) / 512
-                    let kept = Set((0..<sectorCount).filter { _ in Bool.random(using: &random) })
-                    IORecording.apply(epoch.writes[write], to: &image, sectors: kept)
-                    states.append(image)
-                }
-            }
+            let states = IORecording.crashImages(
+                of: epoch.writes, over: synced, subsets: samplesPerEpoch, torn: tornSamples, using: &random)
             for image in states {
-                // A state met before (writes that do not overlap, in another order, say) is not opened again.
-                var hasher = Hasher()
-                image.withUnsafeBytes { hasher.combine(bytes: $0) }
-                guard seen.insert(hasher.finalize()).inserted else {
+                guard IORecording.isNew(image, seen: &seen) else {
                     duplicates += 1
                     continue
                 }
@@ -351,35 +315,9 @@ import Testing
         let statePath = dir.path("state.store")
         for (index, epoch) in epochs.enumerated() {
             let migrated = (index + 1 < epochs.count ? epochs[index + 1].acked : acked) == 1
-            let count = epoch.writes.count
-            var states: [[UInt8]] = []
-            let subsets: [[Int]] =
-                count <= 4
-                ? (0..<(1 << count)).map { mask in (0..<count).filter { mask & (1 << $0) != 0 } }
-                : (0..<samplesPerEpoch).map { _ in (0..<count).filter { _ in Bool.random(using: &random) } }
-                    + [Array(0..<count)]
-            for subset in subsets {
-                var image = synced
-                for write in subset.shuffled(using: &random) { IORecording.apply(epoch.writes[write], to: &image) }
-                states.append(image)
-            }
-            let tearable = epoch.writes.indices.filter { epoch.writes[$0].bytes.count > 512 }
-            for _ in 0..<(tearable.isEmpty ? 0 : tornSamples) {
-                let torn = tearable.randomElement(using: &random)!
-                var image = synced
-                for other in epoch.writes.indices where other != torn && Bool.random(using: &random) {
-                    IORecording.apply(epoch.writes[other], to: &image)
-                }
-                let sectors = (epoch.writes[torn].bytes.count + 511) / 512
-                IORecording.apply(
-                    epoch.writes[torn], to: &image,
-                    sectors: Set((0..<sectors).filter { _ in Bool.random(using: &random) }))
-                states.append(image)
-            }
-            for image in states {
-                var hasher = Hasher()
-                image.withUnsafeBytes { hasher.combine(bytes: $0) }
-                guard seen.insert(hasher.finalize()).inserted else { continue }
+            let states = IORecording.crashImages(
+                of: epoch.writes, over: synced, subsets: samplesPerEpoch, torn: tornSamples, using: &random)
+            for image in states where IORecording.isNew(image, seen: &seen) {
                 if FileManager.default.fileExists(atPath: statePath) {
                     try FileManager.default.removeItem(atPath: statePath)
                 }
@@ -418,7 +356,7 @@ import Testing
 @Suite struct IOFaultTests {
     @Test(arguments: NoteWorkload.allCases, ["eio", "enospc", "short"])
     func aFaultAtEveryIOCallIsReportedAndLosesNothing(workload: NoteWorkload, mode: String) throws {
-        let saves = TestScale.size(10, stress: 40)
+        let saves = TestScale.size(6, stress: 40)
         let dir = try TemporaryDirectory(prefix: "io-faults-\(workload)-\(mode)", inMemory: true)
         defer { dir.remove() }
         let library = try IORecording.buildRecorder(into: dir.path)

@@ -78,34 +78,9 @@ import Testing
         var seen: Set<Int> = []
         var repushed = 0
         for (index, writes) in epochs.enumerated() {
-            var states: [[UInt8]] = []
-            let count = writes.count
-            let subsets: [[Int]] =
-                count <= 3
-                ? (0..<(1 << count)).map { mask in (0..<count).filter { mask & (1 << $0) != 0 } }
-                : (0..<samplesPerEpoch).map { _ in (0..<count).filter { _ in Bool.random(using: &random) } }
-                    + [Array(0..<count)]
-            for subset in subsets {
-                var image = synced
-                for write in subset.shuffled(using: &random) { IORecording.apply(writes[write], to: &image) }
-                states.append(image)
-            }
-            let tearable = writes.indices.filter { writes[$0].bytes.count > 512 }
-            for _ in 0..<(tearable.isEmpty ? 0 : tornSamples) {
-                let torn = tearable.randomElement(using: &random)!
-                var image = synced
-                for other in writes.indices where other != torn && Bool.random(using: &random) {
-                    IORecording.apply(writes[other], to: &image)
-                }
-                let sectors = (writes[torn].bytes.count + 511) / 512
-                IORecording.apply(
-                    writes[torn], to: &image, sectors: Set((0..<sectors).filter { _ in Bool.random(using: &random) }))
-                states.append(image)
-            }
-            for image in states {
-                var hasher = Hasher()
-                image.withUnsafeBytes { hasher.combine(bytes: $0) }
-                guard seen.insert(hasher.finalize()).inserted else { continue }
+            let states = IORecording.crashImages(
+                of: writes, over: synced, subsets: samplesPerEpoch, torn: tornSamples, using: &random)
+            for image in states where IORecording.isNew(image, seen: &seen) {
                 // Written over the recorded store's own data file: a power loss leaves the same file, and the sync
                 // state knows its file (a store in another file is a copy, which syncs as a replica of its own).
                 try Self.overwrite(path + "/data.mdb", with: image)

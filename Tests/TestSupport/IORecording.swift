@@ -90,6 +90,50 @@ public enum IORecording {
             image.replaceSubrange((write.offset + start)..<(write.offset + stop), with: write.bytes[start..<stop])
         }
     }
+
+    /// The images a power loss may leave of one epoch's `writes` (those between two barriers) over `synced` (the
+    /// file as everything before the epoch left it): the writes in every subset (for up to four writes; else
+    /// `subsets` random ones and all of them), each subset in a random order; and torn states, where one write
+    /// keeps a random part of its 512-byte sectors and the others are all there or not (every write of more than a
+    /// sector once, then random ones, up to `torn`).
+    public static func crashImages(
+        of writes: [(offset: Int, bytes: [UInt8])], over synced: [UInt8], subsets: Int, torn: Int,
+        using random: inout some RandomNumberGenerator
+    ) -> [[UInt8]] {
+        var images: [[UInt8]] = []
+        let count = writes.count
+        let chosen: [[Int]] =
+            count <= 4
+            ? (0..<(1 << count)).map { mask in (0..<count).filter { mask & (1 << $0) != 0 } }
+            : (0..<subsets).map { _ in (0..<count).filter { _ in Bool.random(using: &random) } } + [Array(0..<count)]
+        for subset in chosen {
+            var image = synced
+            for write in subset.shuffled(using: &random) { apply(writes[write], to: &image) }
+            images.append(image)
+        }
+        let tearable = writes.indices.filter { writes[$0].bytes.count > 512 }
+        guard !tearable.isEmpty else { return images }
+        let tornWrites =
+            tearable + (tearable.count..<max(tearable.count, torn)).map { _ in tearable.randomElement(using: &random)! }
+        for write in tornWrites {
+            var image = synced
+            for other in writes.indices where other != write && Bool.random(using: &random) {
+                apply(writes[other], to: &image)
+            }
+            let sectors = (writes[write].bytes.count + 511) / 512
+            apply(writes[write], to: &image, sectors: Set((0..<sectors).filter { _ in Bool.random(using: &random) }))
+            images.append(image)
+        }
+        return images
+    }
+
+    /// Whether `image` is one not met before (its hash not in `seen`, which it joins): a state built twice (writes
+    /// that do not overlap, in another order, say) is checked once.
+    public static func isNew(_ image: [UInt8], seen: inout Set<Int>) -> Bool {
+        var hasher = Hasher()
+        image.withUnsafeBytes { hasher.combine(bytes: $0) }
+        return seen.insert(hasher.finalize()).inserted
+    }
 }
 
 /// The recorder could not be built, or its log does not read.
