@@ -300,6 +300,9 @@ public enum NoteWorkload: String, CaseIterable, Sendable {
     case growth
     /// A save, then the history pruned up to it: step i is both.
     case pruning
+    /// Saves that link and delete: step i inserts note i linked to note i-1 (`previous`, its inverse `next`) and
+    /// deletes note i-3 (which unlinks note i-2).
+    case links
 
     /// The options the workload opens its store with.
     public var options: PersistentStore.Options {
@@ -316,6 +319,18 @@ public enum NoteWorkload: String, CaseIterable, Sendable {
             let note = try context.insert("Note")
             try note.setValue(.int(i), forKey: "n")
             try note.setValue(.string(Self.growthText(i)), forKey: "text")
+            try context.save()
+        case .links:
+            let note = try context.insert("Note")
+            try note.setValue(.int(i), forKey: "n")
+            try note.setValue(.string("link \(i)"), forKey: "text")
+            for earlier in try context.fetch(
+                FetchRequest(
+                    entity: "Note", predicate: try FetchPredicate("n == %@ OR n == %@", Int64(i - 1), Int64(i - 3))))
+            {
+                guard case .int(let n) = try earlier.value(forKey: "n") else { continue }
+                if n == i - 1 { try note.setObject(earlier, forKey: "previous") } else { try context.delete(earlier) }
+            }
             try context.save()
         case .batches:
             let base = Int64(1_000 + 8 * i)
@@ -347,6 +362,14 @@ public enum NoteWorkload: String, CaseIterable, Sendable {
             return NoteFixture.expected(after: m)
         case .growth:
             return Dictionary(uniqueKeysWithValues: (0..<max(m, 0)).map { ($0 + 1, Self.growthText($0 + 1)) })
+        case .links:
+            // Notes m-2...m are left (each step deletes the note three before it); each links to the one before
+            // it while that one is left.
+            var texts: [Int: String] = [:]
+            for i in stride(from: max(1, m - 2), through: m, by: 1) {
+                texts[i] = "link \(i)" + (i - 1 >= max(1, m - 2) ? " ← \(i - 1)" : "")
+            }
+            return texts
         case .batches:
             var texts: [Int: String] = [:]
             for i in stride(from: 1, through: m, by: 1) {
@@ -372,6 +395,8 @@ public enum NoteFixture {
             Entity("Note") {
                 Attribute("n", .int64, unique: true)
                 Attribute("text", .string, indexed: true)
+                Relationship("previous", to: "Note", inverse: "next")
+                Relationship("next", to: "Note", inverse: "previous")
             }
         }
     }
@@ -403,14 +428,20 @@ public enum NoteFixture {
         return texts
     }
 
-    /// The notes a store holds, by number.
+    /// The notes a store holds, by number: each one's text, and " ← k" when it links to note k (`previous`, whose
+    /// inverse `next` must say the same).
     public static func notes(_ store: PersistentStore) throws -> [Int: String] {
         var texts: [Int: String] = [:]
-        for note in try ObjectContext(store: store).fetch(FetchRequest(entity: "Note")) {
+        let context = ObjectContext(store: store)  // kept while its objects' relationships are read
+        for note in try context.fetch(FetchRequest(entity: "Note")) {
             guard case .int(let n) = try note.value(forKey: "n"),
                 case .string(let text) = try note.value(forKey: "text")
             else { continue }
             texts[Int(n)] = text
+            if let previous = try note.object(forKey: "previous"), case .int(let k) = try previous.value(forKey: "n") {
+                let inverse = try previous.object(forKey: "next")
+                texts[Int(n)]! += inverse?.objectID == note.objectID ? " ← \(k)" : " ← \(k) (its next is not this note)"
+            }
         }
         return texts
     }
