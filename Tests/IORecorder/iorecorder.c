@@ -364,21 +364,18 @@ ssize_t pwritev64(int fd, const struct iovec *iov, int count, off_t offset) {
     return recorded(fd, iov, count, offset, real_pwritev64(fd, iov, count, offset));
 }
 
-int fsync(int fd) {
-    int f = fault(fd, "fsync");
+// A sync (fsync or fdatasync): failed under a fault (a short one as EIO), else made and recorded.
+static int sync_call(int fd, const char *name, int (*real)(int)) {
+    int f = fault(fd, name);
     if (f != FAULT_NONE) return failed(f == FAULT_SHORT ? FAULT_EIO : f);
-    int result = real_fsync(fd);
+    int result = real(fd);
     if (result == 0 && watched(fd)) synced(fd);
     return result;
 }
 
-int fdatasync(int fd) {
-    int f = fault(fd, "fdatasync");
-    if (f != FAULT_NONE) return failed(f == FAULT_SHORT ? FAULT_EIO : f);
-    int result = real_fdatasync(fd);
-    if (result == 0 && watched(fd)) synced(fd);
-    return result;
-}
+int fsync(int fd) { return sync_call(fd, "fsync", real_fsync); }
+
+int fdatasync(int fd) { return sync_call(fd, "fdatasync", real_fdatasync); }
 
 static void truncated(int fd, off_t size) {
     pthread_mutex_lock(&lock);
@@ -386,18 +383,15 @@ static void truncated(int fd, off_t size) {
     pthread_mutex_unlock(&lock);
 }
 
-int ftruncate(int fd, off_t size) {
-    int f = fault(fd, "ftruncate");
+// A truncation: failed under a fault (a short one as EIO), else made and recorded.
+static int truncate_call(int fd, off_t size, const char *name, int (*real)(int, off_t)) {
+    int f = fault(fd, name);
     if (f != FAULT_NONE) return failed(f == FAULT_SHORT ? FAULT_EIO : f);
-    int result = real_ftruncate(fd, size);
+    int result = real(fd, size);
     if (result == 0 && watched(fd)) truncated(fd, size);
     return result;
 }
 
-int ftruncate64(int fd, off_t size) {
-    int f = fault(fd, "ftruncate64");
-    if (f != FAULT_NONE) return failed(f == FAULT_SHORT ? FAULT_EIO : f);
-    int result = real_ftruncate64(fd, size);
-    if (result == 0 && watched(fd)) truncated(fd, size);
-    return result;
-}
+int ftruncate(int fd, off_t size) { return truncate_call(fd, size, "ftruncate", real_ftruncate); }
+
+int ftruncate64(int fd, off_t size) { return truncate_call(fd, size, "ftruncate64", real_ftruncate64); }

@@ -27,10 +27,7 @@ import Testing
         } else {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         }
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = library
-        environment["IOREC_DIR"] = path
-        environment["IOREC_LOG"] = dir.path("io.log")
+        let environment = IORecording.environment(library: library, watching: path, log: dir.path("io.log"))
         let run = try ChildProcess.helper(
             ["note-saver", path, "\(saves)", workload.rawValue], environment: environment)
         #expect(run.status == 0, "\(run.stderr)")
@@ -80,11 +77,7 @@ import Testing
                     continue
                 }
                 explored += 1
-                if FileManager.default.fileExists(atPath: statePath) {
-                    try FileManager.default.removeItem(atPath: statePath)
-                }
-                try FileManager.default.createDirectory(atPath: statePath, withIntermediateDirectories: true)
-                try Data(image).write(to: URL(fileURLWithPath: statePath + "/data.mdb"))
+                try IORecording.writeStore(image, at: statePath)
                 let store: PersistentStore
                 do {
                     store = try PersistentStore.open(
@@ -125,9 +118,7 @@ import Testing
             // Everything up to two epochs back, then this epoch's writes without the previous epoch's.
             var image = impossible
             for write in epoch.writes { IORecording.apply(write, to: &image) }
-            try? FileManager.default.removeItem(atPath: statePath)
-            try FileManager.default.createDirectory(atPath: statePath, withIntermediateDirectories: true)
-            try Data(image).write(to: URL(fileURLWithPath: statePath + "/data.mdb"))
+            try IORecording.writeStore(image, at: statePath)
             let check = try ChildProcess.run(ChildProcess.executable("store-inspect"), ["check", statePath])
             if check.status != 0 { caught += 1 }
         }
@@ -152,10 +143,7 @@ import Testing
         }
         let backup = dir.path("backup")
         try FileManager.default.createDirectory(atPath: backup, withIntermediateDirectories: true)
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = library
-        environment["IOREC_DIR"] = backup
-        environment["IOREC_LOG"] = dir.path("io.log")
+        let environment = IORecording.environment(library: library, watching: backup, log: dir.path("io.log"))
         let run = try ChildProcess.run(
             ChildProcess.executable("store-inspect"), ["backup", source, backup], environment: environment)
         #expect(run.status == 0, "\(run.stderr)")
@@ -289,10 +277,7 @@ import Testing
         let path = dir.path("recorded.store")
         try FileManager.default.copyItem(atPath: original, toPath: path)
         let initial = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = library
-        environment["IOREC_DIR"] = path
-        environment["IOREC_LOG"] = dir.path("io.log")
+        let environment = IORecording.environment(library: library, watching: path, log: dir.path("io.log"))
         let run = try ChildProcess.helper(["migrate-people", path, "\(chunk)"], environment: environment)
         #expect(run.status == 0 && run.stdout.hasSuffix("migrated\n"), "\(run.stderr)")
         let (events, files) = try IORecording.readLog(dir.path("io.log"))
@@ -318,11 +303,7 @@ import Testing
             let states = IORecording.crashImages(
                 of: epoch.writes, over: synced, subsets: samplesPerEpoch, torn: tornSamples, using: &random)
             for image in states where IORecording.isNew(image, seen: &seen) {
-                if FileManager.default.fileExists(atPath: statePath) {
-                    try FileManager.default.removeItem(atPath: statePath)
-                }
-                try FileManager.default.createDirectory(atPath: statePath, withIntermediateDirectories: true)
-                try Data(image).write(to: URL(fileURLWithPath: statePath + "/data.mdb"))
+                try IORecording.writeStore(image, at: statePath)
                 // A look first, read-only (and closed before the store opens to write).
                 func look() throws -> (version: Int, underWay: Bool) {
                     let store = try PersistentStore.openReadOnly(path: statePath)

@@ -37,10 +37,7 @@ import Testing
         let path = dir.path("recorded.store")
         _ = try add("own", to: path)
         let initial = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = library
-        environment["IOREC_DIR"] = path
-        environment["IOREC_LOG"] = dir.path("io.log")
+        let environment = IORecording.environment(library: library, watching: path, log: dir.path("io.log"))
         let run = try ChildProcess.run(
             ChildProcess.executable("es-sync-helper"), ["sync", path, server.connection], environment: environment)
         #expect(run.status == 0 && run.stdout.contains("synced"), "\(run.stderr)")

@@ -127,6 +127,23 @@ public enum IORecording {
         return images
     }
 
+    /// The environment of a process whose I/O on the files of `directory` the recorder at `library` logs to `log`.
+    public static func environment(library: String, watching directory: String, log: String) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = library
+        environment["IOREC_DIR"] = directory
+        environment["IOREC_LOG"] = log
+        return environment
+    }
+
+    /// Makes `path` a store directory whose data file is `image` (and nothing else: a lock file of the state before
+    /// goes too).
+    public static func writeStore(_ image: [UInt8], at path: String) throws {
+        if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try Data(image).write(to: URL(fileURLWithPath: path + "/data.mdb"))
+    }
+
     /// Whether `image` is one not met before (its hash not in `seen`, which it joins): a state built twice (writes
     /// that do not overlap, in another order, say) is checked once.
     public static func isNew(_ image: [UInt8], seen: inout Set<Int>) -> Bool {
