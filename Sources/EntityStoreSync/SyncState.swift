@@ -1,5 +1,6 @@
 import EntityStore
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -225,23 +226,62 @@ extension JSONDecoder {
     }
 }
 
-/// The lock that keeps one sync engine per store across processes: `sync.lock` beside the store, held with
-/// `flock` for the engine's life (the kernel releases it when the process dies, however it dies).
+/// The lock that keeps one sync engine per store: `sync.lock` beside the store, held for the engine's life with a
+/// POSIX record lock (`fcntl(F_SETLK)`) against other processes, and in a table of the files this process locked
+/// against its own other engines. The kernel releases the record lock when the process dies, however it dies.
+///
+/// Not `flock`: a `flock` belongs to the open file, which a child the app forks shares until it calls `exec` (even
+/// with `O_CLOEXEC`), so an engine released while another thread spawns a process left the store locked for a
+/// moment and the next engine was refused as busy. A record lock belongs to the process and is never inherited.
+/// Because closing any descriptor of the file drops a process's record locks, the table is consulted before the
+/// file is opened, and a file is opened only by the one lock of its process.
 final class SyncLock {
     private let descriptor: Int32
+    private let file: FileKey
 
-    init(storeDirectory directory: String) throws {
-        let path = URL(fileURLWithPath: directory).appendingPathComponent("sync.lock").path
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw SyncError(.state, "cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = errno == EWOULDBLOCK ? "another sync engine holds it" : String(cString: strerror(errno))
-            close(descriptor)
-            throw SyncError(.busy, "cannot lock \(path): \(reason)")
+    private struct FileKey: Hashable {
+        let device: UInt64
+        let inode: UInt64
+
+        init(_ status: stat) {
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
         }
     }
 
-    deinit { close(descriptor) }
+    /// The lock files this process holds; guards each open, lock and close of one.
+    private static let held = Mutex<Set<FileKey>>([])
+
+    init(storeDirectory directory: String) throws {
+        let path = URL(fileURLWithPath: directory).appendingPathComponent("sync.lock").path
+        (descriptor, file) = try Self.held.withLock { held in
+            var status = stat()
+            if stat(path, &status) == 0, held.contains(FileKey(status)) {
+                throw SyncError(.busy, "cannot lock \(path): another sync engine of this process holds it")
+            }
+            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                throw SyncError(.state, "cannot open \(path): \(String(cString: strerror(errno)))")
+            }
+            var lock = flock()
+            lock.l_type = Int16(F_WRLCK)
+            lock.l_whence = Int16(SEEK_SET)
+            guard fcntl(descriptor, F_SETLK, &lock) == 0, fstat(descriptor, &status) == 0 else {
+                let reason =
+                    errno == EAGAIN || errno == EACCES
+                    ? "another sync engine holds it" : String(cString: strerror(errno))
+                close(descriptor)
+                throw SyncError(.busy, "cannot lock \(path): \(reason)")
+            }
+            held.insert(FileKey(status))
+            return (descriptor, FileKey(status))
+        }
+    }
+
+    deinit {
+        Self.held.withLock { held in
+            close(descriptor)
+            held.remove(file)
+        }
+    }
 }

@@ -546,6 +546,69 @@ struct SyncTests {
         let offline = try #require(throws: SyncError.self) { try first.syncNow() }
         #expect(offline.code == .serverUnavailable)
     }
+
+    @Test("an engine in another process holds the store's sync until that process ends")
+    func anEngineInAnotherProcessHoldsTheStore() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("held.store")
+        _ = try PersistentStore.open(path: path, schema: Fixtures.syncSchema())
+        let worker = try RunningProcess(
+            ChildProcess.executable("es-sync-helper"), ["work", path, "host=/nonexistent", "1", "1"])
+        try worker.waitForLine("round 0 offline")
+        let store = try PersistentStore.open(path: path, schema: Fixtures.syncSchema())
+        let busy = try #require(throws: SyncError.self) {
+            try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
+        }
+        #expect(busy.code == .busy)
+        #expect(busy.message.contains("another sync engine holds it"), "\(busy)")
+        worker.stop()
+        let ended = worker.finish()
+        #expect(ended.status == 0, "\(ended.stderr)")
+        _ = try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
+    }
+
+    /// A child the app spawns while an engine runs shares the engine's open files until it calls `exec` (and keeps
+    /// any it is handed): the lock must stay the engine's, so the next engine is not refused once it is gone.
+    @Test("a child process that shares the lock file's descriptor does not hold the store's sync")
+    func aChildSharingTheLockFileDoesNotHoldTheStore() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("shared.store")
+        let store = try PersistentStore.open(path: path, schema: Fixtures.syncSchema())
+        var child: pid_t = 0
+        do {
+            let engine = try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
+            let lockFile = try #require(try Self.descriptor(of: path + "/sync.lock"))
+            // The child keeps the descriptor as its fd 3 (as a fork keeps every one until it execs) and sleeps.
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_adddup2(&actions, lockFile, 3)
+            let arguments: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("600"), nil]
+            defer { arguments.forEach { free($0) } }
+            #expect(posix_spawn(&child, "/bin/sleep", &actions, nil, arguments, environ) == 0)
+            withExtendedLifetime(engine) {}
+        }
+        defer {
+            kill(child, SIGKILL)
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+        }
+        #expect(try Self.descriptor(of: path + "/sync.lock") == nil, "the released engine kept its lock file open")
+        _ = try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
+    }
+
+    /// This process's descriptor open on `path`, if any.
+    static func descriptor(of path: String) throws -> Int32? {
+        // A descriptor closed between the listing and its `readlink` (the listing's own) reads as no path.
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap(Int32.init).first { fd in
+            var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let length = readlink("/proc/self/fd/\(fd)", &target, target.count - 1)
+            return length > 0
+                && String(decoding: target[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == path
+        }
+    }
 }
 
 /// The sync fixture's task as a typed model.
