@@ -65,6 +65,22 @@ final class Report {
         measurements.first { $0.scenario == scenario && $0.system == system }?.median ?? .nan
     }
 
+    /// The faster SQLite set-up's median for `scenario` and its name: the one a target holds against.
+    func fasterSQLite(_ scenario: String) -> (median: Double, system: String) {
+        SQLiteSetup.allCases.map { (median(scenario, $0.system), $0.system) }.filter { !$0.0.isNaN }.min { $0.0 < $1.0 }
+            ?? (.nan, "SQLite")
+    }
+
+    /// A target that EntityStore's `es` is at least `factor` times as fast as the faster SQLite set-up.
+    func targetAgainstSQLite(_ scenario: String, _ name: String, _ es: Double, factor: Double, _ what: String? = nil) {
+        let (lite, system) = fasterSQLite(name)
+        let label = factor == 1 ? "at least as fast as SQLite" : "at least \(factor)x faster than SQLite"
+        let each = SQLiteSetup.allCases.map { "\($0.system) " + String(format: "%.2fx", median(name, $0.system) / es) }
+        target(
+            scenario, "\(what ?? name): \(label)", es * factor <= lite,
+            String(format: "%.2fx", lite / es) + " against \(system) (" + each.joined(separator: ", ") + ")")
+    }
+
     func target(_ scenario: String, _ description: String, _ met: Bool, _ detail: String) {
         targets.append(Target(scenario: scenario, description: description, met: met, detail: detail))
     }

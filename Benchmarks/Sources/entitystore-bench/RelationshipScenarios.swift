@@ -58,16 +58,25 @@ func insertLinkedNotes(
     return folderIDs
 }
 
-/// The same rows in a new SQLite database in `directory`: `notes.folder_id` indexed, folder `f` keyed `f + 1`, one
-/// transaction of prepared inserts.
-func insertLinkedNotes(_ directory: String, folders: Int, perFolder: Int, titles: [String]) -> SQLiteItems {
-    let sqlite = SQLiteItems(path: directory + "/db.sqlite")
+/// The same rows in a new SQLite database in `directory`: `notes.folder_id` indexed (before the load, or after it
+/// for an expert set-up), folder `f` keyed `f + 1`, one transaction of prepared inserts.
+func insertLinkedNotes(
+    _ directory: String, _ setup: SQLiteSetup, folders: Int, perFolder: Int, titles: [String]
+) -> SQLiteItems {
+    let sqlite = SQLiteItems(path: directory + "/\(setup).sqlite", setup: setup)
     sqlite.exec("CREATE TABLE folders (id INTEGER PRIMARY KEY, name TEXT)")
     sqlite.exec(
         "CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, score INTEGER, folder_id INTEGER REFERENCES folders(id))"
     )
-    sqlite.exec("CREATE INDEX notes_folder ON notes(folder_id)")
-    sqlite.exec("BEGIN")
+    if setup == .defaults { sqlite.exec("CREATE INDEX notes_folder ON notes(folder_id)") }
+    sqlite.load(index: "notes_folder ON notes(folder_id)") {
+        insertRows(sqlite, folders: folders, perFolder: perFolder, titles: titles)
+    }
+    return sqlite
+}
+
+/// The prepared inserts of ``insertLinkedNotes(_:_:folders:perFolder:titles:)``.
+private func insertRows(_ sqlite: SQLiteItems, folders: Int, perFolder: Int, titles: [String]) {
     let insertFolder = sqlite.prepare("INSERT INTO folders (id, name) VALUES (?, ?)")
     let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, ?)")
     for f in 0..<folders {
@@ -86,8 +95,6 @@ func insertLinkedNotes(_ directory: String, folders: Int, perFolder: Int, titles
     }
     sqlite3_finalize(insertFolder)
     sqlite3_finalize(insertNote)
-    sqlite.exec("COMMIT")
-    return sqlite
 }
 
 /// S11, one big to-many: `n` new notes linked one by one to a single folder through a context (undo on, as by
@@ -162,31 +169,35 @@ func s11OneFolder(_ report: Report, _ n: Int, adds: Int) throws {
         guard try typedCheck.fetch(FetchRequest(entity: "Folder"))[0].objectIDs(forKey: "notes").count == n
         else { throw BenchFailure("S11: the typed folder does not hold its \(n) notes") }
 
-        start = now()
-        let sqlite = insertLinkedNotes(sqlitePath, folders: 1, perFolder: n, titles: titles)
-        report.record(name, "SQLite", "s/op", (now() - start) / Double(n))
-        let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, 1)")
-        var times: [Double] = []
-        for i in 0..<adds {
+        for setup in SQLiteSetup.allCases {
             start = now()
-            sqlite3_bind_int64(insertNote, 1, Int64(n + i + 1))
-            sqlite3_bind_text(insertNote, 2, "added \(i)", -1, sqlite.transient)
-            sqlite3_bind_int64(insertNote, 3, Int64(i))
-            sqlite3_step(insertNote)
-            sqlite3_reset(insertNote)
-            times.append(now() - start)
+            let sqlite = insertLinkedNotes(sqlitePath, setup, folders: 1, perFolder: n, titles: titles)
+            report.record(name, setup.system, "s/op", (now() - start) / Double(n))
+            // Each added note a durable commit, as each EntityStore save is.
+            sqlite.makeDurable()
+            let insertNote = sqlite.prepare("INSERT INTO notes (id, title, score, folder_id) VALUES (?, ?, ?, 1)")
+            var times: [Double] = []
+            for i in 0..<adds {
+                start = now()
+                sqlite3_bind_int64(insertNote, 1, Int64(n + i + 1))
+                sqlite3_bind_text(insertNote, 2, "added \(i)", -1, sqlite.transient)
+                sqlite3_bind_int64(insertNote, 3, Int64(i))
+                sqlite3_step(insertNote)
+                sqlite3_reset(insertNote)
+                times.append(now() - start)
+            }
+            sqlite3_finalize(insertNote)
+            report.record(addName, setup.system, "s", times.sorted()[times.count / 2])
         }
-        sqlite3_finalize(insertNote)
-        report.record(addName, "SQLite", "s", times.sorted()[times.count / 2])
     }
     let large = report.median(addName, "EntityStore")
     let smallMedian = report.median(addName, "EntityStore, a folder of \(small)")
     report.target(
         "S11", "a note added to a folder of \(n) at most 2x one added to a folder of \(small) (a save costs its links)",
         large <= 2 * smallMedian,
-        String(
-            format: "%.2fx (SQLite's durable insert: %.2fx)", large / smallMedian,
-            large / report.median(addName, "SQLite")))
+        String(format: "%.2fx (against ", large / smallMedian) + report.fasterSQLite(addName).system
+            + String(format: "'s durable insert: %.2fx)", large / report.fasterSQLite(addName).median))
+    report.targetAgainstSQLite("S11", name, report.median(name, "EntityStore"), factor: 1)
 }
 
 /// The sum of the notes' title lengths and scores (what each side of S11's reads computes from the rows it reads).
@@ -257,9 +268,23 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
         if profile == "links" { entitystore_profile_toggle() }
         report.record(insertName, "EntityStore", "s/op", (now() - start) / Double(n))
 
-        start = now()
-        let sqlite = insertLinkedNotes(sqlitePath, folders: folders, perFolder: perFolder, titles: titles)
-        report.record(insertName, "SQLite", "s/op", (now() - start) / Double(n))
+        let sqlites = SQLiteSetup.allCases.map { setup in
+            start = now()
+            let sqlite = insertLinkedNotes(sqlitePath, setup, folders: folders, perFolder: perFolder, titles: titles)
+            report.record(insertName, setup.system, "s/op", (now() - start) / Double(n))
+            return sqlite
+        }
+        /// Each SQLite side's sum of `sql`'s rows, timed as `name` over `count` queries: all must equal `expected`.
+        func eachSQLite(_ name: String, _ sql: String, _ picks: some Sequence<Int>, count: Int, expected: Int) throws {
+            for sqlite in sqlites {
+                let start = now()
+                let sum = titlesAndScores(sqlite, sql, picks)
+                report.record(name, sqlite.setup.system, "s/op", (now() - start) / Double(count))
+                guard sum == expected else {
+                    throw BenchFailure("\(name): EntityStore read \(expected) where \(sqlite.setup.system) read \(sum)")
+                }
+            }
+        }
 
         // Walk: a folder's notes, each note's title and score.
         var esSum = 0
@@ -274,12 +299,9 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
         if profile == "walk" { entitystore_profile_toggle() }
         report.record(walkName, "EntityStore", "s/op", (now() - start) / Double(walks))
 
-        start = now()
-        var sqliteSum = titlesAndScores(sqlite, "SELECT title, score FROM notes WHERE folder_id = ?", picks)
-        report.record(walkName, "SQLite", "s/op", (now() - start) / Double(walks))
-        guard esSum == sqliteSum else {
-            throw BenchFailure("S11: EntityStore read \(esSum) where SQLite read \(sqliteSum)")
-        }
+        let byFolder = "SELECT title, score FROM notes WHERE folder_id = ?"
+        for sqlite in sqlites { try sqlite.requirePlan(byFolder, uses: "USING INDEX notes_folder") }
+        try eachSQLite(walkName, byFolder, picks, count: walks, expected: esSum)
         consume(esSum)
 
         // Fetch: a folder's notes by predicate, sorted by title (the list a master-detail screen's controller
@@ -298,13 +320,9 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
         if profile == "fetch" { entitystore_profile_toggle() }
         report.record(fetchName, "EntityStore", "s/op", (now() - start) / Double(fetchPicks.count))
 
-        start = now()
-        sqliteSum = titlesAndScores(
-            sqlite, "SELECT title, score FROM notes WHERE folder_id = ? ORDER BY title", fetchPicks)
-        report.record(fetchName, "SQLite", "s/op", (now() - start) / Double(fetchPicks.count))
-        guard esSum == sqliteSum else {
-            throw BenchFailure("S11: EntityStore fetched \(esSum) where SQLite selected \(sqliteSum)")
-        }
+        let sorted = "SELECT title, score FROM notes WHERE folder_id = ? ORDER BY title"
+        for sqlite in sqlites { try sqlite.requirePlan(sorted, uses: "USING INDEX notes_folder") }
+        try eachSQLite(fetchName, sorted, fetchPicks, count: fetchPicks.count, expected: esSum)
         consume(esSum)
 
         // Fetch through the folder's name: `folder.name == %@`, sorted by title (SQLite: the folders of that name,
@@ -323,15 +341,11 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
         if profile == "join" { entitystore_profile_toggle() }
         report.record(joinName, "EntityStore", "s/op", (now() - start) / Double(fetchPicks.count))
 
-        start = now()
-        sqliteSum = titlesAndScores(
-            sqlite,
+        let joined =
             "SELECT title, score FROM notes WHERE folder_id IN"
-                + " (SELECT id FROM folders WHERE name = 'Folder ' || (? - 1)) ORDER BY title", fetchPicks)
-        report.record(joinName, "SQLite", "s/op", (now() - start) / Double(fetchPicks.count))
-        guard esSum == sqliteSum else {
-            throw BenchFailure("S11: EntityStore fetched \(esSum) by folder name where SQLite selected \(sqliteSum)")
-        }
+            + " (SELECT id FROM folders WHERE name = 'Folder ' || (? - 1)) ORDER BY title"
+        for sqlite in sqlites { try sqlite.requirePlan(joined, uses: "USING INDEX notes_folder") }
+        try eachSQLite(joinName, joined, fetchPicks, count: fetchPicks.count, expected: esSum)
         consume(esSum)
 
         // Delete: 20 folders, each its own durable save (EntityStore) or transaction (SQLite).
@@ -347,26 +361,33 @@ func s11(_ report: Report, folders: Int, perFolder: Int) throws {
             times.append(now() - start)
         }
         report.record(deleteName, "EntityStore", "s", times.sorted()[times.count / 2])
-        times.removeAll()
-        let deleteNotes = sqlite.prepare("DELETE FROM notes WHERE folder_id = ?")
-        let deleteFolder = sqlite.prepare("DELETE FROM folders WHERE id = ?")
-        for victim in victims {
-            start = now()
-            sqlite.exec("BEGIN")
-            for statement in [deleteNotes, deleteFolder] {
-                sqlite3_bind_int64(statement, 1, Int64(victim + 1))
-                sqlite3_step(statement)
-                sqlite3_reset(statement)
+        for sqlite in sqlites {
+            // Each a durable commit, as each EntityStore save is.
+            sqlite.makeDurable()
+            times.removeAll()
+            let deleteNotes = sqlite.prepare("DELETE FROM notes WHERE folder_id = ?")
+            let deleteFolder = sqlite.prepare("DELETE FROM folders WHERE id = ?")
+            for victim in victims {
+                start = now()
+                sqlite.exec("BEGIN")
+                for statement in [deleteNotes, deleteFolder] {
+                    sqlite3_bind_int64(statement, 1, Int64(victim + 1))
+                    sqlite3_step(statement)
+                    sqlite3_reset(statement)
+                }
+                sqlite.exec("COMMIT")
+                times.append(now() - start)
             }
-            sqlite.exec("COMMIT")
-            times.append(now() - start)
+            sqlite3_finalize(deleteNotes)
+            sqlite3_finalize(deleteFolder)
+            report.record(deleteName, sqlite.setup.system, "s", times.sorted()[times.count / 2])
         }
-        sqlite3_finalize(deleteNotes)
-        sqlite3_finalize(deleteFolder)
-        report.record(deleteName, "SQLite", "s", times.sorted()[times.count / 2])
         let remaining = try ObjectContext(store: store).count(for: FetchRequest(entity: "Note"))
         guard remaining == n - 20 * perFolder else {
             throw BenchFailure("S11: \(remaining) notes left after deleting 20 folders of \(perFolder) from \(n)")
         }
+    }
+    for name in [insertName, walkName, fetchName, joinName, deleteName] {
+        report.targetAgainstSQLite("S11", name, report.median(name, "EntityStore"), factor: 1)
     }
 }
