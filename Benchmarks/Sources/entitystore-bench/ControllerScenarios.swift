@@ -287,3 +287,72 @@ func s8Observer(path: String, saves: Int) async throws {
         if printer.count >= saves { break }
     }
 }
+
+/// Books on shelves: a book's `genre` is its shelf's name, kept on the book, so that a list sectioned by the book's
+/// own attribute and one sectioned through the to-one `shelf.name` show the same sections.
+func shelfSchema() throws -> Schema {
+    try Schema(version: 1) {
+        Entity("Shelf") {
+            Attribute("name", .string)
+            Relationship("books", to: "Book", inverse: "shelf", toMany: true)
+        }
+        Entity("Book") {
+            Attribute("title", .string)
+            Attribute("genre", .string)
+            Relationship("shelf", to: "Shelf", inverse: "books")
+        }
+    }
+}
+
+/// S7 through a relationship: the first fetch of a controller over `n` books sorted by title, sectioned through a
+/// to-one key path (`shelf.name`, 100 shelves), against one sectioned by the book's own attribute of the same values.
+func s7ThroughToOne(_ report: Report, _ n: Int) throws {
+    let path = temporaryDirectory("s7-shelves")
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let store = try PersistentStore.open(path: path, schema: shelfSchema(), options: .init(mapSize: 1 << 32))
+    let setup = ObjectContext(store: store)
+    let shelves = try (0..<100).map { s in
+        let shelf = try setup.insert("Shelf")
+        try shelf.setValue(.string("Shelf \((s * 37) % 100)"), forKey: "name")
+        return shelf
+    }
+    try setup.save()
+    // In saves of 50k, so that setting up a million books does not hold them all unsaved.
+    for start in stride(from: 0, to: n, by: 50_000) {
+        let context = ObjectContext(store: store)
+        for i in start..<min(n, start + 50_000) {
+            let book = try context.insert("Book")
+            let shelf = try context.existingObject(with: shelves[(i &* 7919) % 100].objectID)
+            try book.setValue(.string("Book \((i &* 104_729) % n)"), forKey: "title")
+            try book.setValue(try shelf.value(forKey: "name"), forKey: "genre")
+            try book.setObject(shelf, forKey: "shelf")
+        }
+        try context.save()
+    }
+    let own = "S7 first fetch of \(n) books, sections: genre"
+    let throughShelf = "S7 first fetch of \(n) books, sections: shelf.name"
+    let profile = ProcessInfo.processInfo.environment["ES_PROFILE_ONLY"]
+    var sections: [[Int]] = []
+    for _ in 0..<3 {
+        for (name, keyPath) in [(own, "genre"), (throughShelf, "shelf.name")] {
+            let context = ObjectContext(store: store)
+            let profiled = profile == (keyPath == "genre" ? "genre" : "shelf")
+            let start = now()
+            if profiled { entitystore_profile_toggle() }
+            let controller = FetchedResultsController(
+                fetchRequest: FetchRequest(entity: "Book", sortKeys: [SortKey("title")]), context: context,
+                sectionNameKeyPath: keyPath)
+            try controller.performFetch()
+            if profiled { entitystore_profile_toggle() }
+            report.record(name, "EntityStore", "s", now() - start)
+            sections.append(controller.sections.map(\.numberOfObjects))
+        }
+    }
+    guard sections.allSatisfy({ $0 == sections[0] && $0.count == 100 }) else {
+        throw BenchFailure("S7: the controllers sectioned by genre and by shelf.name differ")
+    }
+    let ratio = report.median(throughShelf, "EntityStore") / report.median(own, "EntityStore")
+    report.target(
+        "S7", "\(n) books: sectioned through a to-one at most 1.5x sectioned by an own attribute", ratio <= 1.5,
+        String(format: "%.2fx", ratio))
+}

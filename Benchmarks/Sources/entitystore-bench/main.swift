@@ -87,6 +87,9 @@ do {
         if runs("S7") { try s7(report, store, n) }
         try? FileManager.default.removeItem(atPath: path)
     }
+    if runs("S7") {
+        for n in quick ? [10_000] : [50_000, 1_000_000] { try s7ThroughToOne(report, n) }
+    }
     if runs("S9") {
         try s9(report, sizes.scan)
         try s9Upsert(report, sizes.query)

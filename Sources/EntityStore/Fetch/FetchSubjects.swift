@@ -72,6 +72,44 @@ final class FetchReader {
     }
 }
 
+/// The value a key path through to-one relationships (`shelf.name`, `shelf.room.floor`) reaches from each stored
+/// row of one scan, for sorting and sectioning by it: the first link read with one `get` (no cursor) and the rest of
+/// the path taken once per object it lands on. A list of 50,000 books on 100 shelves sectioned by `shelf.name`
+/// walked the path from every book: a cursor opened, the shelf looked up, arrays of subjects made, for each.
+///
+/// The value is what ``CompiledPredicate/values(of:_:)`` gives for the row (the rest of the path from the linked
+/// object, the context's unsaved state of it included when the fetch includes pending changes), since everything
+/// past the first link depends on the linked object alone. A to-one holds one link (the integrity check reports a
+/// second).
+final class ToOneValues {
+    private let database: Database?
+    private let first: Relationship
+    private let rest: ResolvedKeyPath
+    private unowned let reader: FetchReader
+    /// The value reached through each linked object, by its primary key (unique in its hierarchy).
+    private var reached: [UInt64: Value] = [:]
+
+    /// `nil` unless `path` walks to-one relationships to an attribute.
+    init?(_ path: ResolvedKeyPath, from storage: EntityStorage, reader: FetchReader) {
+        guard let first = path.steps.first, !path.isToMany, case .attribute = path.terminal else { return nil }
+        database = storage.relationships[first.name]
+        self.first = first
+        rest = ResolvedKeyPath(steps: Array(path.steps.dropFirst()), terminal: path.terminal, text: path.text)
+        self.reader = reader
+    }
+
+    /// The value reached from the stored object `id` (of the storage's entity).
+    func value(from id: ObjectID) throws -> Value {
+        guard let database, let link = try reader.txn.get(id.primaryKey, in: database) else { return .null }
+        let pk = try IndexKey.primaryKey(from: link)
+        if let value = reached[pk] { return value }
+        let target = try reader.store.relatedID(pk, destination: first.destination, reader.txn)
+        let value = try reader.subject(for: target).map { try CompiledPredicate.values(of: rest, $0).first } ?? nil
+        reached[pk] = value ?? .null
+        return value ?? .null
+    }
+}
+
 /// A stored object seen through its (partly) decoded record.
 struct RecordSubject: PredicateSubject {
     let id: ObjectID

@@ -245,6 +245,7 @@ extension ObjectContext {
             do {
                 let reader = FetchReader(
                     txn: txn, store: store, context: self, includesPending: request.includesPendingChanges)
+                let toOnes = valuePaths.map { ToOneValues($0, from: storage, reader: reader) }
                 // The scan's state in a box: the nested function below captures it, and captured local variables
                 // cost a run-time exclusivity check on every access (per record).
                 let scan = ScanState()
@@ -285,6 +286,7 @@ extension ObjectContext {
                         if skipsBeforeWindow() { return }
                         sortValues = try valuePaths.indices.map { k in
                             if let position = ownPositions[k] { return scan.scratch[position] }
+                            if let toOne = toOnes[k] { return try toOne.value(from: id) }
                             return try CompiledPredicate.values(of: valuePaths[k], subject).first ?? .null
                         }
                         if let bound = scan.bound, !Self.precedes(sortValues, id, bound.sortValues, bound.id, sortKeys)
