@@ -8,6 +8,8 @@ size_t entitystore_heap_in_use(void) {
     return info.uordblks + info.hblkhd;
 }
 
+void entitystore_heap_trim(void) { malloc_trim(0); }
+
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
 void entitystore_profile_toggle(void) { CALLGRIND_TOGGLE_COLLECT; }

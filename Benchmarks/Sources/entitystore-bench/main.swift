@@ -8,6 +8,10 @@ if arguments.first == "s8-observer", arguments.count == 3, let saves = Int(argum
     try await s8Observer(path: arguments[1], saves: saves)
     exit(0)
 }
+if arguments.first == "memory-child", arguments.count == 4, let n = Int(arguments[3]) {
+    try memoryChildMain(arguments[1], arguments[2], n)
+    exit(0)
+}
 if arguments.first == "s12-child", arguments.count == 3 {
     try s12ChildMain(arguments[1], arguments[2])
     exit(0)
@@ -67,8 +71,14 @@ if let i = arguments.firstIndex(of: "--controller-rows"), let rows = Int(argumen
 let report = Report()
 if !json { print("EntityStore benchmarks (\(quick ? "quick" : "full") sizes), 3 repetitions, interleaved") }
 do {
-    if runs("S1") { try s1(report, sizes.insert) }
-    if runs("S2") { try s2(report, sizes.saves) }
+    if runs("S1") {
+        try s1(report, sizes.insert)
+        try s1Memory(report, sizes.insert)
+    }
+    if runs("S2") {
+        try s2(report, sizes.saves)
+        try s2Concurrent(report, savesPerSaver: quick ? 10 : 50)
+    }
     if runs("S3") { for n in sizes.fetch { try s3(report, n) } }
     if runs("S4") || runs("S5") {
         try s4s5(report, queryN: runs("S4") ? sizes.query : 0, scanN: runs("S5") ? sizes.scan : 0)
