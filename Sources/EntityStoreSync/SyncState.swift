@@ -1,6 +1,5 @@
 import EntityStore
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -226,62 +225,50 @@ extension JSONDecoder {
     }
 }
 
-/// The lock that keeps one sync engine per store: `sync.lock` beside the store, held for the engine's life with a
-/// POSIX record lock (`fcntl(F_SETLK)`) against other processes, and in a table of the files this process locked
-/// against its own other engines. The kernel releases the record lock when the process dies, however it dies.
+/// The lock that keeps one sync engine per store: `sync.lock` beside the store, held for the engine's life with an
+/// open-file-description lock (`F_OFD_SETLK`), which another descriptor of the file cannot take, in this process or
+/// another. The kernel releases it when the process dies, however it dies; the engine releases it when it ends.
 ///
-/// Not `flock`: a `flock` belongs to the open file, which a child the app forks shares until it calls `exec` (even
-/// with `O_CLOEXEC`), so an engine released while another thread spawns a process left the store locked for a
-/// moment and the next engine was refused as busy. A record lock belongs to the process and is never inherited.
-/// Because closing any descriptor of the file drops a process's record locks, the table is consulted before the
-/// file is opened, and a file is opened only by the one lock of its process.
+/// Not `flock`: a child the app forks shares the engine's open file until it calls `exec` (even with `O_CLOEXEC`),
+/// so a `flock` dropped by closing the descriptor while another thread spawned a process stayed held for a moment,
+/// and the next engine was refused as busy. The lock is released by an explicit unlock, which frees it whoever else
+/// shares the description. Not a POSIX record lock either: closing any descriptor of the file drops those, so an app
+/// that copies the store's directory (reading `sync.lock`) would free the store for a second engine.
 final class SyncLock {
     private let descriptor: Int32
-    private let file: FileKey
-
-    private struct FileKey: Hashable {
-        let device: UInt64
-        let inode: UInt64
-
-        init(_ status: stat) {
-            device = UInt64(status.st_dev)
-            inode = UInt64(status.st_ino)
-        }
-    }
-
-    /// The lock files this process holds; guards each open, lock and close of one.
-    private static let held = Mutex<Set<FileKey>>([])
+    /// `F_OFD_SETLK` (Linux 3.15; not exported by Swift's Glibc module).
+    private static let setCommand: Int32 = 37
 
     init(storeDirectory directory: String) throws {
         let path = URL(fileURLWithPath: directory).appendingPathComponent("sync.lock").path
-        (descriptor, file) = try Self.held.withLock { held in
-            var status = stat()
-            if stat(path, &status) == 0, held.contains(FileKey(status)) {
-                throw SyncError(.busy, "cannot lock \(path): another sync engine of this process holds it")
-            }
-            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard descriptor >= 0 else {
-                throw SyncError(.state, "cannot open \(path): \(String(cString: strerror(errno)))")
-            }
-            var lock = flock()
-            lock.l_type = Int16(F_WRLCK)
-            lock.l_whence = Int16(SEEK_SET)
-            guard fcntl(descriptor, F_SETLK, &lock) == 0, fstat(descriptor, &status) == 0 else {
-                let reason =
-                    errno == EAGAIN || errno == EACCES
-                    ? "another sync engine holds it" : String(cString: strerror(errno))
-                close(descriptor)
-                throw SyncError(.busy, "cannot lock \(path): \(reason)")
-            }
-            held.insert(FileKey(status))
-            return (descriptor, FileKey(status))
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw SyncError(.state, "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        var lock = Self.request(F_WRLCK)
+        guard fcntl(descriptor, Self.setCommand, &lock) == 0 else {
+            let reason =
+                errno == EAGAIN || errno == EACCES ? "another sync engine holds it" : String(cString: strerror(errno))
+            close(descriptor)
+            throw SyncError(.busy, "cannot lock \(path): \(reason)")
         }
     }
 
     deinit {
-        Self.held.withLock { held in
-            close(descriptor)
-            held.remove(file)
-        }
+        // Released before the descriptor closes: a child spawned meanwhile may share the description until it execs.
+        var unlock = Self.request(F_UNLCK)
+        while fcntl(descriptor, Self.setCommand, &unlock) != 0 && errno == EINTR {}
+        close(descriptor)
+    }
+
+    /// The whole file (`l_len` 0), `l_pid` 0 as an open-file-description lock requires.
+    private static func request(_ type: Int32) -> flock {
+        var request = flock()
+        request.l_type = Int16(type)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = 0
+        request.l_len = 0
+        request.l_pid = 0
+        return request
     }
 }

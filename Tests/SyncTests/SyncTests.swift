@@ -599,6 +599,28 @@ struct SyncTests {
         _ = try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
     }
 
+    /// An app that copies the store's directory while its engine runs opens and closes `sync.lock`: the engine keeps
+    /// the store (a POSIX record lock would have been dropped by that close).
+    @Test("reading the lock file in the engine's process (a copy of the directory) keeps the store's sync")
+    func readingTheLockFileKeepsTheStore() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("copied.store")
+        let store = try PersistentStore.open(path: path, schema: Fixtures.syncSchema())
+        let engine = try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
+        try FileManager.default.copyItem(atPath: path, toPath: directory.path("copy.store"))
+        #expect(FileManager.default.fileExists(atPath: directory.path("copy.store/sync.lock")))
+        // Another process cannot take the store, nor can another engine of this process.
+        let other = try ChildProcess.run(
+            ChildProcess.executable("es-sync-helper"), ["sync", path, "host=/nonexistent"])
+        #expect(other.status == 1 && other.stderr.contains("another sync engine holds it"), "\(other.stderr)")
+        let busy = try #require(throws: SyncError.self) {
+            try SyncEngine(store: store, configuration: .init(connection: "host=/nonexistent"))
+        }
+        #expect(busy.code == .busy)
+        withExtendedLifetime(engine) {}
+    }
+
     /// This process's descriptor open on `path`, if any.
     static func descriptor(of path: String) throws -> Int32? {
         // A descriptor closed between the listing and its `readlink` (the listing's own) reads as no path.
