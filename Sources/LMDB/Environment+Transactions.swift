@@ -323,6 +323,45 @@ extension Environment {
             maxReaders: Int(raw.me_maxreaders), readersUsed: Int(raw.me_numreaders))
     }
 
+    /// Drops the map's pages from this process's resident memory (`madvise(MADV_DONTNEED)` over the map). The pages
+    /// stay in the kernel's page cache, and a later read maps them again from there (the map is of the file, shared,
+    /// so nothing is lost): a long walk over the whole store, a migration's chunks, otherwise keeps every page it
+    /// read resident in the process until the environment closes. Advisory: a kernel that refuses leaves the pages
+    /// resident, and reads are the same either way.
+    public func releaseResidentPages() {
+        gate.withTransaction(write: false) {
+            if handleClosed.load(ordering: .sequentiallyConsistent) { return }
+            unguardedReleaseResidentPages()
+        }
+    }
+
+    /// ``releaseResidentPages()`` for callers that already keep the map from moving (a transaction of theirs).
+    func unguardedReleaseResidentPages() {
+        // LMDB does not say where it mapped the file (`me_mapaddr` is only a fixed map's): the process's maps of the
+        // data file do. An unreadable list, or a map not found, leaves the pages resident.
+        guard let real = realpath(dataFilePath, nil) else { return }
+        let file = String(cString: real)
+        free(real)
+        let descriptor = Glibc.open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += chunk[..<count]
+        }
+        close(descriptor)
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasSuffix(" " + file) {
+            let range = line.prefix { $0 != " " }.split(separator: "-")
+            guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
+                end > start, let address = UnsafeMutableRawPointer(bitPattern: start)
+            else { continue }
+            _ = madvise(address, Int(end - start), MADV_DONTNEED)
+        }
+    }
+
     /// Statistics of the main B-tree (`mdb_env_stat`); the page size is the environment's.
     public func statistics() throws -> DatabaseStatistics {
         var raw = MDB_stat()

@@ -261,6 +261,13 @@ public class ReadTransaction {
         return names
     }
 
+    /// ``Environment/releaseResidentPages()`` from inside a transaction (which keeps the map in place): the pages of
+    /// the map this process read so far leave its resident memory; what the transaction wrote is its own memory and
+    /// stays. A transaction that reads the whole store (a migration's last step) calls it as it goes.
+    public func releaseResidentPages() {
+        environment.unguardedReleaseResidentPages()
+    }
+
     /// Runs `body` with a cursor on `database`; the cursor is closed when `body` returns.
     public func withCursor<R>(on database: Database, _ body: (Cursor) throws -> R) throws -> R {
         try requireUsable(database, "cursor on database \(database)")

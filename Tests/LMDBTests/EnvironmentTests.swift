@@ -141,3 +141,69 @@ import Testing
         }
     }
 }
+
+/// A long read of the whole store keeps every page it read resident in the process (the map is of the file);
+/// `releaseResidentPages` drops them from the process (they stay in the page cache) and later reads see the same data.
+@Suite struct ResidentPagesTests {
+    /// The resident kilobytes of this process's maps of `file` (`Rss:` of each in `/proc/self/smaps`).
+    static func residentKilobytes(of file: String) throws -> Int {
+        let real = URL(fileURLWithPath: file).resolvingSymlinksInPath().path
+        var total = 0
+        var inFile = false
+        for line in try Self.procFile("/proc/self/smaps").split(separator: "\n") {
+            if let first = line.first, first.isHexDigit, line.contains("-"), line.split(separator: " ").count >= 5 {
+                inFile = line.hasSuffix(" " + real)
+            } else if inFile && line.hasPrefix("Rss:") {
+                total += Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+            }
+        }
+        return total
+    }
+
+    /// A file of `/proc` read to its end (its size says 0: Foundation's readers stop short of its end).
+    static func procFile(_ path: String) throws -> String {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path]) }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += chunk[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    @Test(arguments: [false, true])
+    func pagesReadLeaveTheProcessAndReadTheSameAfterwards(insideATransaction: Bool) throws {
+        try withEnvironment(options: .init(mapSize: 1 << 28, sync: .noSync)) { env, _ in
+            let db = try env.openDatabase("things")
+            let value = [UInt8](repeating: 9, count: 1000)
+            try env.write { txn in
+                for i in 0..<16_000 { try txn.put(b(String(format: "key-%06d", i)), value, in: db) }
+            }
+            func readAll(_ txn: ReadTransaction) throws -> Int {
+                var sum = 0
+                try txn.forEach(in: db) { _, value in
+                    sum += value.count + Int(value[value.count - 1])
+                    return .continue
+                }
+                return sum
+            }
+            let expected = 16_000 * (1000 + 9)
+            // About 16 MB of pages read through the map.
+            let (before, after, again) = try env.read { txn in
+                let sum = try readAll(txn)
+                let before = try Self.residentKilobytes(of: env.dataFilePath)
+                if insideATransaction { txn.releaseResidentPages() } else { env.releaseResidentPages() }
+                let after = try Self.residentKilobytes(of: env.dataFilePath)
+                return (sum == expected ? before : -1, after, try readAll(txn))
+            }
+            #expect(before >= 12_000, "the pages read were not resident: \(before) kB")
+            #expect(after < before / 10, "\(before) kB resident before, \(after) kB after")
+            #expect(again == expected)
+        }
+    }
+}

@@ -17,11 +17,24 @@ func heapBytesInUse() -> Int {
     Int(entitystore_heap_in_use())
 }
 
-/// The process's peak resident memory so far (`getrusage`), in bytes.
+/// The process's peak resident memory so far, in bytes: `VmHWM` of `/proc/self/status`, the high-water mark of this
+/// program's own memory. Not `getrusage`'s `ru_maxrss`: Linux keeps that across `exec`, so a child the suite spawns
+/// (S1's memory rows, S12) started from the parent's peak, which hid the child's own (S12's "0 MB").
 func peakResidentBytes() -> Int {
-    var usage = rusage()
-    getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
-    return usage.ru_maxrss * 1024
+    let status: String
+    do {
+        status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+    } catch {
+        FileHandle.standardError.write(Data("entitystore-bench: cannot read /proc/self/status: \(error)\n".utf8))
+        exit(1)
+    }
+    guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+        let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    else {
+        FileHandle.standardError.write(Data("entitystore-bench: no VmHWM in /proc/self/status\n".utf8))
+        exit(1)
+    }
+    return kilobytes * 1024
 }
 
 /// Work results fold into this so that nothing is optimised away.
@@ -157,4 +170,43 @@ func temporaryDirectory(_ name: String) -> String {
     try? FileManager.default.removeItem(atPath: path)
     try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
+}
+
+/// The largest anonymous resident memory (`RssAnon` of `/proc/self/status`: the heap and every private page, not the
+/// pages of a mapped file such as the store's) seen while it runs, sampled every 2 ms on a thread of its own: the
+/// part of a peak RSS that is the program's own memory, where the rest is the store's file mapped and read.
+final class AnonymousMemorySampler: @unchecked Sendable {
+    // @unchecked Sendable: `state` is only touched under its lock.
+    private let state = NSLock()
+    private var peak = 0
+    private var running = true
+    private let done = DispatchSemaphore(value: 0)
+
+    init() {
+        peak = Self.anonymousBytes()
+        Thread.detachNewThread { [self] in
+            while state.withLock({ running }) {
+                let now = Self.anonymousBytes()
+                state.withLock { peak = max(peak, now) }
+                usleep(2_000)
+            }
+            done.signal()
+        }
+    }
+
+    /// Stops sampling; returns the peak seen.
+    func stop() -> Int {
+        state.withLock { running = false }
+        done.wait()
+        let last = Self.anonymousBytes()
+        return state.withLock { max(peak, last) }
+    }
+
+    static func anonymousBytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes * 1024
+    }
 }

@@ -68,9 +68,12 @@ func memoryChildMain(_ kind: String, _ path: String, _ n: Int) throws {
         // From what the process holds now, not from its peak: making the rows peaked above what they hold.
         entitystore_heap_trim()
         let before = try residentBytes()
+        let anonymousBefore = AnonymousMemorySampler.anonymousBytes()
+        let sampler = AnonymousMemorySampler()
         let start = now()
         try store.batchInsert(into: "Item", keys: ItemData.rowKeys, rows: rows)
-        print("\(now() - start) \(peakResidentBytes() - before) 0")
+        let seconds = now() - start
+        print("\(seconds) \(peakResidentBytes() - before) \(sampler.stop() - anonymousBefore)")
         withExtendedLifetime(rows) {}
         return
     }

@@ -40,6 +40,9 @@ func s12(_ report: Report, _ n: Int) throws {
         report.record(name + " (peak RSS growth)", "EntityStore batchUpdate", "MB", update.peakGrowth / 1e6)
         report.record(
             name + " (peak RSS growth)", "EntityStore custom migration stage", "MB", migration.peakGrowth / 1e6)
+        report.record(name + " (peak anonymous growth)", "EntityStore batchUpdate", "MB", update.anonymous / 1e6)
+        report.record(
+            name + " (peak anonymous growth)", "EntityStore custom migration stage", "MB", migration.anonymous / 1e6)
         try? FileManager.default.removeItem(atPath: path)
         try? FileManager.default.removeItem(atPath: copy)
     }
@@ -55,7 +58,7 @@ func s12(_ report: Report, _ n: Int) throws {
 }
 
 /// Runs `s12-child KIND PATH` and reads its seconds and peak RSS growth.
-func s12Child(_ kind: String, _ path: String) throws -> (seconds: Double, peakGrowth: Double) {
+func s12Child(_ kind: String, _ path: String) throws -> (seconds: Double, peakGrowth: Double, anonymous: Double) {
     let child = Process()
     child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     child.arguments = ["s12-child", kind, path]
@@ -65,16 +68,18 @@ func s12Child(_ kind: String, _ path: String) throws -> (seconds: Double, peakGr
     let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     child.waitUntilExit()
     let fields = output.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    guard child.terminationStatus == 0, fields.count == 2 else {
+    guard child.terminationStatus == 0, fields.count == 3 else {
         throw BenchFailure("s12-child \(kind) failed (status \(child.terminationStatus)): \(output)")
     }
-    return (fields[0], fields[1])
+    return (fields[0], fields[1], fields[2])
 }
 
 /// The child of S12: rewrites the notes by `batchUpdate` (`update`) or by a custom migration stage (`migrate`),
 /// and prints the seconds it took and its peak RSS growth in bytes.
 func s12ChildMain(_ kind: String, _ path: String) throws {
     let before = peakResidentBytes()
+    let anonymousBefore = AnonymousMemorySampler.anonymousBytes()
+    let sampler = AnonymousMemorySampler()
     let start = now()
     if kind == "update" {
         let store = try PersistentStore.open(
@@ -90,5 +95,6 @@ func s12ChildMain(_ kind: String, _ path: String) throws {
             ])
         _ = try PersistentStore.open(path: path, plan: plan, options: .init(sync: .noSync))
     }
-    print("\(now() - start) \(peakResidentBytes() - before)")
+    let seconds = now() - start
+    print("\(seconds) \(peakResidentBytes() - before) \(sampler.stop() - anonymousBefore)")
 }

@@ -103,6 +103,9 @@ extension Migration {
                 report = try step(&marker, context, txn, site)
                 return false
             }
+            // The pages the transaction read (a chunk's old records; at the end, the shadows) leave the process's
+            // resident memory: a stage over millions of objects would otherwise hold the whole store by its end.
+            environment.releaseResidentPages()
             if let report { plan.progress?(report) }
             if finished { return }
         }
@@ -169,8 +172,10 @@ extension Migration {
                 return .continue
             }
             try rules.unconvertible.throwIfAny()
+            // In key order above every key the shadow holds (the chunks before, up to the marker): appended, each
+            // page filled, where plain puts split every page in half.
             for (primaryKey, bytes) in rows {
-                try bytes.withUnsafeBytes { try txn.put(primaryKey, $0, in: shadow) }
+                try bytes.withUnsafeBytes { try txn.put(primaryKey, $0, in: shadow, flags: .append) }
             }
             if let last = rows.last { marker.done[name] = last.0 }
             marker.rewritten += rows.count

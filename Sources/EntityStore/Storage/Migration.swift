@@ -409,11 +409,17 @@ enum Migration {
         if let shadow {
             // Every record was rewritten there: the old ones go, the new ones come in key order.
             if !renamed { try txn.empty(storage) }
-            // Streamed, not gathered: a cursor on one database stays valid while another is written.
+            // Streamed, not gathered: a cursor on one database stays valid while another is written. Appended (in
+            // key order into an empty database): each page filled, and no page split in half.
+            // The shadow's pages read so far leave the process's memory as it goes (they stay in the page cache).
+            var copied = 0
             try txn.forEach(in: shadow) { key, value in
-                try txn.put(try IndexKey.primaryKey(from: key), value, in: storage)
+                try txn.put(try IndexKey.primaryKey(from: key), value, in: storage, flags: .append)
+                copied += 1
+                if copied % 65_536 == 0 { txn.releaseResidentPages() }
                 return .continue
             }
+            txn.releaseResidentPages()
             try txn.drop(shadow)
         }
         // Rebuild every index of the new entity from the records.
@@ -503,32 +509,37 @@ enum Migration {
             indexes.append((i, attribute, index))
         }
         guard !indexes.isEmpty else { return }
-        var entries: [(Database, [UInt8], UInt64, Int, Value)] = []
+        // Each index's entries packed (the keys' bytes in one array, an entry of five words each: a million objects'
+        // entries held a tuple with an array and a value each, 110 MB for one index), then written sorted.
+        var packed = [(bytes: [UInt8], entries: [ChangeWriter.IndexEntry])](repeating: ([], []), count: indexes.count)
+        var keyBuffer: [UInt8] = []
+        var seen: [String: [Value: UInt64]] = [:]
+        var duplicates: [String: [String]] = [:]
         try txn.forEach(in: records) { key, value in
             let primaryKey = try IndexKey.primaryKey(from: key)
             let (values, _) = try RecordCodec.decode(value, entity: entity, key: primaryKey)
-            for (i, attribute, index) in indexes {
-                entries.append(
-                    (
-                        index, IndexKey.encode(values[i], caseInsensitive: attribute.isCaseInsensitive), primaryKey, i,
-                        values[i]
-                    ))
+            for (n, (i, attribute, _)) in indexes.enumerated() {
+                let value = values[i]
+                if enforcingUniqueness && attribute.isUnique && !value.isNull {
+                    let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
+                    if let other = seen[attribute.name]?[claim] {
+                        duplicates[attribute.name, default: []].append(
+                            "p\(other) and p\(primaryKey) both hold \(value)")
+                        continue
+                    }
+                    seen[attribute.name, default: [:]][claim] = primaryKey
+                }
+                IndexKey.encode(value, caseInsensitive: attribute.isCaseInsensitive, into: &keyBuffer)
+                packed[n].entries.append(ChangeWriter.indexEntry(keyBuffer, at: packed[n].bytes.count, primaryKey))
+                packed[n].bytes += keyBuffer
             }
             return .continue
         }
-        var seen: [String: [Value: UInt64]] = [:]
-        var duplicates: [String: [String]] = [:]
-        for (index, key, primaryKey, i, value) in entries {
-            let attribute = entity.attributes[i]
-            if enforcingUniqueness && attribute.isUnique && !value.isNull {
-                let claim = ValueSemantics.uniquenessKey(value, caseInsensitive: attribute.isCaseInsensitive)
-                if let other = seen[attribute.name]?[claim] {
-                    duplicates[attribute.name, default: []].append("p\(other) and p\(primaryKey) both hold \(value)")
-                    continue
-                }
-                seen[attribute.name, default: [:]][claim] = primaryKey
+        if duplicates.isEmpty {
+            for (n, (_, _, index)) in indexes.enumerated() {
+                try ChangeWriter.appendSorted(&packed[n].entries, packed[n].bytes, into: index, txn)
+                packed[n] = ([], [])
             }
-            try txn.put(key, IndexKey.primaryKey(primaryKey), in: index)
         }
         guard duplicates.isEmpty else {
             let failures = duplicates.sorted { $0.key < $1.key }.map { name, pairs in
