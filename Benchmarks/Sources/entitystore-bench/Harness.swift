@@ -20,7 +20,11 @@ func heapBytesInUse() -> Int {
 /// The process's peak resident memory so far, in bytes: `VmHWM` of `/proc/self/status`, the high-water mark of this
 /// program's own memory. Not `getrusage`'s `ru_maxrss`: Linux keeps that across `exec`, so a child the suite spawns
 /// (S1's memory rows, S12) started from the parent's peak, which hid the child's own (S12's "0 MB").
-func peakResidentBytes() -> Int {
+func peakResidentBytes() -> Int { statusBytes("VmHWM") }
+
+/// A memory field of `/proc/self/status` (`VmHWM`, `VmRSS`, `RssAnon`), in bytes; the suite stops with a message if
+/// it cannot read it (a figure it made up would be worse).
+func statusBytes(_ field: String) -> Int {
     let status: String
     do {
         status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
@@ -28,10 +32,10 @@ func peakResidentBytes() -> Int {
         FileHandle.standardError.write(Data("entitystore-bench: cannot read /proc/self/status: \(error)\n".utf8))
         exit(1)
     }
-    guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+    guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
         let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
     else {
-        FileHandle.standardError.write(Data("entitystore-bench: no VmHWM in /proc/self/status\n".utf8))
+        FileHandle.standardError.write(Data("entitystore-bench: no \(field) in /proc/self/status\n".utf8))
         exit(1)
     }
     return kilobytes * 1024
@@ -202,11 +206,23 @@ final class AnonymousMemorySampler: @unchecked Sendable {
         return state.withLock { max(peak, last) }
     }
 
-    static func anonymousBytes() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
-            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-        else { return 0 }
-        return kilobytes * 1024
+    static func anonymousBytes() -> Int { statusBytes("RssAnon") }
+}
+
+/// Runs this program again with `arguments` (a child's command: `s12-child`, `memory-child`) and reads the numbers it
+/// prints on one line, `count` of them: each memory figure is then the child's own.
+func childFigures(_ arguments: [String], count: Int) throws -> [Double] {
+    let child = Process()
+    child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    child.arguments = arguments
+    let pipe = Pipe()
+    child.standardOutput = pipe
+    try child.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    child.waitUntilExit()
+    let fields = output.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    guard child.terminationStatus == 0, fields.count == count else {
+        throw BenchFailure("\(arguments.joined(separator: " ")) failed (status \(child.terminationStatus)): \(output)")
     }
+    return fields
 }

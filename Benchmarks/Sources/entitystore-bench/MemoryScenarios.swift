@@ -16,10 +16,10 @@ func s1Memory(_ report: Report, _ n: Int) throws {
     var left: [Double] = []
     for repetition in 0..<3 {
         try? FileManager.default.removeItem(atPath: path + "/data.mdb")
-        let rows = try memoryChild("rows", path, n)
+        let rows = try childFigures(["memory-child", "rows", path, "\(n)"], count: 3)
         rowsGrowth.append(rows[1])
         // The store the rows made, fetched whole into a context.
-        let fetched = try memoryChild("fetch", path, n)
+        let fetched = try childFigures(["memory-child", "fetch", path, "\(n)"], count: 3)
         held.append(fetched[1])
         left.append(fetched[2])
         if repetition == 0 {
@@ -40,23 +40,6 @@ func s1Memory(_ report: Report, _ n: Int) throws {
         String(format: "%.0f MB held, %.1f MB left once released", median(held) / 1e6, median(left) / 1e6))
 }
 
-/// Runs `memory-child KIND PATH N` and reads the numbers it prints.
-func memoryChild(_ kind: String, _ path: String, _ n: Int) throws -> [Double] {
-    let child = Process()
-    child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    child.arguments = ["memory-child", kind, path, "\(n)"]
-    let pipe = Pipe()
-    child.standardOutput = pipe
-    try child.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    child.waitUntilExit()
-    let fields = output.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    guard child.terminationStatus == 0, fields.count == 3 else {
-        throw BenchFailure("memory-child \(kind) failed (status \(child.terminationStatus)): \(output)")
-    }
-    return fields
-}
-
 /// The child of ``s1Memory(_:_:)``. `rows`: makes `n` items' rows, then batch-inserts them into a new store at
 /// `path`, and prints the seconds, the peak RSS growth during the insert and 0. `fetch`: fetches every object of the
 /// store into a context, and prints the seconds, the heap the context held and the heap still held once it is
@@ -67,7 +50,7 @@ func memoryChildMain(_ kind: String, _ path: String, _ n: Int) throws {
         let rows = (0..<n).map { ItemData.make($0).row }
         // From what the process holds now, not from its peak: making the rows peaked above what they hold.
         entitystore_heap_trim()
-        let before = try residentBytes()
+        let before = statusBytes("VmRSS")
         let anonymousBefore = AnonymousMemorySampler.anonymousBytes()
         let sampler = AnonymousMemorySampler()
         let start = now()
@@ -89,12 +72,4 @@ func memoryChildMain(_ kind: String, _ path: String, _ n: Int) throws {
         heldBytes = heapBytesInUse() - baseline
     }
     print("\(now() - start) \(heldBytes) \(max(0, heapBytesInUse() - baseline))")
-}
-
-/// The process's resident memory now (`/proc/self/statm`), in bytes.
-func residentBytes() throws -> Int {
-    let statm = try String(contentsOfFile: "/proc/self/statm", encoding: .utf8)
-    let fields = statm.split(separator: " ")
-    guard fields.count > 1, let pages = Int(fields[1]) else { throw BenchFailure("/proc/self/statm: \(statm)") }
-    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
 }

@@ -57,21 +57,10 @@ func s12(_ report: Report, _ n: Int) throws {
         String(format: "%.0f MB", peak))
 }
 
-/// Runs `s12-child KIND PATH` and reads its seconds and peak RSS growth.
+/// Runs `s12-child KIND PATH` and reads its seconds, peak RSS growth and peak anonymous growth.
 func s12Child(_ kind: String, _ path: String) throws -> (seconds: Double, peakGrowth: Double, anonymous: Double) {
-    let child = Process()
-    child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    child.arguments = ["s12-child", kind, path]
-    let pipe = Pipe()
-    child.standardOutput = pipe
-    try child.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    child.waitUntilExit()
-    let fields = output.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    guard child.terminationStatus == 0, fields.count == 3 else {
-        throw BenchFailure("s12-child \(kind) failed (status \(child.terminationStatus)): \(output)")
-    }
-    return (fields[0], fields[1], fields[2])
+    let figures = try childFigures(["s12-child", kind, path], count: 3)
+    return (figures[0], figures[1], figures[2])
 }
 
 /// The child of S12: rewrites the notes by `batchUpdate` (`update`) or by a custom migration stage (`migrate`),
