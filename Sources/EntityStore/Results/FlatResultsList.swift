@@ -28,9 +28,13 @@ import SectionedDiff
 /// try controller.performFetch()
 /// let list = FlatResultsList(sections: controller.sections)
 /// let collector = ResultsBatchCollector { changes, _ in
-///     try? list.apply(changes, splice: { position, removed, added in
-///         print("items-changed", position, removed, added)  // g_list_model_items_changed(...)
-///     })
+///     do {
+///         try list.apply(changes) { position, removed, added in
+///             print("items-changed", position, removed, added)  // g_list_model_items_changed(...)
+///         }
+///     } catch {
+///         print("rebuild the list:", error)  // a batch that does not fit: nothing was changed
+///     }
 /// } failure: { error in
 ///     print("the list stopped following:", error.message)
 /// }

@@ -1,0 +1,51 @@
+import EntityStore
+import Foundation
+
+/// A shelf of books: the list's sections. Deleting one deletes its books.
+final class Shelf: Model {
+    @Stored(.unique) var name: String
+    @ToMany(deleteRule: .cascade) var books: [Book]
+}
+
+/// A book: a row of the list, ordered on its shelf by `position` (rewritten by a user's reorder).
+final class Book: Model {
+    @Stored var title: String
+    @Stored(.indexed) var position: Double = 0
+    @ToOne var shelf: Shelf?
+}
+
+enum Library {
+    static func schema() throws -> Schema { try Schema(version: 1, models: [Shelf.self, Book.self]) }
+
+    static func open(_ path: String) throws -> PersistentStore {
+        try PersistentStore.open(path: path, schema: schema())
+    }
+
+    /// The list's request: the books whose title contains `search` (all without one), by position on each shelf.
+    static func request(search: String) throws -> FetchRequest {
+        var request = FetchRequest(entity: "Book", sortKeys: [SortKey("position"), SortKey("title")])
+        if !search.isEmpty { request.predicate = try FetchPredicate("title CONTAINS[cd] %@", search) }
+        return request
+    }
+
+    static let sectionKey = "shelf.name"
+
+    /// Fills an empty store: `count` books over a few shelves.
+    static func seed(_ context: ObjectContext, books count: Int) throws {
+        guard try context.count(Shelf.self) == 0 else { return }
+        let names = ["Fantasy", "History", "Poetry", "Science", "Travel"]
+        let shelves = try names.map { name in
+            let shelf = try context.insert(Shelf.self)
+            shelf.name = name
+            return shelf
+        }
+        let words = ["Silent", "River", "Glass", "Winter", "Atlas", "Copper", "Night", "Garden", "Stone", "Harbor"]
+        for index in 0..<count {
+            let book = try context.insert(Book.self)
+            book.title = "\(words[index % words.count]) \(words[(index / words.count) % words.count]) \(index)"
+            book.position = Double(index)
+            book.shelf = shelves[index % shelves.count]
+        }
+        try context.save()
+    }
+}
