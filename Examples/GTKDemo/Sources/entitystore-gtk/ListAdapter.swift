@@ -21,7 +21,8 @@ final class ListAdapter {
     /// Splices told to GTK since launch (a test drops one of them on purpose to show that the checks see it).
     private(set) var splices = 0
     var dropSplice: Int?
-    /// Called after each batch has been told to GTK.
+    /// Called when a batch arrives, and after it has been told to GTK.
+    var onBatchStart: (() -> Void)?
     var onBatch: (() -> Void)?
     /// Failures: a controller that stopped following, a row that could not be read.
     var onFailure: ((String) -> Void)?
@@ -105,6 +106,7 @@ final class ListAdapter {
     /// One batch: the kept rows of books that move take their new text first (a move is the book's one change in
     /// the batch), then the splices, then the books changed in place.
     private func apply(_ changes: [ResultsBatch.Change]) {
+        onBatchStart?()
         for change in changes {
             if case .moveItem(let id, _, _) = change, let kept = alive[FlatResultsList.Row.object(id)] {
                 es_row_set_text(kept, text(of: id))

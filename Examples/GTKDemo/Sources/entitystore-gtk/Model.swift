@@ -18,7 +18,7 @@ enum Library {
     static func schema() throws -> Schema { try Schema(version: 1, models: [Shelf.self, Book.self]) }
 
     static func open(_ path: String) throws -> PersistentStore {
-        try PersistentStore.open(path: path, schema: schema())
+        try PersistentStore.open(path: path, schema: schema(), options: .init(mapSize: 1 << 30))
     }
 
     /// The list's request: the books whose title contains `search` (all without one), by position on each shelf.
@@ -41,6 +41,7 @@ enum Library {
         }
         let words = ["Silent", "River", "Glass", "Winter", "Atlas", "Copper", "Night", "Garden", "Stone", "Harbor"]
         for index in 0..<count {
+            if index > 0, index % 50_000 == 0 { try context.save() }
             let book = try context.insert(Book.self)
             book.title = "\(words[index % words.count]) \(words[(index / words.count) % words.count]) \(index)"
             book.position = Double(index)

@@ -20,8 +20,15 @@ struct Writer {
         }
         for index in 0..<options.saves {
             guard readLine() != nil else { return }
-            try change(store, index, &generator)
-            FileHandle.standardOutput.write(Data("saved \(index)\n".utf8))
+            // The wall clock as the save began (the bulk's changes made, not yet written).
+            let began: UInt64
+            if let bulk = options.bulk {
+                began = try changeMany(store, bulk, index, &generator)
+            } else {
+                began = wallClockNanoseconds()
+                try change(store, index, &generator)
+            }
+            FileHandle.standardOutput.write(Data("saved \(index) \(began)\n".utf8))
         }
     }
 
@@ -57,6 +64,46 @@ struct Writer {
         }
         try context.save()
     }
+}
+
+extension Writer {
+    /// One save of `count` changes over the store's books: half renamed (in place), a third moved on their shelf,
+    /// the rest split between new books and deleted ones.
+    /// Returns the wall clock as the save began.
+    fileprivate func changeMany(
+        _ store: PersistentStore, _ count: Int, _ round: Int, _ g: inout SplitMix
+    ) throws -> UInt64 {
+        let context = ObjectContext(store: store, name: "writer")
+        let shelves = try context.fetch(Shelf.self)
+        let total = try context.count(Book.self)
+        var picked = Set<Int>()
+        while picked.count < count - count / 10 { picked.insert(Int(g.next() % UInt64(total))) }
+        let books = try context.fetch(Book.self)
+        for (n, index) in picked.enumerated() {
+            let book = books[index]
+            switch n % 9 {
+            case 0...4: book.title = "\(book.title.split(separator: " ").prefix(2).joined(separator: " ")) r\(round)"
+            case 5...7: book.position = Double(g.next() % 10_000_000) / 100
+            default: try context.delete(book)
+            }
+        }
+        for n in 0..<(count - picked.count) {
+            let book = try context.insert(Book.self)
+            book.title = "Bulk \(round) \(n)"
+            book.position = Double(g.next() % 10_000_000) / 100
+            book.shelf = shelves[n % shelves.count]
+        }
+        let began = wallClockNanoseconds()
+        try context.save()
+        return began
+    }
+}
+
+/// Nanoseconds of the wall clock (CLOCK_REALTIME), comparable across processes.
+func wallClockNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
 
 /// A small seeded generator (the same saves for one seed, run after run).

@@ -6,8 +6,11 @@ import GtkSupport
 // entitystore-gtk [--store PATH] [--books N]            the demo: a window on a store (made and filled if new)
 // entitystore-gtk --check [--store PATH] [--saves N] [--screenshots DIR] [--drop-splice K]
 //                                                        the scripted checks (run under Xvfb by `make gtk-test`)
-// entitystore-gtk writer --store PATH (--saves N --seed S | --every SECONDS)
+// entitystore-gtk writer --store PATH (--saves N --seed S [--bulk N] | --every SECONDS)
 //                                                        another process's saves: paced by its stdin, or timed
+// entitystore-gtk seed --store PATH --books N            a store filled, for the benchmark
+// entitystore-gtk --bench --store PATH --launched-at NS [--saves N]
+//                                                        the benchmark: first frame, and batches of 1% (gtk-bench)
 
 struct Options {
     var store = FileManager.default.temporaryDirectory.appendingPathComponent("entitystore-gtk-demo").path
@@ -19,11 +22,18 @@ struct Options {
     var screenshots: String?
     var dropSplice: Int?
     var writer = false
+    var seedOnly = false
+    var bench = false
+    var launchedAt: UInt64?
+    var bulk: Int?
 
     init(_ arguments: [String]) throws {
         var rest = arguments[...]
         if rest.first == "writer" {
             writer = true
+            rest = rest.dropFirst()
+        } else if rest.first == "seed" {
+            seedOnly = true
             rest = rest.dropFirst()
         }
         func value(_ flag: String) throws -> String {
@@ -45,6 +55,9 @@ struct Options {
             case "--every": every = try number(flag)
             case "--screenshots": screenshots = try value(flag)
             case "--drop-splice": dropSplice = try number(flag)
+            case "--bench": bench = true
+            case "--launched-at": launchedAt = try number(flag)
+            case "--bulk": bulk = try number(flag)
             default: throw UsageError("unknown argument '\(flag)'")
             }
         }
@@ -68,6 +81,14 @@ if options.writer {
     do { try Writer(options).run() } catch { fail("writer: \(error)") }
     exit(0)
 }
+if options.seedOnly {
+    do {
+        try Library.seed(ObjectContext(store: try Library.open(options.store), name: "seed"), books: options.books)
+    } catch {
+        fail("seed: \(error)")
+    }
+    exit(0)
+}
 
 gtk_init()
 es_attach_main_queue()
@@ -79,7 +100,7 @@ do {
     }
     store = try Library.open(options.store)
     let seeding = ObjectContext(store: store, name: "seed")
-    try Library.seed(seeding, books: options.check ? 24 : options.books)
+    if !options.bench { try Library.seed(seeding, books: options.check ? 24 : options.books) }
 } catch {
     fail("cannot open the store at \(options.store): \(error)")
 }
@@ -99,6 +120,9 @@ es_connect(
             return 0
         } as @convention(c) (gpointer?, gpointer?) -> gboolean, to: GCallback.self), UnsafeMutableRawPointer(loop))
 window.show()
+// (Kept here: the benchmark lives as long as the main loop.)
+let bench = options.bench ? Bench(window: window, options: options) : nil
+bench?.start()
 if options.check {
     let checker = Checker(window: window, options: options)
     Task { @MainActor in
