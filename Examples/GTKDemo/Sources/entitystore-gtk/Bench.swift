@@ -96,7 +96,8 @@ final class Bench {
             print(
                 String(
                     format: "gtk-bench: batch %d of %d changes: applied to GTK in %.2f ms, on screen %.2f ms after "
-                        + "it arrived, %.1f ms after the other process's save began", round, size, row.apply, row.screen,
+                        + "it arrived, %.1f ms after the other process's save began", round, size, row.apply,
+                    row.screen,
                     row.save))
         }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }

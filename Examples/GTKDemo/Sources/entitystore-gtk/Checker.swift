@@ -39,6 +39,10 @@ final class Checker {
     func run() async throws {
         try await verify("the first fetch")
         try screenshot("1-first-fetch")
+        try await seed002()
+        try await seed004()
+        try Library.addBooks(context, 24)
+        try await verify("24 books added on five new shelves")
         try await mixedBatch()
         try screenshot("2-mixed-batch")
         try await sectionChangeAtAnUnchangedPath()
@@ -63,7 +67,49 @@ final class Checker {
         return shelf
     }
 
-    /// RZCollectionList's mixed batch (seed 002): deletes, inserts, moves within and across sections, an edit in
+    private func book(_ title: String) throws -> Book {
+        guard let book = try context.first(Book.self, where: \Book.title == title) else {
+            throw CheckFailure(description: "no book '\(title)'")
+        }
+        return book
+    }
+
+    /// Seed 002, RZCollectionList's batch on its contents: four deletes (two whole shelves), two inserts on a new
+    /// shelf, two moves, an update.
+    private func seed002() async throws {
+        for title in ["Jill", "Jack", "Garfunkel", "Simon"] { try context.delete(try book(title)) }
+        let shelf = try context.insert(Shelf.self)
+        shelf.name = "420"
+        for (title, position) in [("Cheech", 1.0), ("Chong", 2.0)] {
+            let book = try context.insert(Book.self)
+            book.title = title
+            book.position = position
+            book.shelf = shelf
+        }
+        try book("Jerry").position = -2
+        try book("Ben").position = -1
+        try book("Technicolour").position = 3  // keeps its place: an update
+        try context.save()
+        try await verify("seed 002's batch")
+    }
+
+    /// Seed 004: Nu:Tone moves to shelf 420 while shelf 2 empties: its path is [1, 0] before and after.
+    private func seed004() async throws {
+        for title in ["Jerry", "Ben", "Clyde", "Bonnie"] { try context.delete(try book(title)) }
+        let nuTone = try book("Nu:Tone")
+        let before = adapter.controller.indexPath(for: nuTone.objectID)
+        nuTone.shelf = try shelf("420")
+        nuTone.position = 0
+        try context.save()
+        let after = adapter.controller.indexPath(for: nuTone.objectID)
+        guard before == ItemPath(section: 1, item: 0), after == before else {
+            throw CheckFailure(
+                description: "seed 004's path moved: \(String(describing: before)) → \(String(describing: after))")
+        }
+        try await verify("seed 004's section change at an unchanged path")
+    }
+
+    /// A mixed batch on the books added (as seed 002's): deletes, inserts, moves within and across sections, an edit in
     /// place, a section that goes and one that comes, all in one save.
     private func mixedBatch() async throws {
         let fantasy = try books(on: "Fantasy"), history = try books(on: "History"), poetry = try books(on: "Poetry")

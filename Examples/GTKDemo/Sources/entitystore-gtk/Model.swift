@@ -33,6 +33,32 @@ enum Library {
     /// Fills an empty store: `count` books over a few shelves.
     static func seed(_ context: ObjectContext, books count: Int) throws {
         guard try context.count(Shelf.self) == 0 else { return }
+        try addBooks(context, count)
+    }
+
+    /// RZCollectionList's contents before its batch (seed 002): shelves named "0" to "4", two to four books each.
+    static func seedOfRZCollectionList(_ context: ObjectContext) throws {
+        var shelves: [String: Shelf] = [:]
+        let books: [(String, String, Double)] = [
+            ("Jill", "0", 1), ("Jack", "0", 2), ("Garfunkel", "1", 1), ("Simon", "1", 2), ("Clyde", "2", 1),
+            ("Bonnie", "2", 2), ("Jerry", "2", 3), ("Ben", "2", 4), ("Nu:Tone", "4", 1), ("Technicolour", "4", 2),
+        ]
+        for (title, shelfName, position) in books {
+            let book = try context.insert(Book.self)
+            book.title = title
+            book.position = position
+            if shelves[shelfName] == nil {
+                let shelf = try context.insert(Shelf.self)
+                shelf.name = shelfName
+                shelves[shelfName] = shelf
+            }
+            book.shelf = shelves[shelfName]
+        }
+        try context.save()
+    }
+
+    /// Adds `count` books over five new shelves (Fantasy to Travel).
+    static func addBooks(_ context: ObjectContext, _ count: Int) throws {
         let names = ["Fantasy", "History", "Poetry", "Science", "Travel"]
         let shelves = try names.map { name in
             let shelf = try context.insert(Shelf.self)

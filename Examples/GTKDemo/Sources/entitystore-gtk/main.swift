@@ -100,7 +100,11 @@ do {
     }
     store = try Library.open(options.store)
     let seeding = ObjectContext(store: store, name: "seed")
-    if !options.bench { try Library.seed(seeding, books: options.check ? 24 : options.books) }
+    if options.check {
+        try Library.seedOfRZCollectionList(seeding)
+    } else if !options.bench {
+        try Library.seed(seeding, books: options.books)
+    }
 } catch {
     fail("cannot open the store at \(options.store): \(error)")
 }
