@@ -69,13 +69,14 @@ format:
 	$(SWIFT) format --in-place --recursive $(LINTED)
 
 # The GTK 4 example (Examples/GTKDemo, a package of its own: the library keeps no GTK dependency). GTK's headers, and
-# for the checks an X server without a screen (Xvfb), xwd and ImageMagick for the screenshots.
+# for the checks an X server without a screen (Xvfb), xwd and ImageMagick for the screenshots, xdotool for keys.
 gtk-deps: deps
 	@missing=""; \
 	pkg-config --exists gtk4 2>/dev/null || missing="$$missing libgtk-4-dev"; \
 	command -v Xvfb >/dev/null 2>&1 || missing="$$missing xvfb"; \
 	command -v xwd >/dev/null 2>&1 || missing="$$missing x11-apps"; \
 	command -v convert >/dev/null 2>&1 || missing="$$missing imagemagick"; \
+	command -v xdotool >/dev/null 2>&1 || missing="$$missing xdotool"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && \

@@ -167,6 +167,32 @@ final class Checker {
         }
         try await verify("a user's reorder")
         try screenshot("3-user-reorder")
+        // The same with the keyboard: Alt+Up on the list, typed into the X server (xdotool's XTEST events, as a
+        // keyboard types them), moves the book back.
+        guard let now = adapter.list.position(of: ItemPath(section: 0, item: 1)) else {
+            throw CheckFailure(description: "no second book")
+        }
+        gtk_single_selection_set_selected(window.selection, guint(now))
+        gtk_widget_grab_focus(window.listView)
+        let title = String(cString: gtk_window_get_title(cast(window.window)))
+        try await nextBatch(
+            after: {
+                do {
+                    try runTool(
+                        "/usr/bin/xdotool",
+                        [
+                            "search", "--sync", "--name", title, "windowfocus", "--sync", "key", "--clearmodifiers",
+                            "alt+Up",
+                        ])
+                } catch {
+                    failures.append("\(error)")
+                }
+            }, watchdog: "Alt+Up")
+        guard adapter.controller.indexPath(for: id) == ItemPath(section: 0, item: 0) else {
+            throw CheckFailure(
+                description: "Alt+Up left \(id) at \(String(describing: adapter.controller.indexPath(for: id)))")
+        }
+        try await verify("a user's reorder with the keyboard")
     }
 
     /// The window's buttons clicked as a user would (their `clicked` signal): a book
@@ -341,25 +367,27 @@ final class Checker {
         }
     }
 
-    /// Saves a picture of the screen (`xwd` of the X server's root window, made a PNG by ImageMagick's `convert`).
+    /// Saves a picture of the window (`xwd` of its X window, made a PNG by ImageMagick's `convert`).
     private func screenshot(_ name: String) throws {
         guard let directory = options.screenshots else { return }
         let xwd = "\(directory)/\(name).xwd", png = "\(directory)/\(name).png"
         let title = String(cString: gtk_window_get_title(cast(window.window)))
-        for (tool, arguments) in [
-            ("/usr/bin/xwd", ["-name", title, "-silent", "-out", xwd]), ("/usr/bin/convert", [xwd, png]),
-        ] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: tool)
-            process.arguments = arguments
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else {
-                throw CheckFailure(
-                    description: "\(tool) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
-            }
-        }
+        try runTool("/usr/bin/xwd", ["-name", title, "-silent", "-out", xwd])
+        try runTool("/usr/bin/convert", [xwd, png])
         try FileManager.default.removeItem(atPath: xwd)
+    }
+
+    /// Runs a tool to its end; one that fails is a failed check.
+    private func runTool(_ tool: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw CheckFailure(
+                description: "\(tool) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+        }
     }
 }
 
