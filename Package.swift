@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "SectionedDiff", targets: ["SectionedDiff"]),
         .library(name: "EntityStoreSync", targets: ["EntityStoreSync"]),
+        // store-inspect's commands as a library (the benchmarks time its import and export in process).
+        .library(name: "StoreInspectCore", targets: ["StoreInspectCore"]),
         .executable(name: "store-inspect", targets: ["store-inspect"]),
         .executable(name: "store-demo", targets: ["store-demo"]),
     ],

@@ -17,6 +17,7 @@ let package = Package(
                 .product(name: "EntityStore", package: "EntityStore"),
                 .product(name: "LMDB", package: "EntityStore"),
                 .product(name: "EntityStoreSync", package: "EntityStore"),
+                .product(name: "StoreInspectCore", package: "EntityStore"),
             ],
             swiftSettings: [.unsafeFlags(["-Ounchecked"])]),
     ]

@@ -251,8 +251,18 @@ import Glibc
                     // next two a random moment into the last transaction (or after it); then it may finish. A
                     // migration that ends first is not killed.
                     let lastChunk = look.state == .underWay && look.underWay.map { $0.total - $0.completed <= chunk }!
+                    // Past `patient` kills a chain goes on to its last transaction (a kill after its last chunk's
+                    // report): kills at random moments may make no progress at all, and a busy machine makes fewer
+                    // chunks fit between two moments, so without it a chain might use up every kill among its
+                    // chunks and none would land in the last transaction.
+                    let patient = kill >= 30
+                    let chunksLeft =
+                        look.underWay.map { ($0.total - $0.completed + chunk - 1) / chunk } ?? people / chunk
                     let reports =
-                        lastChunk ? 1 : kill == 0 || look.state == .allRewritten ? 0 : Int.random(in: 0...1, using: &g)
+                        lastChunk
+                        ? 1
+                        : kill == 0 || look.state == .allRewritten
+                            ? 0 : patient ? chunksLeft : Int.random(in: 0...1, using: &g)
                     let ended =
                         reports == 0
                         ? try migrator.waitForLinesOrEnd(1, "'opening'") { $0 == "opening" }.ended
@@ -261,7 +271,7 @@ import Glibc
                         if look.state == .allRewritten {
                             usleep(UInt32.random(in: 0...1_000_000, using: &g))
                             killsInTheLastTransaction += 1
-                        } else if kill > 0 && !lastChunk && Bool.random(using: &g) {
+                        } else if kill > 0 && !lastChunk && !patient && Bool.random(using: &g) {
                             usleep(UInt32.random(in: 0...40_000, using: &g))
                         }
                         migrator.kill()

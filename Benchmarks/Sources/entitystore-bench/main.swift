@@ -21,7 +21,7 @@ if arguments.contains("-h") || arguments.contains("--help") {
     print(usage)
     exit(0)
 }
-let scenarios = Set((1...12).map { "S\($0)" })
+let scenarios = Set((1...13).map { "S\($0)" })
 var argumentIndex = 0
 while argumentIndex < arguments.count {
     let argument = arguments[argumentIndex]
@@ -35,7 +35,7 @@ while argumentIndex < arguments.count {
         argumentIndex += 1
         if let unknown = names.first(where: { !scenarios.contains($0) }) {
             FileHandle.standardError.write(
-                Data("entitystore-bench: no scenario '\(unknown)' (S1...S12)\n\(usage)\n".utf8))
+                Data("entitystore-bench: no scenario '\(unknown)' (S1...S13)\n\(usage)\n".utf8))
             exit(64)
         }
     default:
@@ -116,6 +116,7 @@ do {
     }
     if runs("S12") { try s12(report, quick ? 10_000 : 1_000_000) }
     if runs("S10") { try s10(report, quick ? 1_000 : 20_000, latencySamples: quick ? 20 : 100) }
+    if runs("S13") { try s13(report, quick ? 5_000 : 50_000) }
 } catch {
     FileHandle.standardError.write(Data("entitystore-bench: \(error)\n".utf8))
     exit(1)
