@@ -73,6 +73,9 @@ import Testing
             (["import", s, "/dev/null", "--input", "xml"], 64), (["import", s, "/dev/null", "--input", ""], 64),
             (["import", s, dir.path("empty-dir")], 64), (["import", s, "/etc/hostname", "--input", "json"], 65),
             (["import", s, "a", "b"], 64),
+            // Contradicting options, and field lists with no field or an empty one.
+            (["schema", s, "--version", "1", "--history"], 64), (["ls", s, "Book", "--fields", ",,"], 64),
+            (["ls", s, "Book", "--fields", "title,,pages"], 64), (["get", s, "Book/p1", "--fields", " , "], 64),
         ]
         #expect(cases.count >= 40)
         let before = store.dataDigest()

@@ -100,6 +100,14 @@ import Testing
             "count", store.path, "Book", "--where", "ANY tags.name == 'classic'", "--format", "csv",
         ])
         #expect(count.stdout == "entity,count\nBook,3\n")
+        // --explain: the plan beside the count.
+        let explainedCount = try inspect([
+            "count", store.path, "Book", "--where", "pages == 200", "--explain", "--format", "csv",
+        ])
+        #expect(
+            explainedCount.stdout
+                == "entity,count,plan\nBook,1,index Book.pages: pages == 200 (the index holds exactly the matches); "
+                + "no sort needed\n", "\(explainedCount.stdout)")
         let json = try inspect(["get", store.path, "Book/p2", "--format", "json", "--fields", "title,author"])
         #expect(json.stdout.contains("\"title\": \"Momo\", \"author\": \"Author/p2\""))
         #expect(json.stdout.hasPrefix("{\"transaction\": "))

@@ -119,7 +119,7 @@ enum Commands {
         CommandSpec(
             name: "count", overview: "Count objects of an entity.", positionals: ["ENTITY"],
             options: [("--where PREDICATE", "Only objects matching the predicate.")],
-            flags: [("--explain", "Print the query plan.")],
+            flags: [("--explain", "Print the query plan beside the count.")],
             examples: ["library.store Book --where \"ANY tags.name == 'sf'\""]),
         CommandSpec(
             name: "get", overview: "Show one object by its ID (Entity/p42, or its entitystore:// URI).",

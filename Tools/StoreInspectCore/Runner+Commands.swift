@@ -74,6 +74,11 @@ extension Runner {
         var schema = store.schema
         let history = try store.schemaHistory()
         if invocation.flags.contains("--history") {
+            if invocation.options["--version"] != nil {
+                throw CommandFailure(
+                    code: ExitCode.usage,
+                    message: "--history lists every version and --version N shows one: give one of them")
+            }
             // Each version with the migration stage that reached it, when the store logged one.
             let log = try store.migrationLog()
             var table = Table(columns: [
@@ -217,10 +222,15 @@ extension Runner {
         stream?.finish()
     }
 
+    /// The count; with `--explain`, the plan beside it (a column, in every format).
     func count() throws {
-        guard let (entity, request, context) = try query() else { return }
-        var table = Table(columns: ["entity", "count"])
-        table.rows = [[.text(entity.name), .int(Int64(try context.count(for: request)))]]
+        let entity = try entity(invocation.positionals[0])
+        let request = try request(for: entity)
+        let context = ObjectContext(store: store)
+        let explain = invocation.flags.contains("--explain")
+        var table = Table(columns: ["entity", "count"] + (explain ? ["plan"] : []))
+        let plan: [Cell] = explain ? [.text(try context.explain(request).description)] : []
+        table.rows = [[.text(entity.name), .int(Int64(try context.count(for: request)))] + plan]
         emit(table)
     }
 

@@ -305,7 +305,15 @@ struct Runner {
     func fields(of entity: Entity) throws -> [String] {
         let all = entity.attributes.map(\.name) + entity.relationships.map(\.name)
         guard let text = invocation.options["--fields"] else { return all }
-        let chosen = text.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
+        let chosen = text.split(separator: ",", omittingEmptySubsequences: false).map {
+            String($0).trimmingCharacters(in: .whitespaces)
+        }
+        if chosen.allSatisfy(\.isEmpty) {
+            throw CommandFailure(code: ExitCode.usage, message: "--fields '\(text)' names no field")
+        }
+        if chosen.contains("") {
+            throw CommandFailure(code: ExitCode.usage, message: "--fields '\(text)' has an empty field")
+        }
         for field in chosen where !all.contains(field) {
             throw CommandFailure(code: ExitCode.usage, message: "\(entity.name) has no field '\(field)'")
         }
