@@ -76,6 +76,40 @@ import Testing
         #expect(lines.count == 3 && lines[2].contains(",custom from 1,") && lines[2].hasSuffix(",1"), "\(lines)")
     }
 
+    @Test func fieldsTakeKeyPathsThroughToOnes() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let csv = try inspect([
+            "ls", store.path, "Book", "--sort", "title", "--fields", "title,author.name,author.email,publisher.name",
+            "--format", "csv",
+        ])
+        #expect(csv.status == 0, "\(csv.stderr)")
+        #expect(
+            csv.stdout == "id,title,author.name,author.email,publisher.name\n"
+                + "Book/p5,Die unendliche Geschichte,Michael Ende,,\nBook/p3,L'Étranger,Albert Camus,albert@example.fr,\n"
+                + "Book/p4,La Peste,Albert Camus,albert@example.fr,\nBook/p2,Momo,Michael Ende,,\n"
+                + "Book/p1,The Dispossessed,Ursula Le Guin,ursula@example.org,\n", "\(csv.stdout)")
+        let json = try inspect([
+            "get", store.path, "Book/p2", "--fields", "author.name,author,publisher.name", "--format", "json",
+        ])
+        #expect(
+            json.stdout.contains(
+                "\"author.name\": \"Michael Ende\", \"author\": \"Author/p2\", \"publisher.name\": null"),
+            "\(json.stdout)")
+        let table = try inspect([
+            "ls", store.path, "Book", "--fields", "author.name", "--limit", "1", "--format", "table",
+        ])
+        #expect(table.stdout.contains("author.name") && table.stdout.contains("Ursula Le Guin"), "\(table.stdout)")
+        for (field, problem) in [
+            ("tags.name", "'tags' is a to-many relationship of Book"), ("author.nope", "Author has no attribute"),
+            ("author.", "Book has no field 'author.'"), ("author.books.title", "'books' is a to-many"),
+            ("nope.name", "Book has no relationship 'nope'"),
+        ] {
+            let refused = try inspect(["ls", store.path, "Book", "--fields", "title,\(field)"])
+            #expect(refused.status == 64 && refused.stderr.contains(problem), "\(field): \(refused.stderr)")
+        }
+    }
+
     @Test func listingFiltersSortsWindowsAndExplains() throws {
         let store = try InspectedStore()
         defer { store.remove() }

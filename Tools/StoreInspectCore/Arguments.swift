@@ -109,11 +109,11 @@ enum Commands {
                 ("--where PREDICATE", "Only objects matching the predicate (NSPredicate syntax)."),
                 ("--sort KEYS", "Sort keys, comma separated; -key for descending."),
                 ("--limit N", "At most N objects (0: no limit)."), ("--offset N", "Skip N objects."),
-                ("--fields A,B", "Only these attributes and relationships."),
+                ("--fields A,B", "Only these attributes and relationships, or paths through to-ones (author.name)."),
             ], flags: [("--explain", "Print the query plan instead of the objects.")],
             examples: [
                 "library.store Book --where \"pages > 300 AND author.name BEGINSWITH 'Ur'\" --sort -pages,title",
-                "library.store Book --fields title,author --limit 20 --format csv",
+                "library.store Book --fields title,author.name --limit 20 --format csv",
                 "library.store Author --where \"born < '1950-01-01'\" --explain",
             ]),
         CommandSpec(
@@ -124,7 +124,9 @@ enum Commands {
         CommandSpec(
             name: "get", overview: "Show one object by its ID (Entity/p42, or its entitystore:// URI).",
             positionals: ["OBJECT-ID"],
-            options: [("--fields A,B", "Only these attributes and relationships.")], flags: [],
+            options: [
+                ("--fields A,B", "Only these attributes and relationships, or paths through to-ones (author.name).")
+            ], flags: [],
             examples: ["library.store Book/p42", "library.store entitystore://STORE-ID/Book/p42 --format json"]),
         CommandSpec(
             name: "check",

@@ -213,11 +213,11 @@ extension Runner {
         // A fetch of a superentity holds its sub-entities' objects: their values are at the same positions.
         let sources = sources(entity, fields)
         var stream: RowStream?
-        try context.streamSnapshot([request]) { transaction in
+        try context.streamSnapshot([request], keyPaths: keyPaths(fields)) { transaction in
             stream = RowStream(
                 columns: ["id"] + fields, format: format, color: color, transaction: transaction, out: out)
         } row: { _, row in
-            stream?.add(self.row(row.id, row.values, row.relationships, sources))
+            stream?.add(self.row(row.id, row.values, row.relationships, sources, pathValues: row.pathValues))
         }
         stream?.finish()
     }
@@ -240,11 +240,13 @@ extension Runner {
         let id = try text.hasPrefix("entitystore://") ? store.objectID(forURI: text) : store.objectID(from: text)
         let entity = try entity(id.entityName)
         let fields = try fields(of: entity)
-        guard let (values, relationships, transaction) = try store.readObject(id) else {
+        guard
+            let (values, relationships, pathValues, transaction) = try store.readObject(id, keyPaths: keyPaths(fields))
+        else {
             throw CommandFailure(code: ExitCode.findings, message: "\(id) does not exist")
         }
         var table = Table(columns: ["id"] + fields, transaction: transaction)
-        table.rows = [row(id, values, relationships, sources(entity, fields))]
+        table.rows = [row(id, values, relationships, sources(entity, fields), pathValues: pathValues)]
         emit(table)
     }
 

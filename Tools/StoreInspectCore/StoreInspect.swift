@@ -315,9 +315,21 @@ struct Runner {
             throw CommandFailure(code: ExitCode.usage, message: "--fields '\(text)' has an empty field")
         }
         for field in chosen where !all.contains(field) {
-            throw CommandFailure(code: ExitCode.usage, message: "\(entity.name) has no field '\(field)'")
+            // A key path through to-one relationships: `shelf.name`, `shelf.owner.name`.
+            let path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard path.count > 1, !path.contains("") else {
+                throw CommandFailure(code: ExitCode.usage, message: "\(entity.name) has no field '\(field)'")
+            }
+            if let problem = ToOnePathReader.problem(path, from: entity, in: store.schema) {
+                throw CommandFailure(code: ExitCode.usage, message: "no field '\(field)': \(problem)")
+            }
         }
         return chosen
+    }
+
+    /// The key paths among `fields` (those with a dot), each as its components, in order.
+    func keyPaths(_ fields: [String]) -> [[String]] {
+        fields.filter { $0.contains(".") }.map { $0.split(separator: ".").map(String.init) }
     }
 
     /// Where each field of a row comes from, worked out once per entity: an attribute's position, or a
@@ -325,10 +337,17 @@ struct Runner {
     enum FieldSource {
         case attribute(Int)
         case relationship(Int, toMany: Bool)
+        /// A key path's value (its position among the paths asked for).
+        case path(Int)
     }
 
     func sources(_ entity: Entity, _ fields: [String]) -> [FieldSource] {
-        fields.compactMap { field in
+        var paths = 0
+        return fields.compactMap { field in
+            if field.contains(".") {
+                paths += 1
+                return .path(paths - 1)
+            }
             if let index = entity.attributeIndex(field) { return .attribute(index) }
             guard let index = entity.relationships.firstIndex(where: { $0.name == field }) else { return nil }
             return .relationship(index, toMany: entity.relationships[index].isToMany)
@@ -336,12 +355,16 @@ struct Runner {
     }
 
     /// A row's cells: the ID, then each field (to-many targets as a list, a missing to-one as nil).
-    func row(_ id: ObjectID, _ values: [Value], _ relationships: [[ObjectID]], _ sources: [FieldSource]) -> [Cell] {
+    func row(
+        _ id: ObjectID, _ values: [Value], _ relationships: [[ObjectID]], _ sources: [FieldSource],
+        pathValues: [Value] = []
+    ) -> [Cell] {
         var cells: [Cell] = [.text(id.description)]
         cells.reserveCapacity(sources.count + 1)
         for source in sources {
             switch source {
             case .attribute(let index): cells.append(Cell(values[index]))
+            case .path(let index): cells.append(Cell(pathValues[index]))
             case .relationship(let index, let toMany):
                 let targets = relationships[index]
                 if toMany {

@@ -472,6 +472,8 @@ extension ObjectContext {
         package var values: [Value]
         /// Each relationship's targets, in the order of the entity's relationships.
         package var relationships: [[ObjectID]]
+        /// The values of the key paths asked for (``ToOnePathReader``), in their order.
+        package var pathValues: [Value] = []
     }
 
     /// Fetches objects with their values and relationship targets from one read snapshot, without registering
@@ -489,12 +491,21 @@ extension ObjectContext {
     /// in the request's order. Only one request's matching IDs (and sort values) are held at once; each record is
     /// read and decoded when its turn comes.
     package func streamSnapshot(
-        _ requests: [FetchRequest], begin: (Int) throws -> Void, row: (Int, SnapshotRow) throws -> Void
+        _ requests: [FetchRequest], keyPaths: [[String]] = [], begin: (Int) throws -> Void,
+        row emit: (Int, SnapshotRow) throws -> Void
     ) throws {
         try mappingStorageErrors("fetching \(requests.map(\.entity).joined(separator: ", "))") {
             try store.read { txn in
                 try begin(Int(try store.historySequence(txn)))
                 let reader = FetchReader(txn: txn, store: store, context: self, includesPending: false)
+                var paths = ToOnePathReader(store: store, txn: txn, paths: keyPaths)
+                func row(_ position: Int, _ row: SnapshotRow) throws {
+                    var row = row
+                    if !keyPaths.isEmpty {
+                        row.pathValues = try paths.values(from: row.id, relationships: row.relationships)
+                    }
+                    try emit(position, row)
+                }
                 for (position, request) in requests.enumerated() {
                     var storage = try store.storage(for: request.entity)
                     // Every object of one entity in key order: read straight off the records' cursor, holding

@@ -14,8 +14,8 @@ extension PersistentStore {
     /// One object's values (a decimal as its stored text, as in a snapshot row) and relationships from one read,
     /// for tools; `nil` when it does not exist.
     package func readObject(
-        _ id: ObjectID
-    ) throws -> (values: [Value], relationships: [[ObjectID]], transaction: Int)? {
+        _ id: ObjectID, keyPaths: [[String]] = []
+    ) throws -> (values: [Value], relationships: [[ObjectID]], pathValues: [Value], transaction: Int)? {
         let storage = try storage(for: id.entityName)
         return try mappingStorageErrors("reading \(id)") {
             try read { txn in
@@ -26,7 +26,9 @@ extension PersistentStore {
                 let relationships = try storage.entity.relationships.map {
                     try storedTargets(of: id, $0, storage, txn)
                 }
-                return (values, relationships, Int(try historySequence(txn)))
+                var paths = ToOnePathReader(store: self, txn: txn, paths: keyPaths)
+                let pathValues = try paths.values(from: id, relationships: relationships)
+                return (values, relationships, pathValues, Int(try historySequence(txn)))
             }
         }
     }
@@ -101,5 +103,79 @@ extension PersistentStore {
                 return largest
             }
         }
+    }
+}
+
+/// The values key paths through to-one relationships (`shelf.name`, `shelf.owner.name`, `shelf.owner`) reach from
+/// objects read in one transaction, for tools that list them (`store-inspect ls --fields shelf.name`). Each
+/// object a path lands on is read once per reader. A path ending at a to-one relationship gives the target's ID as
+/// text; a missing link gives nil.
+package struct ToOnePathReader {
+    let store: PersistentStore
+    let txn: ReadTransaction
+    /// The paths, each as its components.
+    package let paths: [[String]]
+    private var objects: [ObjectID: (values: [Value], storage: EntityStorage)] = [:]
+
+    init(store: PersistentStore, txn: ReadTransaction, paths: [[String]]) {
+        self.store = store
+        self.txn = txn
+        self.paths = paths
+    }
+
+    /// Why `path` is not a key path through to-one relationships from `entity` (as a message), or nil when it is.
+    package static func problem(_ path: [String], from entity: Entity, in schema: Schema) -> String? {
+        var current = entity
+        for (index, component) in path.enumerated() {
+            let last = index == path.count - 1
+            if last, current.attribute(component) != nil { return nil }
+            guard let relationship = current.relationship(component) else {
+                return "\(current.name) has no \(last ? "attribute or relationship" : "relationship") '\(component)'"
+            }
+            guard !relationship.isToMany else {
+                return "'\(component)' is a to-many relationship of \(current.name): a path goes through to-ones only"
+            }
+            if last { return nil }
+            guard let next = schema.entity(relationship.destination) else {
+                return "\(current.name).\(component) leads to no entity"
+            }
+            current = next
+        }
+        return "an empty path"
+    }
+
+    /// Each path's value from the object `id`, whose own relationship targets are `relationships`.
+    mutating func values(from id: ObjectID, relationships: [[ObjectID]]) throws -> [Value] {
+        try paths.map { try value($0, from: id, relationships: relationships) }
+    }
+
+    private mutating func value(_ path: [String], from id: ObjectID, relationships: [[ObjectID]]) throws -> Value {
+        var storage = try store.storage(for: id.entityName)
+        guard let first = storage.entity.relationships.firstIndex(where: { $0.name == path[0] }) else {
+            return .null
+        }
+        var target = relationships[first].first
+        for component in path.dropFirst() {
+            guard let at = target else { return .null }
+            let object = try load(at)
+            storage = object.storage
+            if let index = storage.entity.attributeIndex(component) { return object.values[index] }
+            guard let relationship = storage.entity.relationship(component) else { return .null }
+            target = try store.storedTargets(of: at, relationship, storage, txn).first
+        }
+        return target.map { .string($0.description) } ?? .null
+    }
+
+    private mutating func load(_ id: ObjectID) throws -> (values: [Value], storage: EntityStorage) {
+        if let known = objects[id] { return known }
+        let storage = try store.storage(for: id.entityName)
+        guard let bytes = try txn.get(id.primaryKey, in: storage.records) else {
+            throw EntityStoreError(
+                .corruptData, "\(id) is linked but has no record", entity: id.entityName, objectID: id)
+        }
+        let values = try RecordCodec.decode(bytes, entity: storage.entity, key: id.primaryKey, decimalsAsText: true)
+            .values
+        objects[id] = (values, storage)
+        return (values, storage)
     }
 }
