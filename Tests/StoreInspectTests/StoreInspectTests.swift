@@ -198,7 +198,7 @@ import Testing
         let lines = output.stdout.split(separator: "\n")
         #expect(output.status == 0, "\(output.stderr)")
         #expect(lines.count == 4)
-        #expect(lines.first == "transaction,date,author,process,kind,object,keys,user-driven")
+        #expect(lines.first == "transaction,date,author,process,kind,object,keys,user-driven,changes")
         #expect(lines.dropFirst().allSatisfy { $0.contains(",insert,Tag/p") })
         #expect(lines.dropFirst().map { $0.split(separator: ",")[0] } == ["2", "3", "4"])
     }
@@ -628,7 +628,7 @@ final class OutputBox: @unchecked Sendable {
         #expect(csv.status == 0, "\(csv.stderr)")
         let lines = csv.stdout.components(separatedBy: "\n")
         #expect(lines.count == 4 && lines.last == "", "\(csv.stdout)")  // header, two rows, the final newline
-        #expect(lines[0] == "transaction,date,author,process,kind,object,keys,user-driven")
+        #expect(lines[0] == "transaction,date,author,process,kind,object,keys,user-driven,changes")
         #expect(lines[1].hasPrefix("1,") && lines[2].hasPrefix("2,"))
         let table = try inspect(["watch", path, "--since", "3", "--max", "2", "--format", "table"])
         let rows = table.stdout.components(separatedBy: "\n").dropLast()
@@ -637,6 +637,12 @@ final class OutputBox: @unchecked Sendable {
         let keysColumn = rows[0].range(of: "keys")!.lowerBound.utf16Offset(in: rows[0])
         for row in rows.dropFirst() { #expect(row.contains("Tag/p"), "\(row)") }
         #expect(rows.dropFirst().allSatisfy { $0.count > keysColumn })
+        // The values: old → new in a table; keys an array and changes an object in NDJSON.
+        #expect(rows[1].hasSuffix("name: c → c2"), "\(rows[1])")
+        let ndjson = try inspect(["watch", path, "--since", "3", "--max", "1", "--format", "ndjson"])
+        let update = ndjson.stdout.split(separator: "\n").first.map(String.init) ?? ""
+        #expect(update.contains("\"keys\":[\"name\"]"), "\(update)")
+        #expect(update.contains("\"changes\":{\"name\": {\"old\": \"c\", \"new\": \"c2\"}}"), "\(update)")
     }
 
     @Test func whereTestsTheObjectAsTheTransactionLeftIt() throws {

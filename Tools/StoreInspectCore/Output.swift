@@ -15,6 +15,11 @@ enum Cell {
     case null
     /// A to-many relationship's targets: an array in JSON, separated by spaces elsewhere.
     case list([Cell])
+    /// Named cells: an object in JSON, `name: value` separated by `; ` elsewhere.
+    case fields([(String, Cell)])
+    /// A value that changed: `{"old": ..., "new": ...}` in JSON (a side it does not have left out), `old → new`
+    /// elsewhere.
+    indirect case change(old: Cell?, new: Cell?)
 
     init(_ value: Value) {
         switch value {
@@ -155,7 +160,21 @@ enum Cell {
         case .bool(let v): v ? "true" : "false"
         case .null: ""
         case .list(let cells): cells.map(\.plain).joined(separator: " ")
+        case .fields(let fields): fields.map { "\($0): \($1.plain)" }.joined(separator: "; ")
+        case .change(let old, let new):
+            switch (old, new) {
+            case (let old?, let new?): "\(old.plainOrNil) → \(new.plainOrNil)"
+            case (let old?, nil): "\(old.plainOrNil) →"
+            case (nil, let new?): "→ \(new.plainOrNil)"
+            case (nil, nil): ""
+            }
         }
+    }
+
+    /// ``plain``, with nil as `nil` (a change to or from nil shows it).
+    var plainOrNil: String {
+        if case .null = self { return "nil" }
+        return plain
     }
 
     /// Appends the cell as JSON: text quoted, nil as `null`, a list as an array.
@@ -173,6 +192,17 @@ enum Cell {
                 cell.appendJSON(to: &out)
             }
             out.append(UInt8(ascii: "]"))
+        case .fields(let fields):
+            out.append(UInt8(ascii: "{"))
+            for (i, (name, cell)) in fields.enumerated() {
+                if i > 0 { out.append(contentsOf: ", ".utf8) }
+                Cell.appendQuoted(name, to: &out)
+                out.append(contentsOf: ": ".utf8)
+                cell.appendJSON(to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        case .change(let old, let new):
+            Cell.fields([old.map { ("old", $0) }, new.map { ("new", $0) }].compactMap { $0 }).appendJSON(to: &out)
         }
     }
 

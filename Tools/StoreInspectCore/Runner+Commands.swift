@@ -263,13 +263,30 @@ extension Runner {
             [
                 .int(Int64(record.transaction ?? 0)), .text(record.date.formatted(.iso8601)),
                 record.author.map(Cell.text) ?? .null, .int(Int64(record.processID)), .text(change.kind.rawValue),
-                .text(change.objectID.description), .text(change.changedKeys.joined(separator: " ")),
-                .bool(change.isUserDriven),
+                .text(change.objectID.description), .list(change.changedKeys.map(Cell.text)),
+                .bool(change.isUserDriven), changes(change),
             ]
         }
     }
 
-    static let changeColumns = ["transaction", "date", "author", "process", "kind", "object", "keys", "user-driven"]
+    /// The values a change holds, by key: `old → new` (an update), the values an object was deleted with, the
+    /// targets a relationship lost. An insert read back from the history holds none (they are in its record),
+    /// nor does a batch update's change.
+    static func changes(_ change: ObjectChange) -> Cell {
+        let old = change.oldValues, new = change.newValues, oldLinks = change.oldRelationships
+        return .fields(
+            change.changedKeys.compactMap { key in
+                if let links = oldLinks[key] {
+                    return (key, .change(old: .list(links.map { .text($0.description) }), new: nil))
+                }
+                guard old[key] != nil || new[key] != nil else { return nil }
+                return (key, .change(old: old[key].map(Cell.init), new: new[key].map(Cell.init)))
+            })
+    }
+
+    static let changeColumns = [
+        "transaction", "date", "author", "process", "kind", "object", "keys", "user-driven", "changes",
+    ]
 
     func history() throws {
         let since = invocation.options["--since"].flatMap { UInt64($0) } ?? 0
@@ -307,7 +324,7 @@ extension Runner {
         let color = self.color
         let schema = store.schema
         // Rows stream one at a time: a table's columns have fixed widths (the header's or a typical value's).
-        let widths = [11, 24, 12, 7, 6, 20, 24, 11]
+        let widths = [11, 24, 12, 7, 6, 20, 24, 11, 0]
         @Sendable func fixedLine(_ cells: [String]) -> String {
             zip(cells, widths).map { text, width in
                 text + String(repeating: " ", count: max(0, width - Cell.displayWidth(text)))
