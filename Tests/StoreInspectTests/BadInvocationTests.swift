@@ -76,6 +76,7 @@ import Testing
             // Contradicting options, and field lists with no field or an empty one.
             (["schema", s, "--version", "1", "--history"], 64), (["ls", s, "Book", "--fields", ",,"], 64),
             (["ls", s, "Book", "--fields", "title,,pages"], 64), (["get", s, "Book/p1", "--fields", " , "], 64),
+            (["export", s, "--all", "--fields", "title"], 64), (["export", s, "Book", "--fields", "tags.name"], 64),
         ]
         #expect(cases.count >= 40)
         let before = store.dataDigest()

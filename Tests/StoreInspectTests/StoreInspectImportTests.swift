@@ -82,6 +82,13 @@ import Testing
         let ndjson = try inspect(["export", original, "--all", "--format", "ndjson"])
         let csvDirectory = directory.path("csv")
         #expect(try inspect(["export", original, "--all", "--format", "csv", "--dir", csvDirectory]).status == 0)
+        // Each relationship once: a to-many whose inverse is a to-one is in the other file, a many-to-many on one side.
+        func header(_ entity: String) throws -> String {
+            String(try String(contentsOfFile: "\(csvDirectory)/\(entity).csv", encoding: .utf8).prefix { $0 != "\n" })
+        }
+        #expect(try header("Author") == "id,name,email,born,rating")
+        #expect(try header("Book") == "id,title,pages,price,isbn,cover,score,inPrint,author,tags,publisher")
+        #expect(try header("Tag") == "id,name" && header("Chapter") == "id,title,number,book")
         try "\(json.stdout)".write(toFile: directory.path("all.json"), atomically: true, encoding: .utf8)
         try "\(ndjson.stdout)".write(toFile: directory.path("all.ndjson"), atomically: true, encoding: .utf8)
 

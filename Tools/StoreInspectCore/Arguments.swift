@@ -154,7 +154,12 @@ enum Commands {
         CommandSpec(
             name: "export", overview: "Export objects as JSON, NDJSON or CSV.", positionals: ["ENTITY?"],
             options: [
-                ("--dir D", "With --all --format csv: write one ENTITY.csv per entity into D (CSV holds one table).")
+                ("--dir D", "With --all --format csv: write one ENTITY.csv per entity into D (CSV holds one table)."),
+                (
+                    "--fields A,B",
+                    "With one ENTITY: only these fields (in CSV a to-many relationship that the other entity's"
+                        + " column holds is written only when asked here)."
+                ),
             ], flags: [("--all", "Export every entity (each object once, under its own entity).")],
             examples: [
                 "library.store Book --format ndjson > books.ndjson", "library.store --all --format json > all.json",

@@ -378,6 +378,22 @@ extension Runner {
         if let failure = state.failure { throw failure }
     }
 
+    /// What an export writes of `entity` without `--fields`: every attribute and relationship, but in CSV a to-many
+    /// relationship only where no other column holds it: not one whose inverse is a to-one (the targets' CSV names
+    /// this object), and a many-to-many on one side (the first of the two by entity and relationship name). A CSV
+    /// of shelves no longer lists every book of each shelf, and an export of every entity still loads back whole.
+    func exportedFields(of entity: Entity) -> [String] {
+        let relationships = entity.relationships.filter { relationship in
+            guard format == .csv, relationship.isToMany else { return true }
+            guard let destination = store.schema.entity(relationship.destination),
+                let inverse = destination.relationship(relationship.inverse)
+            else { return true }
+            guard inverse.isToMany else { return false }
+            return (entity.name, relationship.name) <= (destination.name, inverse.name)
+        }
+        return entity.attributes.map(\.name) + relationships.map(\.name)
+    }
+
     func export() throws {
         let names: [String]
         if invocation.flags.contains("--all") {
@@ -412,20 +428,28 @@ extension Runner {
             return request
         }
         let labelled = names.count > 1 && directory == nil
-        func columns(_ entity: Entity) -> [String] {
-            (labelled ? ["entity"] : []) + ["id"] + entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        if invocation.options["--fields"] != nil && all {
+            throw CommandFailure(code: ExitCode.usage, message: "--fields goes with one ENTITY, not --all")
         }
-        let plans = entities.map { entity in
-            (
-                name: Cell.text(entity.name),
-                sources: sources(entity, entity.attributes.map(\.name) + entity.relationships.map(\.name))
-            )
+        let chosen = try entities.map { entity in
+            invocation.options["--fields"] != nil ? try fields(of: entity) : exportedFields(of: entity)
+        }
+        func columns(_ position: Int) -> [String] {
+            (labelled ? ["entity"] : []) + ["id"] + chosen[position]
+        }
+        let plans = entities.enumerated().map { position, entity in
+            (name: Cell.text(entity.name), sources: sources(entity, chosen[position]))
+        }
+        let paths = chosen.map(keyPaths)
+        guard paths.allSatisfy(\.isEmpty) || entities.count == 1 else {
+            throw CommandFailure(code: ExitCode.usage, message: "key paths in --fields go with one ENTITY")
         }
         func cells(_ position: Int, _ row: ObjectContext.SnapshotRow) -> [Cell] {
-            let cells = self.row(row.id, row.values, row.relationships, plans[position].sources)
+            let cells = self.row(
+                row.id, row.values, row.relationships, plans[position].sources, pathValues: row.pathValues)
             return labelled ? [plans[position].name] + cells : cells
         }
-        let keys = entities.map { ColumnKeys(columns($0)) }
+        let keys = entities.indices.map { ColumnKeys(columns($0)) }
         let context = ObjectContext(store: store)
         if let directory { return try exportFiles(entities, requests, directory, context: context, columns, cells) }
         // JSON and NDJSON: one stream of objects (each with its entity's keys); tables: one block per entity, each
@@ -444,12 +468,11 @@ extension Runner {
                 current += 1
                 stream =
                     current < entities.count
-                    ? RowStream(
-                        columns: columns(entities[current]), format: format, color: color, transaction: nil, out: out)
+                    ? RowStream(columns: columns(current), format: format, color: color, transaction: nil, out: out)
                     : nil
             }
         }
-        try context.streamSnapshot(requests) { transaction in
+        try context.streamSnapshot(requests, keyPaths: paths.first ?? []) { transaction in
             if oneStream {
                 stream = RowStream(columns: [], format: format, color: color, transaction: transaction, out: out)
             }
@@ -474,7 +497,7 @@ extension Runner {
     /// Lists what was written.
     func exportFiles(
         _ entities: [Entity], _ requests: [FetchRequest], _ directory: String, context: ObjectContext,
-        _ columns: (Entity) -> [String], _ cells: (Int, ObjectContext.SnapshotRow) -> [Cell]
+        _ columns: (Int) -> [String], _ cells: (Int, ObjectContext.SnapshotRow) -> [Cell]
     ) throws {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw CommandFailure(
@@ -488,8 +511,8 @@ extension Runner {
         defer { for file in files { file.close() } }
         for path in paths { files.append(try OutputFile(creating: path)) }
         // Every file gets its header, an entity without objects too.
-        let streams = zip(entities, files).map { entity, file in
-            RowStream(columns: columns(entity), format: .csv, color: false, transaction: nil, out: file.write)
+        let streams = files.enumerated().map { position, file in
+            RowStream(columns: columns(position), format: .csv, color: false, transaction: nil, out: file.write)
         }
         try context.streamSnapshot(requests) { _ in
         } row: { position, row in

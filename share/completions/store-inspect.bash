@@ -29,7 +29,7 @@ _store_inspect() {
         check) opts="--format --help" ;;
         history) opts="--since --limit --format --help" ;;
         watch) opts="--where --since --max --format --help" ;;
-        export) opts="--dir --all --format --help" ;;
+        export) opts="--dir --fields --all --format --help" ;;
         import) opts="--input --format --help" ;;
         backup) opts="--format --help" ;;
         *) opts="--format --help" ;;
