@@ -75,6 +75,9 @@ extension ObjectContext {
         func remember(_ states: [ObjectID: ObjectState?]) {
             for (id, state) in states where beforeSave.index(forKey: id) == nil { beforeSave[id] = state }
         }
+        let traced = store.tracers.wants(.saves) ? Tracers.now() : nil
+        var commitSeconds = 0.0
+        var bytesWritten = 0
         while true {
             saveSnapshot = [:]
             let record: ChangeRecord
@@ -89,7 +92,14 @@ extension ObjectContext {
                 failures += runValidationRules(objects)
                 // A custom rule may have changed or deleted other objects.
                 if dirty.count != objects.count { objects = sortedDirtyObjects() }
-                (record, resolutions, collateral) = try writeChanges(objects, requiredFailures: failures)
+                if traced != nil {
+                    let (start, written) = (Tracers.now(), Tracers.threadBytesWritten())
+                    (record, resolutions, collateral) = try writeChanges(objects, requiredFailures: failures)
+                    commitSeconds += Tracers.now() - start
+                    bytesWritten += max(0, (Tracers.threadBytesWritten() ?? 0) - (written ?? 0))
+                } else {
+                    (record, resolutions, collateral) = try writeChanges(objects, requiredFailures: failures)
+                }
             } catch let kept as DeletesKeptByStore {
                 // Nothing was written: start over with those objects alive, as stored.
                 restore(saveSnapshot ?? [:])
@@ -114,6 +124,18 @@ extension ObjectContext {
             }
             deliver(record)
             store.publisher.catchUp(store, force: true)
+            if let traced {
+                let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))  // LMDB's page: the system's
+                store.tracers.emit(
+                    .saves,
+                    .save(
+                        SaveTrace(
+                            context: name, inserted: record.insertedIDs.count, updated: record.updatedIDs.count,
+                            deleted: record.deletedIDs.count, bytesWritten: bytesWritten,
+                            pagesWritten: (bytesWritten + pageSize - 1) / max(pageSize, 1),
+                            commitSeconds: commitSeconds,
+                            seconds: Tracers.now() - traced)))
+            }
             return
         }
     }

@@ -36,6 +36,8 @@ public final class ObjectContext {
     /// into a table of every registered object (a cache miss each). Their recorded states are released by then
     /// (`.absent`): only the objects are read. Empty outside a delivery.
     @exclusivity(unchecked) var deliveringEntries: [PendingChanges.Entry] = []
+    /// The records the last scan of a fetch read, for a tracer (``PersistentStore/trace(_:_:)``).
+    @exclusivity(unchecked) var recordsReadByLastScan = 0
     /// When set, the state of every object before its first change, for restoring after a failed save.
     @exclusivity(unchecked) var saveSnapshot: [ObjectID: ObjectState?]?
     /// Undo and redo of unsaved changes.

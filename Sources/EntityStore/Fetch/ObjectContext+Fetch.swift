@@ -117,6 +117,8 @@ extension ObjectContext {
         @exclusivity(unchecked) var candidates: [Candidate] = []
         /// Matches before the window, counted and dropped as read (results read in their final order).
         @exclusivity(unchecked) var skipped = 0
+        /// The records the scan considered (for a tracer).
+        @exclusivity(unchecked) var read = 0
         /// With a limit and a sort in memory: the last of the best candidates kept at the last pruning; a match that
         /// sorts after it cannot be in the window and is dropped before its record is copied.
         @exclusivity(unchecked) var bound: (sortValues: [Value], id: ObjectID)?
@@ -134,9 +136,27 @@ extension ObjectContext {
     func run(_ request: FetchRequest, shape: Shape) throws -> [Candidate] {
         if let parent { return try runInChild(request, shape: shape, parent: parent) }
         try mergeInboxReportingFailures()
-        return try mappingStorageErrors("fetching \(request.entity)") {
+        guard store.tracers.wants(.fetches) else {
+            return try mappingStorageErrors("fetching \(request.entity)") {
+                try store.read { txn in try run(request, shape: shape, in: txn) }
+            }
+        }
+        let start = Tracers.now()
+        recordsReadByLastScan = 0
+        let result = try mappingStorageErrors("fetching \(request.entity)") {
             try store.read { txn in try run(request, shape: shape, in: txn) }
         }
+        let seconds = Tracers.now() - start
+        let returned: Int = if case .count(let counter) = shape { counter.value } else { result.count }
+        let plan = try explain(request).description
+        store.tracers.emit(
+            .fetches,
+            .fetch(
+                FetchTrace(
+                    context: name, entity: request.entity, predicate: request.predicate.map { "\($0)" },
+                    sortKeys: request.sortKeys.map(\.description), plan: plan, recordsRead: recordsReadByLastScan,
+                    returned: returned, seconds: seconds)))
+        return result
     }
 
     /// The fetch pipeline inside the caller's read transaction; `keepsSortValues` keeps each candidate's sort
@@ -264,6 +284,7 @@ extension ObjectContext {
                 }
 
                 func consider(_ key: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) throws {
+                    scan.read &+= 1
                     // nil: no filter, or a record that is not what the entity's look like (the full path reports it).
                     let filtered = recordFilter?.matches(bytes)
                     if filtered == false { return }
@@ -433,6 +454,7 @@ extension ObjectContext {
                     let order = scan.candidates.withUnsafeBufferPointer { Self.sortedPlaces($0, by: sortKeys) }
                     scan.candidates = order.map { scan.candidates[$0] }
                 }
+                recordsReadByLastScan &+= scan.read
                 return Self.window(scan.candidates, request, skipped: scan.skipped)
             }
         }

@@ -55,6 +55,18 @@ extension ObjectContext {
     public func merge(_ record: ChangeRecord) {
         checkIsolation()
         guard record.contextID != contextID || record.contextID == nil else { return }
+        guard store.tracers.wants(.merges) else { return mergeUntraced(record) }
+        let start = Tracers.now()
+        mergeUntraced(record)
+        store.tracers.emit(
+            .merges,
+            .merge(
+                MergeTrace(
+                    context: name, transaction: record.transaction, changes: record.changes.count,
+                    seconds: Tracers.now() - start)))
+    }
+
+    private func mergeUntraced(_ record: ChangeRecord) {
         processPendingChangesWithoutMerging()
         var merged: [ObjectChange] = []
         var deleted = Set<ObjectID>()

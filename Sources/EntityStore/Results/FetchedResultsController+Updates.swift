@@ -84,6 +84,18 @@ extension FetchedResultsController {
 
     /// Recomputes the affected rows and delivers the batch (two when some changes were user-driven).
     func apply(_ affected: AffectedRows, _ plan: Plan) throws {
+        let tracers = context.store.tracers
+        let traced = tracers.wants(.batches) ? Tracers.now() : nil
+        defer {
+            if let traced {
+                tracers.emit(
+                    .batches,
+                    .batch(
+                        BatchTrace(
+                            entity: fetchRequest.entity, rowsTouched: affected.rows.count,
+                            seconds: Tracers.now() - traced)))
+            }
+        }
         // In ID order, as the affected rows are (most batches have no user-driven rows: no split to make).
         var user = AffectedRows()
         var other = affected

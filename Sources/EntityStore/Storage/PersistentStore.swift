@@ -60,6 +60,8 @@ public final class PersistentStore: Sendable {
     let publisher = StorePublisher()
     /// Fetch requests compiled and planned, by entity, predicate and sort keys.
     let preparedFetches = PreparedFetches()
+    /// The tracers (``trace(_:_:)``).
+    let tracers = Tracers()
     /// The derived attributes of the schema, parsed on first use (see `derivations()`).
     let parsedDerivations = Locked<[String: [Derivation]]?>(nil)
     /// Custom validation rules by entity (see `addValidation(for:_:)`).
