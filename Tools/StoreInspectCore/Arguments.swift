@@ -83,9 +83,13 @@ enum Commands {
                     "--history",
                     "List every schema version the store has had, with the migration stage that reached it (when, its"
                         + " kind, how long, how many objects it rewrote)."
-                )
+                ),
+                ("--definition", "Print the schema as JSON: a file import --schema creates a store with."),
             ],
-            examples: ["library.store", "library.store --history", "library.store --version 1 --format csv"]),
+            examples: [
+                "library.store", "library.store --history", "library.store --version 1 --format csv",
+                "library.store --definition > library.json",
+            ]),
         CommandSpec(
             name: "stats", overview: "Show objects, bytes and pages per entity and index, and the largest records.",
             positionals: [], options: [], flags: [],
@@ -171,11 +175,23 @@ enum Commands {
                 "Load an export (JSON, NDJSON, CSV, or a directory of ENTITY.csv) into the store, all or nothing;"
                 + " the only subcommand that writes.",
             positionals: ["FILE"],
-            options: [("--input F", "The file's format: json, ndjson or csv (default: read from its first byte).")],
+            options: [
+                ("--input F", "The file's format: json, ndjson or csv (default: read from its first byte)."),
+                (
+                    "--schema FILE",
+                    "Create the store (when it does not exist) with this schema (written by schema --definition)."
+                ),
+                ("--entity E", "The entity of rows without an id (default: a CSV file's name, ENTITY.csv)."),
+                (
+                    "--ref K=E.A,...",
+                    "Relationship K names its target by E's unique attribute A (e.g. shelf=Shelf.name), not by ID."
+                ),
+            ],
             flags: [],
             examples: [
                 "copy.store all.json", "copy.store books.ndjson", "copy.store csv/", "copy.store csv/Tag.csv",
                 "copy.store - < books.ndjson",
+                "new.store books.csv --schema library.json --entity Book --ref shelf=Shelf.name",
             ]),
         CommandSpec(
             name: "backup", overview: "Write a hot, compacted copy of the store into DEST.", positionals: ["DEST"],

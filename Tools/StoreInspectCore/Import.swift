@@ -26,12 +26,22 @@ struct Importer {
     struct Row {
         /// Where the row is, for messages: "line 3" or "row 2".
         var place: String
-        var id: ObjectID
+        /// The object's ID in the file; nil for a row without one (a new object of ``entity``).
+        var id: ObjectID?
+        /// The row's entity: its ID's, or the one given for rows without IDs (`--entity`, a CSV file's name).
+        var entity: String?
         var fields: [(key: String, value: Field)]
     }
 
     func run() throws -> Int32 {
-        try Runner.checkStorePath(invocation.store)
+        let creating = try storeToCreate()
+        if creating == nil && !FileManager.default.fileExists(atPath: invocation.store) {
+            throw CommandFailure(
+                code: ExitCode.storeUnavailable,
+                message: "no store at \(invocation.store): give --schema FILE (written by `store-inspect schema STORE"
+                    + " --definition`) to create one")
+        }
+        if creating == nil { try Runner.checkStorePath(invocation.store) }
         if let input = invocation.options["--input"], !["json", "ndjson", "csv"].contains(input) {
             throw CommandFailure(code: ExitCode.usage, message: "unknown --input '\(input)' (json, ndjson or csv)")
         }
@@ -43,8 +53,22 @@ struct Importer {
         }
         // Every row is typed and every reference resolved before the store is opened to write: bad input writes
         // nothing at all (an insert reserves keys in the store).
-        let (schema, objects) = try checked(rows)
-        let store = try PersistentStore.open(path: invocation.store, schema: schema)
+        let (schema, objects) = try checked(rows, creating: creating)
+        let store: PersistentStore
+        do {
+            store = try PersistentStore.open(path: invocation.store, schema: schema)
+        } catch {
+            var message = "nothing was imported: the store cannot be opened: \(Self.message(error))"
+            if creating != nil {
+                do {
+                    try FileManager.default.removeItem(atPath: invocation.store)
+                } catch let removal {
+                    message +=
+                        "; what it made at \(invocation.store) could not be removed (\(removal.localizedDescription))"
+                }
+            }
+            throw CommandFailure(code: ExitCode.corruptData, message: message)
+        }
         let context = ObjectContext(store: store, name: "store-inspect import")
         var made: [ObjectID: ManagedObject] = [:]
         var counts: [String: (objects: Int, renumbered: Int)] = [:]
@@ -91,33 +115,66 @@ struct Importer {
 
     /// The store's schema and every row typed by it, each reference resolved (to a row of the file, or an object
     /// the store has); throws with every problem found (the first ten named).
-    func checked(_ rows: [Row]) throws -> (Schema, [Checked]) {
+    func checked(_ rows: [Row], creating: Schema?) throws -> (Schema, [Checked]) {
         // The read-only handle is released before the store is opened to write.
-        let store = try PersistentStore.openReadOnly(path: invocation.store)
-        let schema = store.schema
+        let store = try creating == nil ? PersistentStore.openReadOnly(path: invocation.store) : nil
+        guard let schema = creating ?? store?.schema else {
+            throw CommandFailure(code: ExitCode.usage, message: "no schema")
+        }
+        let refs = try references(in: schema)
         var failures: [String] = []
         var ids = Set<ObjectID>()
         var result: [Checked] = []
+        // Rows without IDs get IDs of their own, past any key a store gives, for references among the file's rows.
+        var unnamed = Self.firstUnnamedKey
+        var rows = rows
+        for index in rows.indices where rows[index].id == nil {
+            guard let entity = rows[index].entity ?? invocation.options["--entity"] else {
+                failures.append("\(rows[index].place) has no id like Book/p1 (for new objects, give --entity)")
+                continue
+            }
+            rows[index].id = ObjectID(entityName: entity, primaryKey: unnamed)
+            unnamed += 1
+        }
+        // The file's objects by the unique values --ref names them by (the store's are looked up as needed).
+        var byReference: [String: [Value: [ObjectID]]] = [:]
         for row in rows {
-            guard let entity = schema.entity(row.id.entityName) else {
-                failures.append("\(row.place): \(row.id): the store has no entity \(row.id.entityName)")
+            guard let id = row.id else { continue }
+            for (key, ref) in refs where schema.isKind(id.entityName, of: ref.entity) {
+                // (A value that is not of the attribute's type is reported with the row's own fields.)
+                guard let field = row.fields.first(where: { $0.key == ref.attribute })?.value,
+                    case .success(let value) = Result(catching: { try Self.value(field, ref.type) }), !value.isNull
+                else { continue }
+                let unique = ValueSemantics.uniquenessKey(value, caseInsensitive: ref.caseInsensitive)
+                byReference[key, default: [:]][unique, default: []].append(id)
+            }
+        }
+        for row in rows {
+            guard let id = row.id else { continue }
+            guard let entity = schema.entity(id.entityName) else {
+                failures.append("\(row.place): \(Self.label(id)): the store has no entity \(id.entityName)")
                 continue
             }
             if entity.isAbstract {
-                failures.append("\(row.place): \(row.id): \(entity.name) is abstract")
+                failures.append("\(row.place): \(Self.label(id)): \(entity.name) is abstract")
                 continue
             }
-            guard ids.insert(row.id).inserted else {
-                failures.append("\(row.place): \(row.id) is given twice")
+            guard ids.insert(id).inserted else {
+                failures.append("\(row.place): \(id) is given twice")
                 continue
             }
-            var checked = Checked(id: row.id, values: [], relationships: [])
+            var checked = Checked(id: id, values: [], relationships: [])
             for (key, field) in row.fields {
                 do {
                     if let attribute = entity.attribute(key) {
                         if attribute.derivation == nil {
                             checked.values.append((key, try Self.value(field, attribute.type)))
                         }
+                    } else if let relationship = entity.relationship(key), let ref = refs[key] {
+                        let targets = try resolve(
+                            field, ref, key: key, toMany: relationship.isToMany, file: byReference[key] ?? [:],
+                            store: store)
+                        checked.relationships.append((key, targets, relationship.isToMany))
                     } else if let relationship = entity.relationship(key) {
                         let targets = try Self.references(field, toMany: relationship.isToMany)
                         checked.relationships.append((key, targets, relationship.isToMany))
@@ -126,7 +183,7 @@ struct Importer {
                             code: ExitCode.corruptData, message: "\(entity.name) has no field '\(key)'")
                     }
                 } catch {
-                    failures.append("\(row.place): \(row.id).\(key): \(Self.message(error))")
+                    failures.append("\(row.place): \(Self.label(id)).\(key): \(Self.message(error))")
                 }
             }
             result.append(checked)
@@ -136,8 +193,9 @@ struct Importer {
                 for target in targets where !ids.contains(target) {
                     // Not in the file: an object the store already has (an export of one entity, loaded into the
                     // store its references point into).
-                    if try store.readObject(target) == nil {
-                        failures.append("\(object.id).\(key): \(target) is neither in the file nor in the store")
+                    if try store?.readObject(target) == nil {
+                        failures.append(
+                            "\(Self.label(object.id)).\(key): \(target) is neither in the file nor in the store")
                     }
                 }
             }
@@ -149,6 +207,110 @@ struct Importer {
                 message: "nothing was imported: \(failures.prefix(10).joined(separator: "; "))\(more)")
         }
         return (schema, result)
+    }
+
+    /// The store to create, when there is none at the path: the schema of `--schema FILE` (as
+    /// `schema --definition` writes it); nil when the store exists.
+    func storeToCreate() throws -> Schema? {
+        let exists = FileManager.default.fileExists(atPath: invocation.store)
+        guard let file = invocation.options["--schema"] else { return nil }
+        if exists {
+            throw CommandFailure(
+                code: ExitCode.usage, message: "\(invocation.store) exists: --schema creates a store that does not")
+        }
+        let data = try Self.read(file)
+        do {
+            return try JSONDecoder().decode(Schema.self, from: data)
+        } catch let error as EntityStoreError {
+            throw CommandFailure(code: ExitCode.corruptData, message: "\(file) is not a valid schema: \(error.message)")
+        } catch {
+            throw CommandFailure(
+                code: ExitCode.corruptData,
+                message: "\(file) is not a schema as `store-inspect schema STORE --definition` writes one")
+        }
+    }
+
+    /// A relationship whose targets the file names by a unique attribute (`--ref shelf=Shelf.name`).
+    struct Reference {
+        var entity: String
+        var attribute: String
+        var type: AttributeType
+        var caseInsensitive: Bool
+    }
+
+    /// `--ref K=E.A,...`, checked against the schema: E an entity, A its unique attribute.
+    func references(in schema: Schema) throws -> [String: Reference] {
+        guard let text = invocation.options["--ref"] else { return [:] }
+        var result: [String: Reference] = [:]
+        for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+            let target = parts.count == 2 ? parts[1].split(separator: ".").map(String.init) : []
+            guard parts.count == 2, !parts[0].isEmpty, target.count == 2 else {
+                throw CommandFailure(
+                    code: ExitCode.usage, message: "--ref '\(item)' is not KEY=ENTITY.ATTRIBUTE (shelf=Shelf.name)")
+            }
+            guard let entity = schema.entity(target[0]), let attribute = entity.attribute(target[1]) else {
+                throw CommandFailure(code: ExitCode.usage, message: "--ref \(item): the schema has no \(parts[1])")
+            }
+            guard attribute.isUnique else {
+                throw CommandFailure(
+                    code: ExitCode.usage,
+                    message: "--ref \(item): \(parts[1]) is not unique, so a value may name several objects")
+            }
+            result[parts[0]] = Reference(
+                entity: entity.name, attribute: attribute.name, type: attribute.type,
+                caseInsensitive: attribute.isCaseInsensitive)
+        }
+        return result
+    }
+
+    /// The targets a field names by `ref`'s unique attribute: objects of the file, else of the store; exactly one
+    /// each.
+    func resolve(
+        _ field: Field, _ ref: Reference, key: String, toMany: Bool, file: [Value: [ObjectID]], store: PersistentStore?
+    ) throws -> [ObjectID] {
+        let fields: [Field]
+        switch field {
+        case .null: return []
+        case .list(let items) where toMany: fields = items
+        case _ where toMany:
+            throw CommandFailure(
+                code: ExitCode.corruptData,
+                message: "\(Self.describe(field)) is not a list: a to-many named by --ref needs a JSON list")
+        default: fields = [field]
+        }
+        return try fields.map { field in
+            let value = try Self.value(field, ref.type)
+            let inFile = file[ValueSemantics.uniquenessKey(value, caseInsensitive: ref.caseInsensitive)] ?? []
+            if inFile.count == 1 { return inFile[0] }
+            if inFile.count > 1 {
+                throw CommandFailure(
+                    code: ExitCode.corruptData,
+                    message: "\(inFile.count) rows of the file have \(ref.entity).\(ref.attribute) \(value)")
+            }
+            let found =
+                try store.map { store in
+                    try ObjectContext(store: store).fetchObjectIDs(
+                        FetchRequest(
+                            entity: ref.entity,
+                            predicate: try FetchPredicate(
+                                ref.caseInsensitive ? "%K ==[c] %@" : "%K == %@", ref.attribute, value)))
+                } ?? []
+            guard found.count == 1 else {
+                throw CommandFailure(
+                    code: ExitCode.corruptData,
+                    message: "no \(ref.entity) with \(ref.attribute) \(value) in the file or the store")
+            }
+            return found[0]
+        }
+    }
+
+    /// The first ID given to a row without one (``checked(_:creating:)``).
+    static let firstUnnamedKey: UInt64 = 1 << 62
+
+    /// An object of the file as messages name it: its ID, or "the new Book" for a row without one.
+    static func label(_ id: ObjectID) -> String {
+        id.primaryKey >= firstUnnamedKey ? "the new \(id.entityName)" : "\(id)"
     }
 
     static func message(_ error: any Error) -> String {
@@ -220,7 +382,7 @@ struct Importer {
             }
             return rows
         case "csv":
-            return try Self.csvRows(data, name: name)
+            return try Self.csvRows(data, name: name, entity: invocation.options["--entity"])
         default:
             throw CommandFailure(code: ExitCode.usage, message: "unknown --input '\(input)' (json, ndjson or csv)")
         }
@@ -249,17 +411,22 @@ struct Importer {
         guard let dictionary = object as? [String: Any] else {
             throw CommandFailure(code: ExitCode.corruptData, message: "\(place) is not a JSON object")
         }
-        guard let idText = dictionary["id"] as? String, let id = ObjectID(string: idText) else {
-            throw CommandFailure(code: ExitCode.corruptData, message: "\(place) has no \"id\" like \"Book/p1\"")
-        }
-        if let entity = dictionary["entity"] as? String, entity != id.entityName {
-            throw CommandFailure(
-                code: ExitCode.corruptData, message: "\(place): \"entity\" is \(entity) but the id is \(idText)")
+        let entity = dictionary["entity"] as? String
+        var id: ObjectID?
+        if let given = dictionary["id"] {
+            guard let idText = given as? String, let parsed = ObjectID(string: idText) else {
+                throw CommandFailure(code: ExitCode.corruptData, message: "\(place) has no \"id\" like \"Book/p1\"")
+            }
+            if let entity, entity != parsed.entityName {
+                throw CommandFailure(
+                    code: ExitCode.corruptData, message: "\(place): \"entity\" is \(entity) but the id is \(idText)")
+            }
+            id = parsed
         }
         let fields = try dictionary.filter { $0.key != "id" && $0.key != "entity" }.sorted { $0.key < $1.key }.map {
             ($0.key, try field($0.value, place: "\(place).\($0.key)"))
         }
-        return Row(place: place, id: id, fields: fields)
+        return Row(place: place, id: id, entity: id?.entityName ?? entity, fields: fields)
     }
 
     static func field(_ value: Any, place: String) throws -> Field {
@@ -278,13 +445,13 @@ struct Importer {
     }
 
     /// A CSV export of one entity (RFC 4180; an empty field is nil, `""` the empty string).
-    static func csvRows(_ data: Data, name: String) throws -> [Row] {
+    static func csvRows(_ data: Data, name: String, entity: String? = nil) throws -> [Row] {
         let records = try CSVReader.records(Array(data), name: name)
         guard let header = records.first else { return [] }
         let keys = header.map { $0.text ?? "" }
-        guard let idColumn = keys.firstIndex(of: "id") else {
-            throw CommandFailure(code: ExitCode.corruptData, message: "\(name) has no \"id\" column")
-        }
+        // Without an id column, new objects of `entity` (--entity, or the file's name: Book.csv).
+        let idColumn = keys.firstIndex(of: "id")
+        let named = name.hasSuffix(".csv") ? String(name.dropLast(4).split(separator: "/").last ?? "") : nil
         return try records.dropFirst().enumerated().map { number, record in
             let place = "\(name) row \(number + 1)"
             guard record.count == keys.count else {
@@ -292,14 +459,18 @@ struct Importer {
                     code: ExitCode.corruptData,
                     message: "\(place) has \(record.count) fields; the header has \(keys.count)")
             }
-            guard let idText = record[idColumn].text, let id = ObjectID(string: idText) else {
-                throw CommandFailure(code: ExitCode.corruptData, message: "\(place) has no id like Book/p1")
+            var id: ObjectID?
+            if let idColumn {
+                guard let idText = record[idColumn].text, let parsed = ObjectID(string: idText) else {
+                    throw CommandFailure(code: ExitCode.corruptData, message: "\(place) has no id like Book/p1")
+                }
+                id = parsed
             }
             var fields: [(String, Field)] = []
             for (key, cell) in zip(keys, record) where key != "id" && key != "entity" {
                 fields.append((key, cell.text.map(Field.text) ?? .null))
             }
-            return Row(place: place, id: id, fields: fields)
+            return Row(place: place, id: id, entity: id?.entityName ?? entity ?? named, fields: fields)
         }
     }
 

@@ -73,6 +73,22 @@ extension Runner {
     func schema() throws {
         var schema = store.schema
         let history = try store.schemaHistory()
+        if invocation.flags.contains("--definition") {
+            if invocation.flags.contains("--history") {
+                throw CommandFailure(
+                    code: ExitCode.usage, message: "--definition prints one schema: not with --history")
+            }
+            if let text = invocation.options["--version"], let version = Int(text) {
+                guard let found = history.first(where: { $0.version == version }) else {
+                    throw CommandFailure(code: ExitCode.usage, message: "the store has no schema version \(version)")
+                }
+                schema = found
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            out(String(decoding: try encoder.encode(schema), as: UTF8.self) + "\n")
+            return
+        }
         if invocation.flags.contains("--history") {
             if invocation.options["--version"] != nil {
                 throw CommandFailure(

@@ -18,7 +18,7 @@ _store_inspect() {
     fi
     case "${COMP_WORDS[1]}" in
         info) opts="--format --help" ;;
-        schema) opts="--version --history --format --help" ;;
+        schema) opts="--version --history --definition --format --help" ;;
         stats) opts="--format --help" ;;
         entities) opts="--format --help" ;;
         readers) opts="--format --help" ;;
@@ -30,7 +30,7 @@ _store_inspect() {
         history) opts="--since --limit --format --help" ;;
         watch) opts="--where --since --max --format --help" ;;
         export) opts="--dir --fields --all --format --help" ;;
-        import) opts="--input --format --help" ;;
+        import) opts="--input --schema --entity --ref --format --help" ;;
         backup) opts="--format --help" ;;
         *) opts="--format --help" ;;
     esac

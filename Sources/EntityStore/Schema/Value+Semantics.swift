@@ -14,7 +14,7 @@ import Foundation
 /// - **nil** equals only nil and takes part in no ordering comparison (`<`, `>`, `BETWEEN` are false for it); sorts
 ///   put it first.
 /// - `Decimal.nan` cannot be stored (``Value/storageProblem``).
-enum ValueSemantics {
+package enum ValueSemantics {
     /// The total order of doubles described above.
     @inline(__always)
     static func order(_ x: Double, _ y: Double) -> ComparisonResult {
@@ -51,7 +51,7 @@ enum ValueSemantics {
 
     /// The value uniqueness and the integrity check compare for `attribute`: folded for a case-insensitive
     /// attribute, the value itself otherwise (its equality and hash follow the rules above).
-    static func uniquenessKey(_ value: Value, caseInsensitive: Bool) -> Value {
+    package static func uniquenessKey(_ value: Value, caseInsensitive: Bool) -> Value {
         guard caseInsensitive, case .string(let text) = value else { return value }
         return .string(folded(text))
     }
