@@ -3,24 +3,15 @@
 # time after launch, and ROUNDS batches of 1% of the books saved by another process (applied to GTK, on screen).
 # Figures, not checks (the machine is shared): they are recorded in Benchmarks/README.md.
 set -euo pipefail
-cd "$(dirname "$0")/../Examples/GTKDemo"
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../Examples/GTKDemo"
 books=${BOOKS:-100000}
 rounds=${ROUNDS:-7}
 swift build -c release
 app=.build/release/entitystore-gtk
-work=$(mktemp -d)
-xvfb=""
-cleanup() {
-    if [ -n "$xvfb" ]; then kill "$xvfb" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
+source "$here/xvfb.sh"
 "$app" seed --store "$work/store" --books "$books"
-mkfifo "$work/display"
-Xvfb -displayfd 5 -screen 0 1280x1024x24 -nolisten tcp 5>"$work/display" 2>"$work/xvfb.log" &
-xvfb=$!
-read -r number < "$work/display"
-export DISPLAY=":$number" GTK_A11Y=none GSK_RENDERER=cairo
+start_xvfb 1280x1024
 # A first launch loads GTK's libraries and fonts from disk; the second is the one measured (as a user's second
 # start of an app). Both are printed.
 for launch in cold warm; do

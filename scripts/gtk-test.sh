@@ -5,25 +5,14 @@
 # its books, a search refined and cleared, and SAVES saves of another process (1,000 by default). Then runs that
 # dropping one splice of the adapter must fail, and that the screenshots taken on the way are not blank.
 set -euo pipefail
-cd "$(dirname "$0")/../Examples/GTKDemo"
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../Examples/GTKDemo"
 saves=${SAVES:-1000}
 swift build
 app=.build/debug/entitystore-gtk
-work=$(mktemp -d)
-xvfb=""
-cleanup() {
-    if [ -n "$xvfb" ]; then kill "$xvfb" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Xvfb writes its display's number to the descriptor given once it accepts connections: no sleep, no guessed number.
-mkfifo "$work/display"
-Xvfb -displayfd 5 -screen 0 1280x1600x24 -nolisten tcp 5>"$work/display" 2>"$work/xvfb.log" &
-xvfb=$!
-read -r number < "$work/display"
-# The cairo renderer (Xvfb has no GPU), no accessibility bus (a desktop session's, absent here: GTK warns without it).
-export DISPLAY=":$number" GTK_A11Y=none GSK_RENDERER=cairo G_DEBUG=fatal-criticals,fatal-warnings
+source "$here/xvfb.sh"
+start_xvfb 1280x1600
+export G_DEBUG=fatal-criticals,fatal-warnings
 
 echo "gtk-test: the checks, with $saves saves of another process (display $DISPLAY)"
 mkdir -p "$work/shots"

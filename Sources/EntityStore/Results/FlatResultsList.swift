@@ -282,13 +282,7 @@ public final class ResultsBatchCollector: FetchedResultsControllerDelegate {
         _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
         for type: ResultsChangeType, newIndexPath: ItemPath?
     ) {
-        switch (type, indexPath, newIndexPath) {
-        case (.delete, let at?, _): changes.append(.deleteItem(objectID, at: at))
-        case (.insert, _, let at?): changes.append(.insertItem(objectID, at: at))
-        case (.move, let from?, let to?): changes.append(.moveItem(objectID, from: from, to: to))
-        case (.update, let from?, let to?): changes.append(.updateItem(objectID, from: from, to: to))
-        default: preconditionFailure("a \(type) of \(objectID) without its paths")
-        }
+        changes.append(.object(objectID, type, from: indexPath, to: newIndexPath))
     }
 
     public func controller(

@@ -81,6 +81,19 @@ public struct ResultsBatch: Sendable, Hashable {
     }
 }
 
+extension ResultsBatch.Change {
+    /// The change a delegate's object call describes (its paths as the call gives them).
+    static func object(_ id: ObjectID, _ type: ResultsChangeType, from: ItemPath?, to: ItemPath?) -> Self {
+        switch (type, from, to) {
+        case (.delete, let at?, _): .deleteItem(id, at: at)
+        case (.insert, _, let at?): .insertItem(id, at: at)
+        case (.move, let from?, let to?): .moveItem(id, from: from, to: to)
+        case (.update, let from?, let to?): .updateItem(id, from: from, to: to)
+        default: preconditionFailure("a \(type) of \(id) without its paths")
+        }
+    }
+}
+
 /// The snapshots of a run of a stream's batches: one snapshot and the changes of each batch after it. A batch's
 /// snapshot is built from the newest one built before it (or the first), so a consumer reading every batch's
 /// snapshot in order pays O(n + k) for each, and one reading none pays nothing.
@@ -306,13 +319,7 @@ final class BatchStream: FetchedResultsControllerDelegate {
         _ controller: FetchedResultsController, didChange objectID: ObjectID, at indexPath: ItemPath?,
         for type: ResultsChangeType, newIndexPath: ItemPath?
     ) {
-        switch (type, indexPath, newIndexPath) {
-        case (.delete, let at?, _): changes.append(.deleteItem(objectID, at: at))
-        case (.insert, _, let at?): changes.append(.insertItem(objectID, at: at))
-        case (.move, let from?, let to?): changes.append(.moveItem(objectID, from: from, to: to))
-        case (.update, let from?, let to?): changes.append(.updateItem(objectID, from: from, to: to))
-        default: preconditionFailure("a \(type) of \(objectID) without its paths")
-        }
+        changes.append(.object(objectID, type, from: indexPath, to: newIndexPath))
     }
 
     func controller(
