@@ -91,7 +91,9 @@ enum Commands {
                 "library.store --definition > library.json",
             ]),
         CommandSpec(
-            name: "stats", overview: "Show objects, bytes and pages per entity and index, and the largest records.",
+            name: "stats",
+            overview:
+                "Show entries, bytes and pages per database (records, indexes, relationships, history), the free pages, and the largest records.",
             positionals: [], options: [], flags: [],
             examples: ["library.store"]),
         CommandSpec(

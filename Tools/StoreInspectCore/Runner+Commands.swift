@@ -208,6 +208,16 @@ extension Runner {
                 .int(Int64(stats.branchPages)), .int(Int64(stats.overflowPages)), largest,
             ])
         }
+        // As mdb_stat -f and -e: the free pages LMDB will reuse (their free-list entries counted as entries), and
+        // every page the file holds (the two meta pages and the databases' catalog included).
+        let free = try environment.read { try $0.freePages() }
+        let pageSize = try environment.statistics().pageSize
+        let used = environment.info().lastPageNumber + 1
+        table.rows.append([
+            .text("(free pages)"), .int(Int64(free.entries)), .int(Int64(free.pages * pageSize)), .null, .null, .null,
+            .null,
+        ])
+        table.rows.append([.text("(the file)"), .null, .int(Int64(used * pageSize)), .null, .null, .null, .null])
         emit(table)
     }
 
