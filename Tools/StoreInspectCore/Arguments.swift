@@ -137,7 +137,8 @@ enum Commands {
         CommandSpec(
             name: "check",
             overview: "Check records, indexes, relationships, history and readers; exit 1 with the findings.",
-            positionals: [], options: [], flags: [],
+            positionals: [], options: [],
+            flags: [("--quiet", "No progress line on stderr (shown only when stderr is a terminal).")],
             examples: ["library.store", "library.store --format ndjson"]),
         CommandSpec(
             name: "history", overview: "List saved transactions.", positionals: [],
@@ -166,7 +167,11 @@ enum Commands {
                     "With one ENTITY: only these fields (in CSV a to-many relationship that the other entity's"
                         + " column holds is written only when asked here)."
                 ),
-            ], flags: [("--all", "Export every entity (each object once, under its own entity).")],
+            ],
+            flags: [
+                ("--all", "Export every entity (each object once, under its own entity)."),
+                ("--quiet", "No progress line on stderr (shown only when stderr is a terminal)."),
+            ],
             examples: [
                 "library.store Book --format ndjson > books.ndjson", "library.store --all --format json > all.json",
                 "library.store --all --format csv --dir csv/",
@@ -189,7 +194,7 @@ enum Commands {
                     "Relationship K names its target by E's unique attribute A (e.g. shelf=Shelf.name), not by ID."
                 ),
             ],
-            flags: [],
+            flags: [("--quiet", "No progress line on stderr (shown only when stderr is a terminal).")],
             examples: [
                 "copy.store all.json", "copy.store books.ndjson", "copy.store csv/", "copy.store csv/Tag.csv",
                 "copy.store - < books.ndjson",

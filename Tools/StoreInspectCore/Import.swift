@@ -13,6 +13,8 @@ struct Importer {
     let invocation: Invocation
     let format: OutputFormat
     let out: (String) -> Void
+    /// Standard error, for the progress line.
+    var err: (String) -> Void = { _ in }
 
     /// A cell as the file gave it, before it is typed by the schema.
     enum Field {
@@ -72,9 +74,13 @@ struct Importer {
         let context = ObjectContext(store: store, name: "store-inspect import")
         var made: [ObjectID: ManagedObject] = [:]
         var counts: [String: (objects: Int, renumbered: Int)] = [:]
+        let line = ProgressLine(
+            "importing", unit: "objects", total: objects.count, invocation: invocation, err: err)
+        defer { line?.finish() }
         do {
             // Attributes first (each object inserted), then relationships (their targets may come later).
-            for object in objects {
+            for (index, object) in objects.enumerated() {
+                line?.update(index)
                 let inserted = try context.insert(object.id.entityName)
                 made[object.id] = inserted
                 counts[object.id.entityName, default: (0, 0)].objects += 1

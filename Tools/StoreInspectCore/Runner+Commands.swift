@@ -277,7 +277,15 @@ extension Runner {
     }
 
     func check() throws -> Int32 {
-        let (findings, transaction) = try store.checkIntegrity()
+        let line = ProgressLine("checking", unit: "records", total: 0, invocation: invocation, err: err)
+        let (findings, transaction) = try store.checkIntegrity(
+            progress: line.map { line in
+                { checked, total in
+                    line.total = total
+                    line.update(checked)
+                }
+            })
+        line?.finish()
         var table = Table(columns: ["finding", "location", "detail"], transaction: transaction)
         table.rows = findings.map { [.text($0.kind.rawValue), .text($0.location), .text($0.detail)] }
         emit(table)
@@ -477,7 +485,18 @@ extension Runner {
         }
         let keys = entities.indices.map { ColumnKeys(columns($0)) }
         let context = ObjectContext(store: store)
-        if let directory { return try exportFiles(entities, requests, directory, context: context, columns, cells) }
+        // Exporting to files (--dir, or stdout not a terminal): a progress line on stderr, if that is one.
+        var line: ProgressLine?
+        if directory != nil || isatty(1) != 1,
+            let made = ProgressLine("exporting", unit: "objects", total: 0, invocation: invocation, err: err)
+        {
+            made.total = try requests.reduce(0) { $0 + (try context.count(for: $1)) }
+            line = made
+        }
+        if let directory {
+            defer { line?.finish() }
+            return try exportFiles(entities, requests, directory, context: context, columns, cells, line)
+        }
         // JSON and NDJSON: one stream of objects (each with its entity's keys); tables: one block per entity, each
         // with its header, separated by a blank line.
         let oneStream = format == .json || format == .ndjson
@@ -498,11 +517,15 @@ extension Runner {
                     : nil
             }
         }
+        var exported = 0
+        defer { line?.finish() }
         try context.streamSnapshot(requests, keyPaths: paths.first ?? []) { transaction in
             if oneStream {
                 stream = RowStream(columns: [], format: format, color: color, transaction: transaction, out: out)
             }
         } row: { position, row in
+            exported += 1
+            line?.update(exported)
             if oneStream {
                 stream?.add(cells(position, row), keys: keys[position])
                 return
@@ -523,7 +546,7 @@ extension Runner {
     /// Lists what was written.
     func exportFiles(
         _ entities: [Entity], _ requests: [FetchRequest], _ directory: String, context: ObjectContext,
-        _ columns: (Int) -> [String], _ cells: (Int, ObjectContext.SnapshotRow) -> [Cell]
+        _ columns: (Int) -> [String], _ cells: (Int, ObjectContext.SnapshotRow) -> [Cell], _ line: ProgressLine?
     ) throws {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw CommandFailure(
@@ -540,9 +563,12 @@ extension Runner {
         let streams = files.enumerated().map { position, file in
             RowStream(columns: columns(position), format: .csv, color: false, transaction: nil, out: file.write)
         }
+        var exported = 0
         try context.streamSnapshot(requests) { _ in
         } row: { position, row in
             streams[position].add(cells(position, row))
+            exported += 1
+            line?.update(exported)
         }
         for stream in streams { stream.finish() }
         var table = Table(columns: ["file", "rows"])

@@ -55,7 +55,7 @@ public enum StoreInspect {
         let color = stdoutIsTerminal && environment["NO_COLOR"].map(\.isEmpty) ?? true && environment["TERM"] != "dumb"
         do {
             if invocation.command == "import" {
-                return try Importer(invocation: invocation, format: format, out: out).run()
+                return try Importer(invocation: invocation, format: format, out: out, err: err).run()
             }
             let runner = try Runner(invocation: invocation, format: format, color: color, out: out, err: err)
             if !runner.store.environment.registersReaders {

@@ -26,11 +26,11 @@ _store_inspect() {
         ls) opts="--where --sort --limit --offset --fields --explain --format --help" ;;
         count) opts="--where --explain --format --help" ;;
         get) opts="--fields --format --help" ;;
-        check) opts="--format --help" ;;
+        check) opts="--quiet --format --help" ;;
         history) opts="--since --limit --format --help" ;;
         watch) opts="--where --since --max --format --help" ;;
-        export) opts="--dir --fields --all --format --help" ;;
-        import) opts="--input --schema --entity --ref --format --help" ;;
+        export) opts="--dir --fields --all --quiet --format --help" ;;
+        import) opts="--input --schema --entity --ref --quiet --format --help" ;;
         backup) opts="--format --help" ;;
         *) opts="--format --help" ;;
     esac

@@ -45,19 +45,34 @@ extension PersistentStore {
     /// history has no gaps; no reader slot belongs to a dead process; derived attributes read through relationships
     /// hold what their derivations give.
     ///
+    /// - Parameter progress: Called with the records checked so far and the records of the store, after each
+    ///   record (the records are most of the work; a tool shows a progress line with it).
     /// - Returns: The findings (empty for a healthy store) and the store's transaction the snapshot read: the number
     ///   of its last save, as ``history(since:limit:)`` and ``lastTransaction()`` number them.
-    public func checkIntegrity() throws -> (findings: [IntegrityFinding], transaction: Int) {
+    public func checkIntegrity(
+        progress: ((_ checked: Int, _ total: Int) -> Void)? = nil
+    ) throws -> (findings: [IntegrityFinding], transaction: Int) {
         try mappingStorageErrors("checking the store") {
             try read { txn in
                 var findings: [IntegrityFinding] = []
                 var existing: [String: Set<UInt64>] = [:]
+                let total =
+                    progress == nil
+                    ? 0
+                    : try schema.entities.compactMap { storages[$0.name] }.reduce(0) {
+                        $0 + (try txn.statistics($1.records).entries)
+                    }
+                var checked = 0
                 for entity in schema.entities {
                     guard let storage = storages[entity.name] else { continue }
                     var keys = Set<UInt64>()
                     var expected: [Int: Set<[UInt8]>] = [:]
                     var uniques: [Int: [Value: UInt64]] = [:]
                     try txn.forEach(in: storage.records) { key, value in
+                        if let progress {
+                            checked += 1
+                            progress(checked, total)
+                        }
                         let pk: UInt64
                         do { pk = try IndexKey.primaryKey(from: key) } catch {
                             findings.append(
