@@ -20,7 +20,13 @@ func s13(_ report: Report, _ n: Int) throws {
             return withDate ? row + [.date(Date(timeIntervalSince1970: 1_600_000_000 + Double(i) * 3_607.25))] : row
         }
         let directory = temporaryDirectory("s13")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer {
+            do {
+                try FileManager.default.removeItem(atPath: directory)
+            } catch {
+                FileHandle.standardError.write(Data("entitystore-bench: \(directory) was left: \(error)\n".utf8))
+            }
+        }
         let source = directory + "/source.store", copy = directory + "/copy.store", csv = directory + "/books.csv"
         var start = now()
         do {
