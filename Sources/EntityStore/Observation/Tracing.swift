@@ -28,16 +28,19 @@ public enum TraceEvent: Sendable, CustomStringConvertible {
 public struct FetchTrace: Sendable, CustomStringConvertible {
     /// The context's name, if it has one.
     public var context: String?
+    /// The entity fetched.
     public var entity: String
     /// The predicate as text (`nil`: every object).
     public var predicate: String?
+    /// The sort keys as text (`-key` for descending).
     public var sortKeys: [String]
-    /// The plan it ran with (``ObjectContext/explain(_:)``'s description).
+    /// The plan it ran with (the description of the plan `explain` gives for the request).
     public var plan: String
     /// The stored records read (each record the scan or the index ranges reached, matching or not).
     public var recordsRead: Int
     /// The objects (IDs, dictionaries, or matches counted) it returned.
     public var returned: Int
+    /// How long the fetch took, its read transaction included.
     public var seconds: Double
 
     public var description: String {
@@ -53,9 +56,13 @@ public struct FetchTrace: Sendable, CustomStringConvertible {
 
 /// A save: what it changed, what the commit wrote, and how long it took.
 public struct SaveTrace: Sendable, CustomStringConvertible {
+    /// The context's name, if it has one.
     public var context: String?
+    /// The objects the save inserted.
     public var inserted: Int
+    /// The objects the save updated.
     public var updated: Int
+    /// The objects the save deleted (its delete rules' included).
     public var deleted: Int
     /// The bytes the commit wrote to the store's files (pages and the meta page), as the kernel counted the
     /// committing thread's writes; 0 where the system does not count them (no `/proc/thread-self/io`).
@@ -78,11 +85,13 @@ public struct SaveTrace: Sendable, CustomStringConvertible {
 
 /// A merge of other saves into a context.
 public struct MergeTrace: Sendable, CustomStringConvertible {
+    /// The merging context's name, if it has one.
     public var context: String?
     /// The store's transaction merged (`nil` for another context's save in this process, before its number).
     public var transaction: UInt64?
     /// The object changes merged.
     public var changes: Int
+    /// How long the merge took, its delivery to the context's observers and controllers included.
     public var seconds: Double
 
     public var description: String {
@@ -94,9 +103,11 @@ public struct MergeTrace: Sendable, CustomStringConvertible {
 
 /// A fetched-results controller's batch: the rows it recomputed, the changes it delivered, and how long both took.
 public struct BatchTrace: Sendable, CustomStringConvertible {
+    /// The entity of the controller's request.
     public var entity: String
     /// The controller's rows the changes touched.
     public var rowsTouched: Int
+    /// How long computing and delivering the batch took, the delegate's calls included.
     public var seconds: Double
 
     public var description: String {
@@ -109,10 +120,15 @@ public struct TraceOptions: OptionSet, Sendable {
     public let rawValue: UInt8
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
+    /// Each fetch (``FetchTrace``).
     public static let fetches = TraceOptions(rawValue: 1)
+    /// Each save that writes (``SaveTrace``).
     public static let saves = TraceOptions(rawValue: 2)
+    /// Each merge of other saves (``MergeTrace``).
     public static let merges = TraceOptions(rawValue: 4)
+    /// Each controller batch (``BatchTrace``).
     public static let batches = TraceOptions(rawValue: 8)
+    /// Everything.
     public static let all: TraceOptions = [.fetches, .saves, .merges, .batches]
 }
 

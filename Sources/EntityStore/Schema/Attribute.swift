@@ -73,7 +73,7 @@ public struct Attribute: Codable, Sendable, Hashable {
     /// is stored and can be indexed; the app does not set it (``ManagedObject/setValue(_:forKey:)`` refuses). One
     /// read through a relationship is computed again inside the save's transaction from what the store then holds,
     /// so another context's concurrent links, a merge policy that keeps stored values, or a batch update or delete of
-    /// the related objects never leaves it wrong (``PersistentStore/checkIntegrity()`` verifies it).
+    /// the related objects never leaves it wrong (``PersistentStore/checkIntegrity(progress:)`` verifies it).
     public var derivation: String?
     /// Whether the attribute is transient: tracked by its context (changes, undo, events) but never stored. It
     /// lives in ``Entity/transientAttributes``, apart from the stored ones.

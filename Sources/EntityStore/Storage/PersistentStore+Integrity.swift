@@ -1,7 +1,7 @@
 import Foundation
 import LMDB
 
-/// One problem found by ``PersistentStore/checkIntegrity()``.
+/// One problem found by ``PersistentStore/checkIntegrity(progress:)``.
 public struct IntegrityFinding: Sendable, Hashable, CustomStringConvertible {
     /// The kind of problem.
     public enum Kind: String, Sendable, Hashable {
