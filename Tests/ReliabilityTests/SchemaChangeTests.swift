@@ -206,6 +206,10 @@ import Glibc
     /// prefix of the new records. Some stages under way are abandoned by the old app's open, and the chain goes on.
     @Test func killsAtRandomMomentsOfAChunkedMigrationLeaveTheOldStoreOrOneThatResumes() throws {
         let kills = TestScale.size(200, stress: 1_000)
+        // Kills at random moments in a chain before it goes on to its last transaction (see `patient` below): at
+        // full size as many as a chain took before (about 170; six chains in all), since each chain costs a copy, a
+        // whole migration and an integrity check of 200,000 objects.
+        let patience = TestScale.size(30, stress: 150)
         let people = 200_000
         let chunk = 2_000
         let dir = try TemporaryDirectory(prefix: "chunked-migration-kill")
@@ -255,7 +259,7 @@ import Glibc
                     // report): kills at random moments may make no progress at all, and a busy machine makes fewer
                     // chunks fit between two moments, so without it a chain might use up every kill among its
                     // chunks and none would land in the last transaction.
-                    let patient = kill >= 30
+                    let patient = kill >= patience
                     let chunksLeft =
                         look.underWay.map { ($0.total - $0.completed + chunk - 1) / chunk } ?? people / chunk
                     let reports =
