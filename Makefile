@@ -1,4 +1,4 @@
-# EntityStore: make demo | test | lint | bench | fuzz | docs
+# EntityStore: make demo | test | lint | bench | fuzz | docs | gtk-demo | gtk-test | gtk-bench
 #
 # `make demo`, `make test` and `make bench` install what they need (liblmdb-dev; lmdb-utils for the tests that
 # check that Debian's own tools read our stores; libsqlite3-dev for the benchmarks' SQLite side; sqlite3 and python3
