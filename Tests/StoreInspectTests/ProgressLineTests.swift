@@ -60,3 +60,20 @@ import Testing
         #expect(piped.status == 0 && piped.stderr.isEmpty)
     }
 }
+
+/// `stats` ends with the free pages and the whole file, as `mdb_stat -f -e` do; the file's bytes are `info`'s.
+@Suite struct StatsSummaryTests {
+    @Test func statsEndsWithTheFreePagesAndTheFile() throws {
+        let store = try InspectedStore()
+        defer { store.remove() }
+        let stats = try inspect(["stats", store.path, "--format", "csv"])
+        #expect(stats.status == 0, "\(stats.stderr)")
+        let lines = stats.stdout.split(separator: "\n").map(String.init)
+        let info = try inspect(["info", store.path, "--format", "json"]).stdout
+        let used = info.range(of: #""bytes used": ?(\d+)"#, options: .regularExpression).map {
+            String(info[$0]).filter(\.isNumber)
+        }
+        #expect(lines.dropLast().last?.hasPrefix("(free pages),") == true, "\(lines)")
+        #expect(used != nil && lines.last == "(the file),,\(used ?? ""),,,,", "\(lines.last ?? "") \(info)")
+    }
+}
